@@ -1,0 +1,115 @@
+"""The Python API: every CLI command is one call of a function here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from planner.catalog import Catalog, load_catalog
+from planner.errors import PlannerInputError, unknown_id_message
+from planner.optimize import plan as solve_plan
+from planner.perf import PerfMiss, PerfQuery, PerfResult, estimate
+from planner.plan import Plan
+from planner.requirements import daily_active_users, peak_rps_from_mean, requests_per_day
+from planner.scenario import Scenario, load_scenario
+
+
+def plan_file(
+    scenario_path: Path | str,
+    catalog_dir: Path | str | None = None,
+    solver: str | None = None,
+    time_limit_s: float | None = None,
+) -> Plan:
+    """Load the catalog and a scenario file, then size the fleet (raises InfeasiblePlanError with a diagnosis)."""
+    catalog = load_catalog(catalog_dir)
+    return solve_plan(load_scenario(scenario_path, catalog), catalog, solver=solver, time_limit_s=time_limit_s)
+
+
+def validate_file(scenario_path: Path | str, catalog_dir: Path | str | None = None) -> Scenario:
+    """Load and check a scenario against the catalog; returns the resolved scenario."""
+    return load_scenario(scenario_path, load_catalog(catalog_dir))
+
+
+@dataclass(frozen=True)
+class PerfAnswer:
+    """`planner perf` output: the point (or the miss) plus node normalization facts."""
+
+    query: PerfQuery
+    result: PerfResult | None
+    miss_reason: str | None
+
+
+def perf_point(query: PerfQuery, catalog_dir: Path | str | None = None) -> PerfAnswer:
+    """Latency and throughput of one engine config, with provenance (or why there is no answer)."""
+    catalog = load_catalog(catalog_dir)
+    _check_query_ids(query, catalog)
+    answer = estimate(query, catalog)
+    if isinstance(answer, PerfMiss):
+        return PerfAnswer(query, None, answer.reason)
+    return PerfAnswer(query, answer, None)
+
+
+def _check_query_ids(query: PerfQuery, catalog: Catalog) -> None:
+    if query.model not in catalog.models:
+        raise PlannerInputError("--model", "model", unknown_id_message("model", query.model, catalog.models, "planner catalog models"))
+    if query.gpu not in catalog.gpus:
+        raise PlannerInputError("--gpu", "gpu", unknown_id_message("GPU", query.gpu, catalog.gpus, "planner catalog gpus"))
+    gpu = catalog.gpus[query.gpu]
+    if query.precision is not None and query.precision not in gpu.precisions:
+        raise PlannerInputError(
+            "--precision", "precision", f"{query.gpu} does not support {query.precision}; allowed: {', '.join(gpu.precisions)}"
+        )
+
+
+@dataclass(frozen=True)
+class PeakAnswer:
+    mean_rps: float
+    quantile: float
+    peak_rps: float
+
+
+def peak(mean_rps: float, quantile: float = 0.95) -> PeakAnswer:
+    """Peak requests/s at a quantile of Poisson arrivals (seed case C4)."""
+    if mean_rps < 0:
+        raise PlannerInputError("--mean-rps", "mean_rps", f"must be >= 0 (got {mean_rps:g})")
+    if not 0 < quantile < 1:
+        raise PlannerInputError("--quantile", "quantile", f"must be strictly between 0 and 1 (got {quantile:g})")
+    return PeakAnswer(mean_rps, quantile, peak_rps_from_mean(mean_rps, quantile))
+
+
+@dataclass(frozen=True)
+class UsersAnswer:
+    rps: float
+    hours_per_day: float
+    requests_per_user: float
+    requests_per_day: float
+    daily_active_users: int
+
+
+def users(rps: float, hours_per_day: float = 8.0, requests_per_user: float = 3.0) -> UsersAnswer:
+    """Requests per working day and daily active users a sustained rate serves (seed case C2)."""
+    for flag, name, value, low in (
+        ("--rps", "rps", rps, 0.0), ("--hours", "hours", hours_per_day, 0.0), ("--requests-per-user", "requests_per_user", requests_per_user, 0.0),
+    ):  # fmt: skip
+        if value < low or (name != "rps" and value == 0):
+            raise PlannerInputError(flag, name, f"must be > 0 (got {value:g})")
+    if hours_per_day > 24:
+        raise PlannerInputError("--hours", "hours", f"a day has at most 24 hours (got {hours_per_day:g})")
+    return UsersAnswer(
+        rps, hours_per_day, requests_per_user,
+        round(requests_per_day(rps, hours_per_day), 6), daily_active_users(rps, hours_per_day, requests_per_user),
+    )
+
+
+CATALOG_KINDS = ("gpus", "systems", "models", "benchmarks")
+
+
+def catalog_entries(kind: str, catalog_dir: Path | str | None = None) -> list[dict]:
+    """Catalog entries of one kind as plain records (for listing)."""
+    if kind not in CATALOG_KINDS:
+        raise PlannerInputError("catalog", "kind", f"unknown kind '{kind}'; allowed: {', '.join(CATALOG_KINDS)}")
+    catalog = load_catalog(catalog_dir)
+    if kind == "benchmarks":
+        return [row.model_dump(exclude_none=True) for row in catalog.benchmarks]
+    entries = getattr(catalog, kind)
+    return [entries[key].model_dump(exclude_none=True) for key in sorted(entries)]

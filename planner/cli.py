@@ -1,0 +1,203 @@
+"""`planner` command line: parses options, calls one API function, prints. No logic lives here.
+
+Exit codes: 0 ok, 1 infeasible plan, 2 bad input (one line on stderr, no traceback; --debug shows it).
+"""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from planner import api
+from planner.errors import InfeasiblePlanError, PlannerInputError
+from planner.perf import PerfQuery
+from planner.report import json_out, text
+
+app = typer.Typer(
+    name="planner",
+    help="LLM inference fleet sizing and cost: how many of which GPU servers a workload needs.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+EXIT_INFEASIBLE = 1
+EXIT_BAD_INPUT = 2
+
+CatalogOption = Annotated[
+    Optional[Path], typer.Option("--catalog", help="Catalog directory (default: the shipped catalogs).")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")]
+
+
+class SolverChoice(str, Enum):
+    cbc = "cbc"
+    highs = "highs"
+
+
+class CatalogKind(str, Enum):
+    gpus = "gpus"
+    systems = "systems"
+    models = "models"
+    benchmarks = "benchmarks"
+
+
+def _stdout() -> Console:
+    # a pipe or file gets wide lines rather than rich's default 80 columns with clipped cells
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 140)
+
+
+def _run(action, debug: bool) -> None:
+    """Run one command body, turning the planner's own errors into messages and exit codes."""
+    try:
+        action()
+    except PlannerInputError as exc:
+        if debug:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    except InfeasiblePlanError as exc:
+        if debug:
+            raise
+        print("infeasible: no plan meets the scenario", file=sys.stderr)
+        for line in exc.diagnosis:
+            print(f"- {line}", file=sys.stderr)
+        raise typer.Exit(EXIT_INFEASIBLE) from None
+
+
+@app.command()
+def plan(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
+    json: JsonOption = False,
+    solver: Annotated[Optional[SolverChoice], typer.Option("--solver", help="MILP solver (default: the scenario's, cbc).")] = None,
+    time_limit: Annotated[Optional[float], typer.Option("--time-limit", min=0.001, help="Solver time limit, seconds.")] = None,
+    catalog: CatalogOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """Size the fleet: the cheapest node counts that serve every workload's peak within its latency limits."""
+
+    def action() -> None:
+        result = api.plan_file(scenario, catalog, solver.value if solver else None, time_limit)
+        if json:
+            sys.stdout.write(json_out.dumps(json_out.plan_document(result)))
+        else:
+            text.print_plan(result, _stdout())
+
+    _run(action, debug)
+
+
+@app.command()
+def validate(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
+    catalog: CatalogOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """Check a scenario against the catalog and show what was read (tokens, peak rates, limits)."""
+    _run(lambda: text.print_validation(api.validate_file(scenario, catalog), _stdout()), debug)
+
+
+@app.command()
+def perf(
+    model: Annotated[str, typer.Option("--model", help="Model id (planner catalog models).")],
+    gpu: Annotated[str, typer.Option("--gpu", help="GPU id (planner catalog gpus).")],
+    isl: Annotated[Optional[int], typer.Option("--isl", min=1, help="Input tokens.")] = None,
+    osl: Annotated[Optional[int], typer.Option("--osl", min=1, help="Output tokens.")] = None,
+    tp: Annotated[Optional[int], typer.Option("--tp", min=1, help="Tensor parallelism.")] = None,
+    precision: Annotated[Optional[str], typer.Option("--precision", help="bf16 | fp16 | fp8 | fp4.")] = None,
+    concurrency: Annotated[Optional[int], typer.Option("--concurrency", min=1, help="Requests in flight.")] = None,
+    ttft_ms: Annotated[Optional[float], typer.Option("--ttft-ms", min=0.0, help="TTFT limit.")] = None,
+    itl_ms: Annotated[Optional[float], typer.Option("--itl-ms", min=0.0, help="ITL limit.")] = None,
+    e2e_ms: Annotated[Optional[float], typer.Option("--e2e-ms", min=0.0, help="End-to-end limit.")] = None,
+    gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", min=1, help="GPUs per node for normalization.")] = 8,
+    json: JsonOption = False,
+    catalog: CatalogOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """Latency and throughput of one engine configuration, with provenance.
+
+    No concurrency and no limits: the max-throughput point.
+    """
+
+    def action() -> None:
+        if precision is not None and precision not in ("bf16", "fp16", "fp8", "fp4"):
+            raise PlannerInputError("--precision", "precision", f"unknown precision '{precision}'; allowed: bf16, fp16, fp8, fp4")
+        query = PerfQuery(model, gpu, isl, osl, tp, precision, concurrency, ttft_ms, itl_ms, e2e_ms)
+        answer = api.perf_point(query, catalog)
+        if json:
+            sys.stdout.write(json_out.dumps(json_out.perf_document(answer, gpus_per_node)))
+        else:
+            text.print_perf(answer, gpus_per_node, _stdout())
+
+    _run(action, debug)
+
+
+@app.command()
+def peak(
+    mean_rps: Annotated[float, typer.Option("--mean-rps", help="Mean requests per second.")],
+    quantile: Annotated[float, typer.Option("--quantile", help="Quantile of the Poisson arrival count.")] = 0.95,
+    json: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Peak requests/s to size for, from a mean rate with Poisson arrivals."""
+
+    def action() -> None:
+        answer = api.peak(mean_rps, quantile)
+        if json:
+            sys.stdout.write(json_out.dumps(json_out.peak_document(answer)))
+        else:
+            text.print_peak(answer, _stdout())
+
+    _run(action, debug)
+
+
+@app.command()
+def users(
+    rps: Annotated[float, typer.Option("--rps", help="Sustained requests per second.")],
+    hours: Annotated[float, typer.Option("--hours", help="Working hours per day.")] = 8.0,
+    requests_per_user: Annotated[float, typer.Option("--requests-per-user", help="Requests per person per day.")] = 3.0,
+    json: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Requests per day and daily active users a sustained rate serves."""
+
+    def action() -> None:
+        answer = api.users(rps, hours, requests_per_user)
+        if json:
+            sys.stdout.write(json_out.dumps(json_out.users_document(answer)))
+        else:
+            text.print_users(answer, _stdout())
+
+    _run(action, debug)
+
+
+@app.command("catalog")
+def catalog_list(
+    kind: Annotated[CatalogKind, typer.Argument(help="What to list.")] = CatalogKind.systems,
+    json: JsonOption = False,
+    catalog: CatalogOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """List catalog entries (ids and key figures) with their sources."""
+
+    def action() -> None:
+        entries = api.catalog_entries(kind.value, catalog)
+        if json:
+            sys.stdout.write(json_out.dumps({kind.value: entries}))
+        else:
+            text.print_catalog(kind.value, entries, _stdout())
+
+    _run(action, debug)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Error types: user mistakes are values with a message a user can act on, never tracebacks."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+class PlannerError(Exception):
+    """Base of every error the planner raises on purpose."""
+
+
+@dataclass(frozen=True)
+class InputProblem:
+    """One thing wrong with an input file: where, which field, what is allowed."""
+
+    file: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}: {self.field}" if self.field else self.file
+        return f"{where}: {self.message}"
+
+
+class PlannerInputError(PlannerError):
+    """Bad input (file, field, what is allowed). The CLI prints it on one line and exits with code 2."""
+
+    def __init__(self, file: str, field: str, message: str):
+        self.problem = InputProblem(str(file), field, message)
+        super().__init__(str(self.problem))
+
+    @property
+    def file(self) -> str:
+        return self.problem.file
+
+    @property
+    def field(self) -> str:
+        return self.problem.field
+
+
+class InfeasiblePlanError(PlannerError):
+    """No plan meets the scenario; `diagnosis` says which workload or limit and why, in words."""
+
+    def __init__(self, diagnosis: list[str]):
+        self.diagnosis = list(diagnosis)
+        super().__init__("no feasible plan: " + "; ".join(self.diagnosis))
+
+
+def did_you_mean(value: str, known: Iterable[str]) -> str:
+    """' Did you mean 'x'?' for the closest known id, or '' when nothing is close."""
+    close = difflib.get_close_matches(str(value), list(known), n=1, cutoff=0.6)
+    return f" Did you mean '{close[0]}'?" if close else ""
+
+
+def unknown_id_message(kind: str, value: str, known: Iterable[str], listing_command: str) -> str:
+    """Message for an id that is not in the catalog, SkyPilot style: what, hint, where to look."""
+    known = sorted(known)
+    return (
+        f"unknown {kind} '{value}'.{did_you_mean(value, known)} "
+        f"Known: {', '.join(known)}. To list them: {listing_command}"
+    )

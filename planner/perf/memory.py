@@ -1,0 +1,42 @@
+"""Memory fit (seed cases C5): weights split over TP, a runtime reserve, the rest holds the KV cache."""
+
+from __future__ import annotations
+
+import math
+
+from planner.catalog import BYTES_PER_PARAM, Gpu, ModelArch
+from planner.perf.types import MemoryFit
+
+
+def memory_fit(
+    model: ModelArch,
+    gpu: Gpu,
+    gpus_per_instance: int,
+    precision: str,
+    tokens_per_sequence: int | None,
+    reserve_fraction: float,
+    kv_bytes_per_element: float = 2.0,
+) -> MemoryFit:
+    """Weights per GPU = params x bytes(precision) / TP; usable = memory x (1 - reserve);
+    max concurrency = floor(TP x (usable - weights per GPU) / (KV bytes per token x (isl + osl))).
+    """
+    weights_gb_per_gpu = model.params_b * BYTES_PER_PARAM[precision] / gpus_per_instance
+    usable_gb_per_gpu = gpu.memory_gb * (1.0 - reserve_fraction)
+    free_gb = usable_gb_per_gpu - weights_gb_per_gpu
+    if free_gb <= 0:
+        return MemoryFit(
+            False, weights_gb_per_gpu, usable_gb_per_gpu, 0,
+            f"weights need {weights_gb_per_gpu:.1f} GB per GPU at {precision} over {gpus_per_instance} GPU(s); "
+            f"{gpu.id} has {usable_gb_per_gpu:.1f} GB usable ({reserve_fraction:.0%} reserved)",
+        )
+    kv_per_token = model.kv_bytes_per_token(kv_bytes_per_element)
+    if kv_per_token is None or tokens_per_sequence is None:
+        why = "architecture of the model not known" if kv_per_token is None else "no sequence length"
+        return MemoryFit(True, weights_gb_per_gpu, usable_gb_per_gpu, None, f"weights fit; KV capacity unknown ({why})")
+    max_concurrency = math.floor(gpus_per_instance * free_gb * 1e9 / (kv_per_token * tokens_per_sequence))
+    if max_concurrency < 1:
+        return MemoryFit(
+            False, weights_gb_per_gpu, usable_gb_per_gpu, 0,
+            f"weights fit but the KV cache of one {tokens_per_sequence}-token sequence does not",
+        )
+    return MemoryFit(True, weights_gb_per_gpu, usable_gb_per_gpu, max_concurrency, "fits")

@@ -1,0 +1,75 @@
+"""Layer 1 of the performance model: benchmark table rows, matched exactly (provenance 'measured')."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from planner.catalog import BenchmarkRow, Catalog
+from planner.perf.memory import memory_fit
+from planner.perf.types import PerfQuery, PerfResult
+
+
+def matching_rows(catalog: Catalog, query: PerfQuery) -> list[BenchmarkRow]:
+    """Rows of the same model, GPU, ISL and OSL (a blank in the row matches only a blank in the query);
+    TP, precision and concurrency must match when the query gives them."""
+    rows = []
+    for row in catalog.benchmarks:
+        if (row.model, row.gpu, row.isl, row.osl) != (query.model, query.gpu, query.isl, query.osl):
+            continue
+        if query.tp is not None and row.tp != query.tp:
+            continue
+        if query.precision is not None and row.precision != query.precision:
+            continue
+        if query.concurrency is not None and row.concurrency != query.concurrency:
+            continue
+        rows.append(row)
+    return rows
+
+
+def engine_key(row: BenchmarkRow) -> tuple:
+    """Rows of one engine variant differ only in load (concurrency / run kind)."""
+    return (row.tp or 0, row.precision or "", row.gpus, row.per, row.table)
+
+
+def group_by_engine(rows: list[BenchmarkRow]) -> list[list[BenchmarkRow]]:
+    groups: dict[tuple, list[BenchmarkRow]] = defaultdict(list)
+    for row in rows:
+        groups[engine_key(row)].append(row)
+    return [groups[key] for key in sorted(groups)]
+
+
+def result_from_row(row: BenchmarkRow, catalog: Catalog) -> PerfResult:
+    """A measured row as a PerfResult for one engine instance, filling what follows from the row itself."""
+    derivations: list[str] = []
+    gpus_per_instance = row.tp if (row.per == "instance" and row.tp) else row.gpus
+    if row.per == "node":
+        derivations.append(f"measured on a whole {row.gpus}-GPU system: one instance = {row.gpus} GPUs")
+    rps = row.request_throughput_rps
+    tokens_per_s = row.output_tokens_per_s
+    if rps is None and tokens_per_s is not None and row.osl:
+        rps = tokens_per_s / row.osl
+        derivations.append(f"request_throughput_rps = output_tokens_per_s / OSL = {tokens_per_s:g} / {row.osl}")
+    if tokens_per_s is None and rps is not None and row.osl:
+        tokens_per_s = rps * row.osl
+        derivations.append(f"output_tokens_per_s = request_throughput_rps x OSL = {rps:g} x {row.osl}")
+    e2e = None
+    if row.ttft_ms is not None and row.itl_ms is not None and row.osl:
+        e2e = row.ttft_ms + (row.osl - 1) * row.itl_ms
+        derivations.append("e2e_ms = ttft_ms + (OSL - 1) x itl_ms")
+    precision = row.precision
+    if precision is None:
+        derivations.append("precision not stated by the source: memory fit checked at bf16 (conservative)")
+    tokens = (row.isl or 0) + (row.osl or 0) or None
+    fit = memory_fit(
+        catalog.models[row.model], catalog.gpus[row.gpu], gpus_per_instance, precision or "bf16", tokens,
+        catalog.defaults.memory_reserve_fraction.value,
+    )
+    return PerfResult(
+        model=row.model, gpu=row.gpu, tp=row.tp, precision=row.precision, isl=row.isl, osl=row.osl,
+        concurrency=row.concurrency, gpus_per_instance=gpus_per_instance,
+        ttft_ms=row.ttft_ms, itl_ms=row.itl_ms, e2e_ms=e2e,
+        ttft_ms_bound=row.ttft_ms_bound, itl_ms_bound=row.itl_ms_bound,
+        request_throughput_rps=rps, output_tokens_per_s=tokens_per_s,
+        provenance="measured", source=f"{row.source} ({row.table} line {row.line})",
+        memory=fit, derivations=tuple(derivations),
+    )

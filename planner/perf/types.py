@@ -1,0 +1,79 @@
+"""Result types of the performance model: an answer with provenance, or a miss with a reason."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class PerfQuery:
+    """One question to the performance model. None for tp/precision/concurrency means 'any / best'."""
+
+    model: str
+    gpu: str
+    isl: int | None
+    osl: int | None
+    tp: int | None = None
+    precision: str | None = None
+    concurrency: int | None = None
+    ttft_ms: float | None = None
+    itl_ms: float | None = None
+    e2e_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    """Whether the weights fit and how many sequences of isl+osl tokens the KV cache holds."""
+
+    fits: bool
+    weights_gb_per_gpu: float
+    usable_gb_per_gpu: float
+    max_concurrency_by_memory: int | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class PerfResult:
+    """Latency and throughput of one engine instance at one operating point.
+
+    Throughput is per instance (one engine of `gpus_per_instance` GPUs); a node holds
+    `gpus_per_node // gpus_per_instance` of them. `provenance` is 'measured' (a benchmark row matched exactly),
+    'interpolated' or 'modeled'; `source` names the table row(s), `derivations` what was computed from them.
+    """
+
+    model: str
+    gpu: str
+    tp: int | None
+    precision: str | None
+    isl: int | None
+    osl: int | None
+    concurrency: int | None
+    gpus_per_instance: int
+    ttft_ms: float | None
+    itl_ms: float | None
+    e2e_ms: float | None
+    ttft_ms_bound: float | None
+    itl_ms_bound: float | None
+    request_throughput_rps: float | None
+    output_tokens_per_s: float | None
+    provenance: str
+    source: str
+    memory: MemoryFit | None
+    derivations: tuple[str, ...] = field(default_factory=tuple)
+
+    def instances_per_node(self, gpus_per_node: int) -> int:
+        return gpus_per_node // self.gpus_per_instance
+
+    def rps_per_node(self, gpus_per_node: int) -> float | None:
+        """rps_per_node = instances_per_node x rps_per_instance (design.md)."""
+        if self.request_throughput_rps is None:
+            return None
+        return self.instances_per_node(gpus_per_node) * self.request_throughput_rps
+
+
+@dataclass(frozen=True)
+class PerfMiss:
+    """No answer for a query, and why (no data, does not fit, limit below what the data shows)."""
+
+    query: PerfQuery
+    reason: str

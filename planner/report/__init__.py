@@ -1,0 +1,1 @@
+"""Reports: everything that turns a result into text, JSON or files."""

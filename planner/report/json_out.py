@@ -1,0 +1,77 @@
+"""JSON documents with the names of design.md; deterministic (same input, same bytes)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
+from typing import Any
+
+from planner.api import PeakAnswer, PerfAnswer, UsersAnswer
+from planner.plan import Plan
+
+
+def _clean(value: Any) -> Any:
+    """JSON has no inf/NaN: write them as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+def dumps(document: dict) -> str:
+    return json.dumps(_clean(document), indent=2, ensure_ascii=False) + "\n"
+
+
+def plan_document(plan: Plan) -> dict:
+    document = plan.to_dict()
+    document["candidates"]["pruned"] = [
+        {"workload": w, "system": s, "reason": r} for (w, s, r) in plan.candidates.pruned
+    ]
+    return document
+
+
+def perf_document(answer: PerfAnswer, gpus_per_node: int) -> dict:
+    result = answer.result
+    if result is None:
+        return {
+            "model": answer.query.model, "gpu": answer.query.gpu, "tp": answer.query.tp,
+            "precision": answer.query.precision, "isl": answer.query.isl, "osl": answer.query.osl,
+            "concurrency": answer.query.concurrency, "ttft_ms": None, "itl_ms": None, "e2e_ms": None,
+            "request_throughput_rps": None, "output_tokens_per_s": None, "instances_per_node": None,
+            "rps_per_node": None, "fits": None, "max_concurrency_by_memory": None,
+            "provenance": "none", "reason": answer.miss_reason,
+        }  # fmt: skip
+    memory = result.memory
+    return {
+        "model": result.model, "gpu": result.gpu, "tp": result.tp, "precision": result.precision,
+        "isl": result.isl, "osl": result.osl, "concurrency": result.concurrency,
+        "gpus_per_instance": result.gpus_per_instance,
+        "ttft_ms": result.ttft_ms, "itl_ms": result.itl_ms,
+        "e2e_ms": None if result.e2e_ms is None else round(result.e2e_ms, 3),
+        "ttft_ms_bound": result.ttft_ms_bound, "itl_ms_bound": result.itl_ms_bound,
+        "request_throughput_rps": _round(result.request_throughput_rps),
+        "output_tokens_per_s": _round(result.output_tokens_per_s),
+        "gpus_per_node": gpus_per_node,
+        "instances_per_node": result.instances_per_node(gpus_per_node),
+        "rps_per_node": _round(result.rps_per_node(gpus_per_node)),
+        "fits": None if memory is None else memory.fits,
+        "max_concurrency_by_memory": None if memory is None else memory.max_concurrency_by_memory,
+        "memory": None if memory is None else asdict(memory),
+        "provenance": result.provenance, "source": result.source, "derivations": list(result.derivations),
+    }  # fmt: skip
+
+
+def peak_document(answer: PeakAnswer) -> dict:
+    return asdict(answer)
+
+
+def users_document(answer: UsersAnswer) -> dict:
+    return asdict(answer)
+
+
+def _round(value: float | None, digits: int = 6) -> float | None:
+    return None if value is None else round(value, digits)

@@ -1,0 +1,136 @@
+"""Human output: one screen, tables through rich (plain text when not a terminal)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from planner.api import PeakAnswer, PerfAnswer, UsersAnswer
+from planner.plan import Plan
+from planner.scenario import Scenario
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def _engine(line) -> str:
+    """'TP2 fp8 b50 5000/500': tensor parallelism, precision, max batch, engine max ISL/OSL (n/s: not stated)."""
+    parts = [f"TP{line.tp}" if line.tp else "", line.precision or "", f"b{line.max_batch}" if line.max_batch else ""]
+    stated = " ".join(p for p in parts if p)
+    unstated = [name for name, p in zip(("TP", "precision", "batch"), parts) if not p]
+    if unstated:
+        stated = (stated + " " if stated else "") + f"({'/'.join(unstated)} n/s)"
+    return f"{stated} {line.engine_isl}/{line.engine_osl}"
+
+
+def print_plan(plan: Plan, console: Console) -> None:
+    console.print(f"[bold]Plan for {plan.scenario}[/bold]: {plan.status} ({plan.solver}, {plan.solve_seconds:.2f} s"
+                  + (f", gap {plan.mip_gap:.2%}" if plan.status == "feasible" and plan.mip_gap is not None else "")
+                  + ")")  # fmt: skip
+    buy = Table(title="What to buy or rent", title_justify="left")
+    for column in ("system", "site", "model", "engine", "nodes", "GPUs", "USD/year"):
+        buy.add_column(column, justify="right" if column in ("nodes", "GPUs", "USD/year") else "left")
+    for line in plan.lines:
+        buy.add_row(line.system, line.site, line.model, _engine(line), str(line.nodes), str(line.gpus),
+                    f"{line.annual_cost_usd:,.0f}")  # fmt: skip
+    console.print(buy)
+    totals = plan.totals
+    nodes = sum(totals.nodes_by_system.values())
+    console.print(
+        f"Total: {nodes} node{'s' if nodes != 1 else ''}, {totals.gpus} GPUs, capex {totals.capex_usd:,.0f} USD, "
+        f"{totals.power_kw:,.1f} kW, {totals.rack_units} RU: [bold]{plan.objective_usd_per_year:,.0f} USD/year[/bold]"
+    )
+    loads = Table(title="Capacity vs demand per workload", title_justify="left")
+    for column in ("workload", "ISL/OSL", "demand rps", "capacity rps", "TTFT ms", "ITL ms", "E2E ms", "provenance"):
+        loads.add_column(column, justify="left" if column in ("workload", "provenance") else "right")
+    for w in plan.workloads:
+        loads.add_row(
+            w.name, f"{w.isl_tokens}/{w.osl_tokens}", f"{w.demand_rps:,.4g}", f"{w.capacity_rps:,.4g}",
+            _ms(w.ttft_ms), _ms(w.itl_ms), _ms(w.e2e_ms), w.provenance,
+        )
+    console.print(loads)
+    console.print("[bold]Why[/bold]")
+    for w in plan.workloads:
+        console.print(f"- {w.name}: demand {w.demand_note}; {w.why}", soft_wrap=True)
+    for limit in plan.binding_limits:
+        console.print(f"- binding: {limit}", soft_wrap=True)
+    if plan.candidates.pruned:
+        console.print(f"({plan.candidates.generated} configurations considered; {len(plan.candidates.pruned)} "
+                      "workload/system pairs pruned: see --json)")  # fmt: skip
+    n_s = any(line.tp is None or line.precision is None for line in plan.lines)
+    if n_s:
+        console.print("n/s = not stated by the benchmark source")
+
+
+def print_validation(scenario: Scenario, console: Console) -> None:
+    console.print(f"{scenario.file}: OK - scenario '{scenario.name}', deployment {scenario.deployment}")
+    for w in scenario.workloads:
+        limits = ", ".join(
+            f"{name} <= {value:g} ms"
+            for name, value in (("TTFT", w.slo.ttft_ms), ("ITL", w.slo.itl_ms), ("E2E", w.slo.e2e_ms))
+            if value is not None
+        ) or "no latency limit"
+        console.print(
+            f"- {w.name}: {w.model}, ISL {w.isl_tokens} / OSL {w.osl_tokens} tokens, peak {w.peak_rps:g} rps "
+            f"({w.demand_note}), {w.mode}, {limits}", soft_wrap=True,
+        )
+    console.print("- systems: " + ", ".join(f"{o.system} ({o.site})" for o in scenario.offers), soft_wrap=True)
+
+
+def print_perf(answer: PerfAnswer, gpus_per_node: int, console: Console) -> None:
+    result = answer.result
+    if result is None:
+        console.print(f"no answer: {answer.miss_reason}", soft_wrap=True)
+        return
+    console.print(
+        f"{result.model} on {result.gpu}, TP {result.tp or 'n/s'}, {result.precision or 'precision n/s'}, "
+        f"ISL {result.isl} / OSL {result.osl}, concurrency {result.concurrency or 'n/s'}"
+    )
+    console.print(f"TTFT {_ms(result.ttft_ms)} ms, ITL {_ms(result.itl_ms)} ms, E2E {_ms(result.e2e_ms)} ms")
+    rps_node = result.rps_per_node(gpus_per_node)
+    console.print(
+        f"{result.request_throughput_rps or 0:,.4g} requests/s and {result.output_tokens_per_s or 0:,.5g} output tokens/s "
+        f"per instance; {result.instances_per_node(gpus_per_node)} instance(s) per {gpus_per_node}-GPU node = "
+        f"{rps_node or 0:,.4g} requests/s per node"
+    )
+    if result.memory is not None:
+        console.print(f"memory: {result.memory.reason}; max concurrency by memory {result.memory.max_concurrency_by_memory}")
+    console.print(f"provenance: {result.provenance} - {result.source}", soft_wrap=True)
+    for note in result.derivations:
+        console.print(f"  ({note})", soft_wrap=True)
+
+
+def print_peak(answer: PeakAnswer, console: Console) -> None:
+    console.print(
+        f"peak {answer.peak_rps:g} requests/s at the {answer.quantile:g} quantile of Poisson arrivals with mean "
+        f"{answer.mean_rps:g} ({answer.peak_rps / answer.mean_rps - 1:+.0%} over the mean)" if answer.mean_rps > 0 else
+        f"peak {answer.peak_rps:g} requests/s"
+    )  # fmt: skip
+
+
+def print_users(answer: UsersAnswer, console: Console) -> None:
+    console.print(
+        f"{answer.rps:g} requests/s x 3600 x {answer.hours_per_day:g} h = {answer.requests_per_day:,.0f} requests/day; "
+        f"at {answer.requests_per_user:g} requests per person: {answer.daily_active_users:,} daily active users"
+    )
+
+
+_CATALOG_COLUMNS = {
+    "gpus": ("id", "memory_gb", "mem_bw_tb_per_s", "tflops_by_precision", "link", "tdp_w"),
+    "systems": ("id", "kind", "gpu", "gpus_per_node", "price_usd", "usd_per_hour", "power_kw", "rack_units"),
+    "models": ("id", "params_b", "layers", "hidden", "heads", "kv_heads", "head_dim", "max_context"),
+    "benchmarks": ("model", "gpu", "tp", "precision", "isl", "osl", "concurrency", "ttft_ms", "itl_ms",
+                   "request_throughput_rps", "output_tokens_per_s", "per", "table"),
+}  # fmt: skip
+
+
+def print_catalog(kind: str, entries: list[dict], console: Console) -> None:
+    table = Table(title=f"catalog {kind}", title_justify="left")
+    columns = _CATALOG_COLUMNS[kind]
+    for column in columns:
+        table.add_column(column)
+    for entry in entries:
+        table.add_row(*("" if entry.get(c) is None else str(entry.get(c)) for c in columns))
+    console.print(table)
+    console.print("Each entry names its source: see --json.")

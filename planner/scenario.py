@@ -1,0 +1,398 @@
+"""Scenarios: the workloads to serve, their latency limits, where nodes may come from, and the limits.
+
+`load_scenario(path, catalog)` reads YAML, validates its structure (pydantic, unknown fields rejected) and then
+checks it against the catalog (one `check_*` function per rule). The result is a frozen `Scenario` whose
+workloads carry resolved token lengths and peak request rates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from planner.catalog import Catalog, Precision
+from planner.errors import PlannerInputError, unknown_id_message
+from planner.loading import StrictModel, read_yaml, validate_model
+from planner.requirements import peak_rps_from_mean, rps_from_users, words_to_tokens
+
+HOURS_PER_YEAR = 8760.0
+
+WorkloadMode = Literal["streaming", "sequential", "offline"]
+Deployment = Literal["on-prem", "cloud", "hybrid"]
+SolverName = Literal["cbc", "highs"]
+
+
+class SloSpec(StrictModel):
+    """Latency limits. Streaming cares for TTFT and ITL, sequential for E2E, offline for none (seed 002)."""
+
+    ttft_ms: float | None = Field(default=None, gt=0)
+    itl_ms: float | None = Field(default=None, gt=0)
+    e2e_ms: float | None = Field(default=None, gt=0)
+    percentile: float = Field(default=50, gt=0, lt=100)
+
+
+class UsersSpec(StrictModel):
+    """Demand as people: daily active users x requests each, spread over the working hours."""
+
+    daily_active_users: float = Field(gt=0)
+    requests_per_user: float = Field(gt=0)
+    working_hours_per_day: float = Field(gt=0, le=24)
+
+
+class WorkloadSpec(StrictModel):
+    name: str = Field(min_length=1)
+    model: str
+    isl_tokens: int | None = Field(default=None, gt=0)
+    osl_tokens: int | None = Field(default=None, gt=0)
+    words_in: float | None = Field(default=None, gt=0)
+    words_out: float | None = Field(default=None, gt=0)
+    peak_rps: float | None = Field(default=None, ge=0)
+    mean_rps: float | None = Field(default=None, ge=0)
+    users: UsersSpec | None = None
+    peak_quantile: float | None = Field(default=None, gt=0, lt=1)
+    mode: WorkloadMode = "streaming"
+    slo: SloSpec = Field(default_factory=SloSpec)
+    precisions: list[Precision] | None = None
+
+    @model_validator(mode="after")
+    def _one_way_each(self) -> "WorkloadSpec":
+        if (self.isl_tokens is None) == (self.words_in is None):
+            raise ValueError("give the input length once: isl_tokens or words_in")
+        if (self.osl_tokens is None) == (self.words_out is None):
+            raise ValueError("give the output length once: osl_tokens or words_out")
+        given = [k for k in ("peak_rps", "mean_rps", "users") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give the demand exactly once: peak_rps, mean_rps (+ peak_quantile) or users "
+                f"(daily_active_users, requests_per_user, working_hours_per_day); got {given or 'none'}"
+            )
+        if self.peak_rps is not None and "peak_quantile" in self.model_fields_set:
+            raise ValueError("peak_quantile applies to mean_rps or users, not to peak_rps")
+        if self.mode == "offline" and any(v is not None for v in (self.slo.ttft_ms, self.slo.itl_ms, self.slo.e2e_ms)):
+            raise ValueError("an offline workload has no latency limit: remove slo limits or use mode streaming/sequential")
+        return self
+
+
+class OnPremSite(StrictModel):
+    systems: list[str] = Field(min_length=1)
+    # None: the catalog default (catalogs/defaults.yaml names each one's source)
+    amortization_years: float | None = Field(default=None, gt=0)
+    usd_per_kwh: float | None = Field(default=None, ge=0)
+    pue: float | None = Field(default=None, ge=1.0)
+    utilization_power_factor: float | None = Field(default=None, gt=0, le=1.0)
+    maintenance_fraction_per_year: float | None = Field(default=None, ge=0)
+    price_usd: dict[str, float] = Field(default_factory=dict)
+
+
+class CloudSite(StrictModel):
+    systems: list[str] = Field(min_length=1)
+    usd_per_hour: dict[str, float] = Field(default_factory=dict)
+
+
+class SitesSpec(StrictModel):
+    on_prem: OnPremSite | None = None
+    cloud: CloudSite | None = None
+
+
+class LimitsSpec(StrictModel):
+    headroom_fraction: float = Field(default=0.0, ge=0)
+    power_kw: float | None = Field(default=None, gt=0)
+    rack_units: int | None = Field(default=None, gt=0)
+    capex_usd: float | None = Field(default=None, gt=0)
+
+
+class SolverSpec(StrictModel):
+    name: SolverName = "cbc"
+    time_limit_s: float = Field(default=60.0, gt=0)
+
+
+class ScenarioSpec(StrictModel):
+    name: str = Field(min_length=1)
+    description: str = ""
+    words_per_token: float | None = Field(default=None, gt=0)
+    deployment: Deployment = "on-prem"
+    workloads: list[WorkloadSpec] = Field(min_length=1)
+    sites: SitesSpec
+    limits: LimitsSpec = Field(default_factory=LimitsSpec)
+    solver: SolverSpec = Field(default_factory=SolverSpec)
+
+
+@dataclass(frozen=True)
+class Slo:
+    ttft_ms: float | None
+    itl_ms: float | None
+    e2e_ms: float | None
+    percentile: float
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A workload with its lengths in tokens and the peak request rate it must be sized for."""
+
+    name: str
+    model: str
+    isl_tokens: int
+    osl_tokens: int
+    peak_rps: float
+    demand_note: str
+    mode: str
+    slo: Slo
+    precisions: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
+class OnPremCosts:
+    amortization_years: float
+    usd_per_kwh: float
+    pue: float
+    utilization_power_factor: float
+    maintenance_fraction_per_year: float
+
+
+@dataclass(frozen=True)
+class SystemOffer:
+    """A system the scenario allows, with the price that applies (catalog or scenario override)."""
+
+    system: str
+    site: str  # "on-prem" | "cloud"
+    price_usd: float | None
+    usd_per_hour: float | None
+    power_kw: float | None
+    rack_units: int | None
+    price_note: str
+
+
+@dataclass(frozen=True)
+class Limits:
+    headroom_fraction: float
+    power_kw: float | None
+    rack_units: int | None
+    capex_usd: float | None
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    file: str
+    description: str
+    deployment: str
+    words_per_token: float
+    workloads: tuple[Workload, ...]
+    offers: tuple[SystemOffer, ...]
+    on_prem_costs: OnPremCosts | None
+    limits: Limits
+    solver: str
+    time_limit_s: float
+
+
+# ---- checks against the catalog: one function per rule, all raising PlannerInputError ----
+
+
+def check_models_known(spec: ScenarioSpec, catalog: Catalog, file: str) -> None:
+    for index, workload in enumerate(spec.workloads):
+        if workload.model not in catalog.models:
+            raise PlannerInputError(
+                file,
+                f"workloads[{index}:{workload.name}].model",
+                unknown_id_message("model", workload.model, catalog.models, "planner catalog models"),
+            )
+
+
+def check_unique_workload_names(spec: ScenarioSpec, file: str) -> None:
+    seen: set[str] = set()
+    for index, workload in enumerate(spec.workloads):
+        if workload.name in seen:
+            raise PlannerInputError(file, f"workloads[{index}].name", f"duplicate workload name '{workload.name}'")
+        seen.add(workload.name)
+
+
+def check_lengths_fit_context(spec: ScenarioSpec, workloads: list[Workload], catalog: Catalog, file: str) -> None:
+    for index, workload in enumerate(workloads):
+        context = catalog.models[workload.model].max_context
+        if context is not None and workload.isl_tokens + workload.osl_tokens > context:
+            raise PlannerInputError(
+                file,
+                f"workloads[{index}:{workload.name}].isl_tokens",
+                f"input + output = {workload.isl_tokens} + {workload.osl_tokens} tokens exceeds the context of "
+                f"{workload.model} ({context} tokens); allowed: isl + osl <= {context}",
+            )
+
+
+def check_sites_match_deployment(spec: ScenarioSpec, file: str) -> None:
+    needs = {"on-prem": ("on_prem",), "cloud": ("cloud",), "hybrid": ("on_prem", "cloud")}[spec.deployment]
+    for site in needs:
+        if getattr(spec.sites, site) is None:
+            raise PlannerInputError(file, f"sites.{site}", f"deployment '{spec.deployment}' needs a sites.{site} block")
+
+
+def check_site_systems(spec: ScenarioSpec, catalog: Catalog, file: str) -> None:
+    for site_key, kind in (("on_prem", "on-prem"), ("cloud", "cloud")):
+        site = getattr(spec.sites, site_key)
+        if site is None:
+            continue
+        ids_of_kind = [s for s, v in catalog.systems.items() if v.kind == kind]
+        for index, system_id in enumerate(site.systems):
+            field = f"sites.{site_key}.systems[{index}]"
+            if system_id not in catalog.systems:
+                raise PlannerInputError(
+                    file, field, unknown_id_message(f"{kind} system", system_id, ids_of_kind, "planner catalog systems")
+                )
+            if catalog.systems[system_id].kind != kind:
+                raise PlannerInputError(
+                    file, field, f"'{system_id}' is a {catalog.systems[system_id].kind} system, not {kind}; "
+                    f"list it under sites.{'cloud' if kind == 'on-prem' else 'on_prem'}"
+                )
+        overrides = site.price_usd if site_key == "on_prem" else site.usd_per_hour
+        price_field = "price_usd" if site_key == "on_prem" else "usd_per_hour"
+        for system_id, value in overrides.items():
+            if system_id not in site.systems:
+                raise PlannerInputError(
+                    file, f"sites.{site_key}.{price_field}.{system_id}",
+                    f"price given for a system not listed in sites.{site_key}.systems ({', '.join(site.systems)})",
+                )
+            if value <= 0:
+                raise PlannerInputError(file, f"sites.{site_key}.{price_field}.{system_id}", f"must be > 0 (got {value})")
+
+
+def check_prices_known(spec: ScenarioSpec, catalog: Catalog, file: str) -> None:
+    """A system the scenario allows must have a price (catalog or override), and on-prem ones a power figure."""
+    if spec.sites.on_prem is not None:
+        for system_id in spec.sites.on_prem.systems:
+            system = catalog.systems[system_id]
+            if system.price_usd is None and system_id not in spec.sites.on_prem.price_usd:
+                raise PlannerInputError(
+                    file, f"sites.on_prem.systems: {system_id}",
+                    f"the catalog has no purchase price for '{system_id}' (none public); "
+                    f"give one as sites.on_prem.price_usd.{system_id}: <USD> or remove the system",
+                )
+            if system.power_kw is None:
+                raise PlannerInputError(
+                    file, f"sites.on_prem.systems: {system_id}",
+                    f"the catalog has no power figure for '{system_id}'; add power_kw to its catalog entry or remove it",
+                )
+    if spec.sites.cloud is not None:
+        for system_id in spec.sites.cloud.systems:
+            if catalog.systems[system_id].usd_per_hour is None and system_id not in spec.sites.cloud.usd_per_hour:
+                raise PlannerInputError(
+                    file, f"sites.cloud.systems: {system_id}",
+                    f"the catalog has no hourly price for '{system_id}'; give sites.cloud.usd_per_hour.{system_id}",
+                )
+
+
+# ---- resolution ----
+
+
+def resolve_workload(spec: WorkloadSpec, words_per_token: float, default_quantile: float) -> Workload:
+    """Lengths in tokens (words at `words_per_token`) and the peak rate to size for."""
+    isl = spec.isl_tokens if spec.isl_tokens is not None else words_to_tokens(spec.words_in, words_per_token)
+    osl = spec.osl_tokens if spec.osl_tokens is not None else words_to_tokens(spec.words_out, words_per_token)
+    if spec.peak_rps is not None:
+        peak, note = spec.peak_rps, "peak_rps as given"
+    else:
+        if spec.mean_rps is not None:
+            mean, what = spec.mean_rps, f"mean {spec.mean_rps:g} rps"
+        else:
+            users = spec.users
+            mean = rps_from_users(users.daily_active_users, users.requests_per_user, users.working_hours_per_day)
+            what = (
+                f"{users.daily_active_users:g} users x {users.requests_per_user:g} requests over "
+                f"{users.working_hours_per_day:g} h = mean {mean:.6g} rps"
+            )
+        explicit_none = "peak_quantile" in spec.model_fields_set and spec.peak_quantile is None
+        if explicit_none:
+            peak, note = mean, f"{what}, sized for the mean (peak_quantile: null)"
+        else:
+            quantile = spec.peak_quantile if spec.peak_quantile is not None else default_quantile
+            peak = peak_rps_from_mean(mean, quantile)
+            note = f"{what}, Poisson {quantile:g} quantile -> {peak:g} rps"
+    return Workload(
+        name=spec.name,
+        model=spec.model,
+        isl_tokens=int(isl),
+        osl_tokens=int(osl),
+        peak_rps=round(float(peak), 9),  # float noise must not buy a node: 678720 x 3 / 28800 is 70.7
+        demand_note=note,
+        mode=spec.mode,
+        slo=Slo(spec.slo.ttft_ms, spec.slo.itl_ms, spec.slo.e2e_ms, spec.slo.percentile),
+        precisions=tuple(spec.precisions) if spec.precisions is not None else None,
+    )
+
+
+def _offers(spec: ScenarioSpec, catalog: Catalog) -> tuple[SystemOffer, ...]:
+    offers = []
+    use_on_prem = spec.deployment in ("on-prem", "hybrid") and spec.sites.on_prem is not None
+    use_cloud = spec.deployment in ("cloud", "hybrid") and spec.sites.cloud is not None
+    if use_on_prem:
+        for system_id in spec.sites.on_prem.systems:
+            system = catalog.systems[system_id]
+            override = spec.sites.on_prem.price_usd.get(system_id)
+            offers.append(
+                SystemOffer(
+                    system=system_id, site="on-prem",
+                    price_usd=override if override is not None else system.price_usd,
+                    usd_per_hour=None, power_kw=system.power_kw, rack_units=system.rack_units,
+                    price_note="scenario override" if override is not None else f"catalog ({system.price_source_kind or 'source'})",
+                )
+            )
+    if use_cloud:
+        for system_id in spec.sites.cloud.systems:
+            system = catalog.systems[system_id]
+            override = spec.sites.cloud.usd_per_hour.get(system_id)
+            offers.append(
+                SystemOffer(
+                    system=system_id, site="cloud", price_usd=None,
+                    usd_per_hour=override if override is not None else system.usd_per_hour,
+                    power_kw=None, rack_units=None,
+                    price_note="scenario override" if override is not None else f"catalog ({system.price_source_kind or 'source'})",
+                )
+            )
+    return tuple(offers)
+
+
+def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str) -> Scenario:
+    """Check a validated spec against the catalog and resolve it."""
+    check_unique_workload_names(spec, file)
+    check_models_known(spec, catalog, file)
+    check_sites_match_deployment(spec, file)
+    check_site_systems(spec, catalog, file)
+    check_prices_known(spec, catalog, file)
+    defaults = catalog.defaults
+    words_per_token = spec.words_per_token if spec.words_per_token is not None else defaults.words_per_token.value
+    workloads = [resolve_workload(w, words_per_token, defaults.peak_quantile.value) for w in spec.workloads]
+    check_lengths_fit_context(spec, workloads, catalog, file)
+    on_prem = spec.sites.on_prem
+    costs = None
+    if on_prem is not None:
+
+        def pick(name: str) -> float:
+            given = getattr(on_prem, name)
+            return given if given is not None else getattr(defaults, name).value
+
+        costs = OnPremCosts(
+            pick("amortization_years"), pick("usd_per_kwh"), pick("pue"),
+            pick("utilization_power_factor"), pick("maintenance_fraction_per_year"),
+        )
+    limits = spec.limits
+    return Scenario(
+        name=spec.name,
+        file=file,
+        description=spec.description,
+        deployment=spec.deployment,
+        words_per_token=words_per_token,
+        workloads=tuple(workloads),
+        offers=_offers(spec, catalog),
+        on_prem_costs=costs,
+        limits=Limits(limits.headroom_fraction, limits.power_kw, limits.rack_units, limits.capex_usd),
+        solver=spec.solver.name,
+        time_limit_s=spec.solver.time_limit_s,
+    )
+
+
+def load_scenario(path: Path | str, catalog: Catalog) -> Scenario:
+    """Read, validate and resolve a scenario file; any problem raises PlannerInputError (file, field, allowed)."""
+    file = str(path)
+    spec = validate_model(ScenarioSpec, read_yaml(Path(path)), file)
+    return build_scenario(spec, catalog, file)

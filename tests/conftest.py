@@ -1,0 +1,80 @@
+"""Shared fixtures: the shipped catalog, a CLI runner, and a small catalog for hand-computed optimizer cases."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from planner.catalog import default_catalog_dir, load_catalog
+from planner.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = ROOT / "scenarios"
+
+
+@pytest.fixture(scope="session")
+def catalog():
+    return load_catalog()
+
+
+@pytest.fixture()
+def cli():
+    """Invoke `planner ...` in-process; returns (exit_code, stdout, stderr)."""
+    runner = CliRunner()
+
+    def invoke(*args: str):
+        result = runner.invoke(app, [str(a) for a in args])
+        return result.exit_code, result.stdout, result.stderr
+
+    return invoke
+
+
+@pytest.fixture()
+def cli_json(cli):
+    def invoke(*args: str) -> dict:
+        code, out, err = cli(*args, "--json")
+        assert code == 0, err
+        return json.loads(out)
+
+    return invoke
+
+
+BENCH_HEADER = (
+    "source,model,gpu,gpus,tp,precision,isl,osl,concurrency,run_kind,ttft_ms,ttft_ms_bound,itl_ms,itl_ms_bound,"
+    "request_throughput_rps,output_tokens_per_s,per,notes"
+)
+
+
+def make_catalog(tmp_path: Path, systems: list[dict], bench_rows: list[str]) -> Path:
+    """A catalog with the shipped GPUs, models and defaults, plus test-only systems and benchmark rows."""
+    directory = tmp_path / "catalog"
+    (directory / "benchmarks").mkdir(parents=True)
+    shipped = default_catalog_dir()
+    for name in ("gpus.yaml", "models.yaml", "defaults.yaml"):
+        shutil.copy(shipped / name, directory / name)
+    (directory / "systems.yaml").write_text(yaml.safe_dump({"systems": systems}, sort_keys=False))
+    (directory / "benchmarks" / "test.csv").write_text("\n".join([BENCH_HEADER, *bench_rows]) + "\n")
+    return directory
+
+
+def on_prem_system(system_id: str, gpu: str, price_usd: float, power_kw: float = 10.0, rack_units: int = 8) -> dict:
+    return {
+        "id": system_id, "kind": "on-prem", "name": system_id, "gpu": gpu, "gpus_per_node": 8,
+        "price_usd": price_usd, "power_kw": power_kw, "rack_units": rack_units, "source": "test fixture",
+    }  # fmt: skip
+
+
+def node_row(model: str, gpu: str, isl: int, osl: int, rps: float, ttft_ms: float = 100.0, itl_ms: float = 10.0) -> str:
+    """A test-only benchmark row measured per 8-GPU node."""
+    return f"test fixture,{model},{gpu},8,,,{isl},{osl},,online,{ttft_ms},,{itl_ms},,{rps},,node,"
+
+
+def write_scenario(tmp_path: Path, document: dict, name: str = "scenario.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
