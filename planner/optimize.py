@@ -11,7 +11,8 @@ d[w]            peak demand of w (requests/s); h the demand headroom fraction
 cost[c]         annualized cost of one node of c (USD/year)
 
 minimize    sum_c cost[c] N[c]
-subject to  sum_c x[w,c] >= d[w] (1 + h)                 for every w          (demand)
+subject to  sum_c x[w,c] = d[w] (1 + h)                  for every w          (demand; design.md's >=, held
+                                                                               tight so x is the actual routing)
             sum_w x[w,c] / r[w,c] <= N[c]                for every c          (capacity)
             sum_c power_kw[c] N[c] <= P                  when a power budget is given
             sum_c rack_units[c] N[c] <= R                when a rack-unit budget is given
@@ -63,11 +64,15 @@ def define_routing_variables(model: FleetModel, cset: CandidateSet) -> None:
 
 
 def add_demand_constraints(model: FleetModel, scenario: Scenario) -> None:
-    """sum_c x[w,c] >= d[w] (1 + h) for every workload w."""
+    """sum_c x[w,c] = d[w] (1 + h) for every workload w.
+
+    design.md writes >=; routing more than the demand never lowers the cost, and equality makes x[w,c] the
+    requests/s actually sent to c, which the report shows.
+    """
     headroom = 1.0 + scenario.limits.headroom_fraction
     for workload in scenario.workloads:
         routed = [var for (w, _), var in model.routed.items() if w == workload.name]
-        model.problem += pulp.lpSum(routed) >= workload.peak_rps * headroom, f"demand_{_safe(workload.name)}"
+        model.problem += pulp.lpSum(routed) == workload.peak_rps * headroom, f"demand_{_safe(workload.name)}"
 
 
 def add_capacity_constraints(model: FleetModel, cset: CandidateSet) -> None:

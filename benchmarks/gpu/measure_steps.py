@@ -12,7 +12,9 @@ Measured (CUDA events, warm-up, median of several repeats):
     writing K/V into a preallocated cache, LM head on the last token only.
   * decode: one step (one new token per sequence) at batch B and context L,
     attention over a pre-filled static KV cache of L tokens plus the new one.
-    Eager and CUDA-graph replay, as separate rows.
+  Both phases are timed eagerly and as a CUDA-graph replay (separate rows,
+  column `mode`). The SDPA backend for each phase is the fastest fused one
+  (flash / memory-efficient / cuDNN) on a probe shape, picked at start-up.
   * membw: device-to-device copy bandwidth (bytes read + bytes written).
   * gemm: 8192^3 bf16 matmul throughput.
 

@@ -1,0 +1,106 @@
+"""The shipped catalogs: required entries, a source on every entry, tables built from the public rows."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+import yaml
+
+from planner.catalog import default_catalog_dir, load_catalog
+from planner.errors import PlannerInputError
+
+from conftest import BENCH_HEADER, make_catalog, on_prem_system
+
+DESIGN_GPUS = {"H100-SXM-80GB", "H100-PCIe-80GB", "H200-SXM-141GB", "B200-SXM-180GB", "A100-SXM-80GB", "L40S-48GB", "L4-24GB"}
+DESIGN_MODELS = {"llama-3.1-8b", "llama-3.1-70b", "llama-3.3-70b", "llama-3.1-405b", "llama-3-8b", "llama-2-70b", "nemo-43b-gpt"}
+
+
+def test_required_ids_present(catalog):
+    assert DESIGN_GPUS <= set(catalog.gpus)
+    assert DESIGN_MODELS <= set(catalog.models)
+    assert {"dgx-h100", "dgx-h200", "dgx-b200"} <= {s for s, v in catalog.systems.items() if v.kind == "on-prem"}
+
+
+def test_at_least_four_priced_cloud_8_gpu_instances_covering_h100_h200_a100_and_l40s_or_l4(catalog):
+    cloud8 = [s for s in catalog.systems.values() if s.kind == "cloud" and s.gpus_per_node == 8 and s.usd_per_hour]
+    gpus = {s.gpu for s in cloud8}
+    assert len(cloud8) >= 4
+    assert {"H100-SXM-80GB", "H200-SXM-141GB", "A100-SXM-80GB"} <= gpus
+    assert gpus & {"L40S-48GB", "L4-24GB"}
+
+
+def test_every_yaml_entry_names_its_source():
+    directory = default_catalog_dir()
+    for name in ("gpus", "systems", "models"):
+        for entry in yaml.safe_load((directory / f"{name}.yaml").read_text())[name]:
+            assert entry.get("source", "").strip(), (name, entry.get("id"))
+    for key, value in yaml.safe_load((directory / "defaults.yaml").read_text())["defaults"].items():
+        assert value["source"].strip(), key
+
+
+def test_every_benchmark_row_names_its_source(catalog):
+    assert catalog.benchmarks
+    assert all(row.source.strip() for row in catalog.benchmarks)
+
+
+def test_public_rows_all_present_with_their_numbers(catalog):
+    reference = Path(__file__).resolve().parents[2] / "shared" / "reference" / "benchmarks" / "public_calibration.csv"
+    if not reference.exists():
+        pytest.skip(f"shared reference not beside the checkout ({reference})")
+    public = [r for r in catalog.benchmarks if r.table == "public.csv"]
+    with reference.open() as handle:
+        rows = list(csv.DictReader(handle))
+    for source_row in rows:
+        matches = [
+            r for r in public
+            if r.source == source_row["source"] and r.gpu == source_row["gpu"]
+            and (r.output_tokens_per_s or "") == (float(source_row["output_tokens_per_s"]) if source_row["output_tokens_per_s"] else "")
+            and (r.ttft_ms or "") == (float(source_row["ttft_ms"]) if source_row["ttft_ms"] else "")
+            and (r.request_throughput_rps or "") == (float(source_row["request_throughput_rps"]) if source_row["request_throughput_rps"] else "")
+        ]  # fmt: skip
+        assert matches, source_row
+
+
+def test_missing_prices_are_left_out_not_invented(catalog):
+    assert catalog.systems["dgx-h200"].price_usd is None
+    assert catalog.models["nemo-43b-gpt"].layers is None
+
+
+def test_systems_gpu_must_exist(tmp_path):
+    bad = on_prem_system("x", "H999", 1.0)
+    directory = make_catalog(tmp_path, [bad], [])
+    with pytest.raises(PlannerInputError) as error:
+        load_catalog(directory)
+    assert "systems[0:x].gpu" in str(error.value) and "H999" in str(error.value)
+
+
+def test_bad_benchmark_row_names_file_line_and_column(tmp_path):
+    directory = make_catalog(tmp_path, [], ["src,llama-3-8b,H100-SXM-80GB,8,,,100,100,,online,-5,,,,1,,node,"])
+    with pytest.raises(PlannerInputError) as error:
+        load_catalog(directory)
+    message = str(error.value)
+    assert "test.csv line 2" in message and "ttft_ms" in message
+
+
+def test_benchmark_row_unknown_model(tmp_path):
+    directory = make_catalog(tmp_path, [], ["src,gpt-9,H100-SXM-80GB,8,,,100,100,,online,5,,,,1,,node,"])
+    with pytest.raises(PlannerInputError) as error:
+        load_catalog(directory)
+    assert "unknown model 'gpt-9'" in str(error.value)
+
+
+def test_benchmark_unknown_column(tmp_path):
+    directory = make_catalog(tmp_path, [], [])
+    (directory / "benchmarks" / "test.csv").write_text(BENCH_HEADER + ",colour\n")
+    with pytest.raises(PlannerInputError) as error:
+        load_catalog(directory)
+    assert "colour" in str(error.value)
+
+
+def test_catalog_listing_cli(cli, cli_json):
+    listing = cli_json("catalog", "gpus")
+    assert {g["id"] for g in listing["gpus"]} >= DESIGN_GPUS
+    code, out, _ = cli("catalog", "systems")
+    assert code == 0 and "dgx-h100" in out

@@ -1,0 +1,62 @@
+"""Table lookup: exact rows first, honest misses otherwise, normalized to nodes."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.perf import PerfMiss, PerfQuery, estimate, limit_violation
+
+
+def test_max_throughput_point_without_limits(catalog):
+    result = estimate(PerfQuery("llama-3.3-70b", "H100-SXM-80GB", 5000, 500), catalog)
+    assert result.concurrency == 100
+    assert result.request_throughput_rps == pytest.approx(917.26 / 500)
+    assert result.provenance == "measured"
+    assert result.instances_per_node(8) == 4  # TP2 on an 8-GPU node
+    assert result.rps_per_node(8) == pytest.approx(4 * 917.26 / 500)
+
+
+def test_limits_select_the_operating_point(catalog):
+    result = estimate(PerfQuery("llama-3.3-70b", "H100-SXM-80GB", 5000, 500, ttft_ms=700), catalog)
+    assert result.concurrency == 25 and result.ttft_ms == 688.69
+
+
+def test_limit_below_every_point_is_a_miss_with_reason(catalog):
+    miss = estimate(PerfQuery("llama-3.3-70b", "H100-SXM-80GB", 5000, 500, ttft_ms=100), catalog)
+    assert isinstance(miss, PerfMiss)
+    assert "TTFT 406.77 ms > limit 100 ms" in miss.reason
+
+
+def test_no_row_is_a_miss_not_a_guess(catalog):
+    miss = estimate(PerfQuery("llama-3.3-70b", "H100-SXM-80GB", 4000, 500), catalog)
+    assert isinstance(miss, PerfMiss) and "no benchmark row" in miss.reason
+
+
+def test_bound_stated_by_source_meets_equal_or_looser_limits_only(catalog):
+    result = estimate(PerfQuery("llama-3-8b", "H100-SXM-80GB", 2000, 200), catalog)
+    assert result.ttft_ms is None and result.ttft_ms_bound == 500
+    assert limit_violation(result, 500, None, None) is None
+    assert limit_violation(result, 800, None, None) is None
+    assert "only known to be below 500" in limit_violation(result, 400, None, None)
+    assert "ITL not recorded" in limit_violation(result, None, 50, None)
+
+
+def test_node_rows_count_as_one_instance_per_node(catalog):
+    result = estimate(PerfQuery("nemo-43b-gpt", "H100-SXM-80GB", 4667, 667, ttft_ms=3000), catalog)
+    assert result.gpus_per_instance == 8 and result.rps_per_node(8) == 2.4
+    assert result.e2e_ms == pytest.approx(2606 + 666 * 21.4)
+
+
+def test_perf_json_keys(cli_json):
+    document = cli_json("perf", "--model", "llama-3.3-70b", "--gpu", "H100-SXM-80GB", "--tp", "2",
+                        "--precision", "fp8", "--isl", "5000", "--osl", "500", "--concurrency", "50")  # fmt: skip
+    for key in ("ttft_ms", "itl_ms", "e2e_ms", "concurrency", "request_throughput_rps", "output_tokens_per_s",
+                "instances_per_node", "fits", "max_concurrency_by_memory", "provenance"):  # fmt: skip
+        assert key in document
+    assert document["output_tokens_per_s"] == 814.37 and document["fits"] is True
+    assert document["instances_per_node"] == 4
+
+
+def test_perf_miss_json(cli_json):
+    document = cli_json("perf", "--model", "llama-3.1-70b", "--gpu", "L4-24GB", "--isl", "100", "--osl", "100")
+    assert document["provenance"] == "none" and "no benchmark row" in document["reason"]
