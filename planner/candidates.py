@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.catalog import Catalog
-from planner.perf import PerfMiss, PerfQuery, PerfResult, operating_points
+from planner.perf import TP_LADDER, PerfMiss, PerfQuery, PerfResult, model_precisions, operating_points
 from planner.scenario import HOURS_PER_YEAR, OnPremCosts, Scenario, SystemOffer, Workload
 
 
@@ -119,7 +119,14 @@ def enumerate_candidates(scenario: Scenario, catalog: Catalog) -> CandidateSet:
                 model=workload.model, gpu=system.gpu, isl=workload.isl_tokens, osl=workload.osl_tokens,
                 ttft_ms=workload.slo.ttft_ms, itl_ms=workload.slo.itl_ms, e2e_ms=workload.slo.e2e_ms,
             )
-            points = operating_points(query, catalog)
+            precisions = model_precisions(catalog, system.gpu)
+            if workload.precisions is not None:
+                precisions = tuple(p for p in precisions if p in workload.precisions) or tuple(workload.precisions)
+            points = operating_points(
+                query, catalog,
+                tps=tuple(tp for tp in TP_LADDER if tp <= system.gpus_per_node),
+                precisions=precisions, sources=scenario.perf_sources, percentile=workload.slo.percentile,
+            )
             if isinstance(points, PerfMiss):
                 pruned.append(Pruned(workload.name, offer.system, points.reason))
                 continue

@@ -23,6 +23,7 @@ BYTES_PER_PARAM: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4"
 
 class Gpu(StrictModel):
     id: str
+    architecture: Literal["ampere", "ada", "hopper", "blackwell"]
     name: str
     memory_gb: float = Field(gt=0)
     mem_bw_tb_per_s: float = Field(gt=0)

@@ -313,7 +313,7 @@ def _why(workload, option: Option, candidate: Candidate, rps: float) -> str:
     perf = option.perf
     slo = workload.slo
     limits = [
-        f"{name} {value:g} ms (limit {limit:g})" if value is not None else f"{name} < {bound:g} ms (limit {limit:g})"
+        f"{name} {value:.4g} ms (limit {limit:g})" if value is not None else f"{name} < {bound:g} ms (limit {limit:g})"
         for name, value, bound, limit in (
             ("TTFT", perf.ttft_ms, perf.ttft_ms_bound, slo.ttft_ms),
             ("ITL", perf.itl_ms, perf.itl_ms_bound, slo.itl_ms),

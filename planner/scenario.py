@@ -104,6 +104,16 @@ class LimitsSpec(StrictModel):
     capex_usd: float | None = Field(default=None, gt=0)
 
 
+PerfSource = Literal["measured", "interpolated", "modeled"]
+
+
+class PerfSpec(StrictModel):
+    """Which layers of the performance model may answer (data first: a layer answers only where those before it
+    have nothing for the workload on that system)."""
+
+    sources: list[PerfSource] = Field(default_factory=lambda: ["measured", "interpolated", "modeled"], min_length=1)
+
+
 class SolverSpec(StrictModel):
     name: SolverName = "cbc"
     time_limit_s: float = Field(default=60.0, gt=0)
@@ -117,6 +127,7 @@ class ScenarioSpec(StrictModel):
     workloads: list[WorkloadSpec] = Field(min_length=1)
     sites: SitesSpec
     limits: LimitsSpec = Field(default_factory=LimitsSpec)
+    perf: PerfSpec = Field(default_factory=PerfSpec)
     solver: SolverSpec = Field(default_factory=SolverSpec)
 
 
@@ -184,6 +195,7 @@ class Scenario:
     offers: tuple[SystemOffer, ...]
     on_prem_costs: OnPremCosts | None
     limits: Limits
+    perf_sources: tuple[str, ...]
     solver: str
     time_limit_s: float
 
@@ -386,6 +398,7 @@ def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str) -> Scenario:
         offers=_offers(spec, catalog),
         on_prem_costs=costs,
         limits=Limits(limits.headroom_fraction, limits.power_kw, limits.rack_units, limits.capex_usd),
+        perf_sources=tuple(spec.perf.sources),
         solver=spec.solver.name,
         time_limit_s=spec.solver.time_limit_s,
     )

@@ -123,11 +123,25 @@ def test_workload_without_candidate_is_diagnosed(cli, tmp_path):
         "workloads": [{"name": "big", "model": "llama-3.1-405b", "isl_tokens": 1000, "osl_tokens": 100,
                        "peak_rps": 1, "slo": {"ttft_ms": 500}}],
         "sites": {"on_prem": {"systems": ["dgx-h100"]}},
+        "perf": {"sources": ["measured", "interpolated"]},
     })  # fmt: skip
     code, out, err = cli("plan", path)
     assert code == 1
     assert "workload big: no candidate can serve it" in err
     assert "dgx-h100: no benchmark row for llama-3.1-405b" in err
+
+
+def test_modeled_reasons_name_memory_and_latency(cli, tmp_path):
+    path = write_scenario(tmp_path, {
+        "name": "too-big",
+        "workloads": [{"name": "big", "model": "llama-3.1-405b", "isl_tokens": 8000, "osl_tokens": 100,
+                       "peak_rps": 1, "slo": {"ttft_ms": 100}}],
+        "sites": {"on_prem": {"systems": ["dgx-h100"]}},
+    })  # fmt: skip
+    code, out, err = cli("plan", path)
+    assert code == 1
+    assert "TP1 bf16: does not fit" in err  # 812 GB of weights on one GPU
+    assert "TP8 fp8: no modeled point meets the limits" in err and "TTFT" in err
 
 
 def test_latency_limit_below_every_measured_point_is_diagnosed(cli, tmp_path):
@@ -209,16 +223,31 @@ def test_plan_json_has_design_names_and_is_deterministic(cli):
         assert key in document["totals"]
     for key in ("name", "demand_rps", "capacity_rps", "ttft_ms", "itl_ms", "e2e_ms", "provenance"):
         assert key in document["workloads"][0]
-    pruned = document["candidates"]["pruned"]
-    assert {p["system"] for p in pruned} == {"dgx-b200"}
+    assert document["candidates"]["generated"] >= 2
+    assert all(set(p) == {"workload", "system", "reason"} for p in document["candidates"]["pruned"])
 
 
-def test_chat_and_summarize_plan(cli_json):
-    document = cli_json("plan", SCENARIOS / "chat-and-summarize.yaml")
+def test_chat_and_summarize_on_measured_rows(cli_json, tmp_path):
+    import yaml
+
+    scenario = yaml.safe_load((SCENARIOS / "chat-and-summarize.yaml").read_text())
+    scenario["perf"] = {"sources": ["measured", "interpolated"]}
+    document = cli_json("plan", write_scenario(tmp_path, scenario))
+    assert {p["system"] for p in document["candidates"]["pruned"]} == {"dgx-b200"}
     chat, summarize = document["workloads"]
     assert chat["demand_rps"] == 170  # poisson.ppf(0.95, 150)
     assert summarize["ttft_ms"] == 834.51 and summarize["itl_ms"] == 59.73  # concurrency 50 meets ITL <= 60
     assert document["totals"]["nodes_by_system"] == {"dgx-h100": math.ceil(170 / 70.7) + math.ceil(20 / (4 * 814.37 / 500))}
+
+
+def test_modeled_b200_competes_where_no_row_exists(cli_json):
+    document = cli_json("plan", SCENARIOS / "chat-and-summarize.yaml")
+    measured_only_cost = 3 * 78_879.0 + 4 * 78_879.0  # 7 DGX H100 at 270000/4 + 10.2 kW x 1.58 x 0.0806 x 8760
+    assert document["objective_usd_per_year"] <= measured_only_cost
+    for workload in document["workloads"]:
+        for assignment in workload["assignments"]:
+            expected = "modeled" if assignment["system"] == "dgx-b200" else "measured"
+            assert assignment["provenance"] in (expected, "interpolated")
 
 
 def test_time_limited_solve_is_never_reported_optimal_without_proof():

@@ -27,9 +27,12 @@ def test_limit_below_every_point_is_a_miss_with_reason(catalog):
     assert "TTFT 406.77 ms > limit 100 ms" in miss.reason
 
 
-def test_no_row_is_a_miss_not_a_guess(catalog):
-    miss = estimate(PerfQuery("llama-3.3-70b", "H100-SXM-80GB", 4000, 500), catalog)
+def test_no_row_is_a_miss_on_data_alone_and_modeled_otherwise(catalog):
+    query = PerfQuery("llama-3.3-70b", "H100-SXM-80GB", 4000, 300)
+    miss = estimate(query, catalog, sources=("measured", "interpolated"))
     assert isinstance(miss, PerfMiss) and "no benchmark row" in miss.reason
+    modeled = estimate(query, catalog)
+    assert modeled.provenance == "modeled" and "roofline" in modeled.source
 
 
 def test_bound_stated_by_source_meets_equal_or_looser_limits_only(catalog):
@@ -57,6 +60,38 @@ def test_perf_json_keys(cli_json):
     assert document["instances_per_node"] == 4
 
 
-def test_perf_miss_json(cli_json):
-    document = cli_json("perf", "--model", "llama-3.1-70b", "--gpu", "L4-24GB", "--isl", "100", "--osl", "100")
-    assert document["provenance"] == "none" and "no benchmark row" in document["reason"]
+def test_perf_miss_json_says_why(cli_json):
+    document = cli_json("perf", "--model", "llama-3.1-70b", "--gpu", "L4-24GB", "--tp", "1", "--precision", "bf16",
+                        "--isl", "100", "--osl", "100")  # fmt: skip
+    assert document["provenance"] == "none" and "does not fit" in document["reason"]
+
+
+def test_70b_bf16_does_not_fit_one_h100_and_fits_tp2(cli_json):
+    one = cli_json("perf", "--model", "llama-3.1-70b", "--gpu", "H100-SXM-80GB", "--tp", "1", "--precision", "bf16",
+                   "--isl", "2000", "--osl", "200")  # fmt: skip
+    assert one["provenance"] == "none" and "weights need 141.2 GB per GPU" in one["reason"]
+    two = cli_json("perf", "--model", "llama-3.1-70b", "--gpu", "H100-SXM-80GB", "--tp", "2", "--precision", "bf16",
+                   "--isl", "2000", "--osl", "200")  # fmt: skip
+    assert two["fits"] is True and two["provenance"] == "modeled"
+    # KV capacity: 2 x (72 - 70.6) GB free / (320 KiB x 2200 tokens) -> 3 sequences
+    assert two["max_concurrency_by_memory"] == 3
+
+
+def test_interpolation_over_concurrency(catalog):
+    point = estimate(PerfQuery("llama-3.3-70b", "H100-SXM-80GB", 5000, 500, concurrency=10), catalog)
+    assert point.provenance == "interpolated"
+    assert 546.7 < point.ttft_ms < 688.69 and 21.83 < point.itl_ms < 38.75
+    assert 218.48 < point.output_tokens_per_s < 623.4
+
+
+def test_interpolation_over_isl(catalog):
+    point = estimate(PerfQuery("llama-3.1-8b", "H100-SXM-80GB", 1000, 128, tp=1, precision="fp8"), catalog)
+    assert point.provenance == "interpolated"
+    assert 3450 < point.output_tokens_per_s < 28312
+    assert "ISL" in point.derivations[0]
+
+
+def test_interpolated_points_between_measured_concurrencies_can_win_under_a_limit(catalog):
+    # TTFT <= 760 ms lies between c25 (688.69) and c50 (834.51): a point in between beats c25
+    point = estimate(PerfQuery("llama-3.3-70b", "H100-SXM-80GB", 5000, 500, ttft_ms=760), catalog)
+    assert point.provenance == "interpolated" and 25 < point.concurrency < 50 and point.ttft_ms <= 760

@@ -17,6 +17,12 @@ Measured (CUDA events, warm-up, median of several repeats):
   (flash / memory-efficient / cuDNN) on a probe shape, picked at start-up.
   * membw: device-to-device copy bandwidth (bytes read + bytes written).
   * gemm: 8192^3 bf16 matmul throughput.
+  * gemm, fp8 (after the models, skip with --no-fp8): torch._scaled_mm with
+    float8_e4m3fn inputs, per-tensor scales, bf16 output, on an 8192^3 GEMM and
+    on the weight GEMMs of one llama-3.1-8b layer (QKV, O, gate/up, down) at
+    M = 1, 64, 256, 2048 tokens, each next to the same shape in bf16 (F.linear),
+    so that fp8/bf16 can be read per shape. If _scaled_mm is not usable on the
+    device, no fp8 row is written and the reason goes into the log's problems.
 
 Models: llama-3.1-8b (full model, TP1), llama-3.1-70b (a stack of a few layers,
 scaled linearly to 80 layers; the LM head is measured separately).
@@ -385,8 +391,16 @@ class Runner:
             total_gb = props.total_memory / 1e9
             is_sxm80 = ("H100" in name and "HBM3" in name and "80GB" in name.replace(" ", "")
                         and 75 < total_gb < 90)
-            self.gpu = "H100-SXM-80GB" if is_sxm80 else name
-            self.gpu_note = "" if is_sxm80 else f"gpu column is torch.cuda.get_device_name ({name}), not a catalog id"
+            # The H200 SXM reports plainly 'NVIDIA H200' (the NVL part says 'H200 NVL'), ~150 GB (1e9 bytes).
+            is_h200_sxm = ("H200" in name and "NVL" not in name.upper() and 130 < total_gb < 160)
+            if is_sxm80:
+                self.gpu = "H100-SXM-80GB"
+            elif is_h200_sxm:
+                self.gpu = "H200-SXM-141GB"
+            else:
+                self.gpu = name
+            known = is_sxm80 or is_h200_sxm
+            self.gpu_note = "" if known else f"gpu column is torch.cuda.get_device_name ({name}), not a catalog id"
             cuda_v = torch.version.cuda
         else:
             self.dev_name = "cpu"
@@ -425,7 +439,7 @@ class Runner:
         self.rows.append(row)
         with open(self.out, "a", newline="") as f:
             csv.DictWriter(f, CSV_COLUMNS).writerow(row)
-        print(f"[{self.elapsed():6.1f}s] {row['model']:>22} {row['phase']:>7} B={row['batch']!s:>4} "
+        print(f"[{self.elapsed():6.1f}s] {row['model']:>22} {row['phase']:>7} {row['precision']:>4} B={row['batch']!s:>4} "
               f"ctx={row['context_tokens']!s:>5} {row['mode']:>5} t={row['time_ms']} ms "
               f"scaled={row['scaled_time_ms']}", flush=True)
 
@@ -475,6 +489,154 @@ class Runner:
                  notes=f"{n}x{n}x{n} matmul (torch.matmul/cuBLAS) on random data; TFLOPS={tf:.1f}; median of 20")
         del a, b
         return tf
+
+    # -- fp8 vs bf16 GEMMs -----------------------------------------------------
+    FP8_MAX = 448.0  # largest finite float8_e4m3fn
+
+    def _fp8_quant(self, x):
+        """Per-tensor quantization to float8_e4m3fn: returns (x_fp8, scale) with x ~= x_fp8 * scale."""
+        amax = x.abs().amax().float().clamp(min=1e-12)
+        scale = (amax / self.FP8_MAX).reshape(())
+        xq = (x.float() / scale).clamp(-self.FP8_MAX, self.FP8_MAX).to(torch.float8_e4m3fn)
+        return xq, scale.to(torch.float32)
+
+    @staticmethod
+    def _scaled_mm(a8, w8, sa, sw, fast_accum=False):
+        # a8 [M, K] row-major, w8 [N, K] row-major -> w8.t() is the column-major [K, N] _scaled_mm wants
+        return torch._scaled_mm(a8, w8.t(), scale_a=sa, scale_b=sw, out_dtype=torch.bfloat16,
+                                use_fast_accum=fast_accum)
+
+    def fp8_probe(self) -> str | None:
+        """None if _scaled_mm (e4m3, per-tensor scales, bf16 out) runs and is numerically sane, else why not."""
+        if not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
+            return f"torch {torch.__version__} has no float8_e4m3fn/_scaled_mm"
+        try:
+            a = torch.randn(32, 256, device=self.dev, dtype=torch.bfloat16)
+            w = torch.randn(64, 256, device=self.dev, dtype=torch.bfloat16)
+            a8, sa = self._fp8_quant(a)
+            w8, sw = self._fp8_quant(w)
+            out = self._scaled_mm(a8, w8, sa, sw)
+            ref = a.float() @ w.float().t()
+            rel = ((out.float() - ref).norm() / ref.norm()).item()
+            if not (out.dtype == torch.bfloat16 and rel < 0.1):
+                return f"_scaled_mm probe: dtype {out.dtype}, relative error {rel:.3g} vs fp32 reference"
+        except Exception as e:  # noqa: BLE001
+            return f"_scaled_mm probe failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        return None
+
+    def gemm_fp8(self):
+        """8192^3 (or 512^3 on CPU) GEMM with torch._scaled_mm in fp8 e4m3, eager like the bf16 gemm row."""
+        n = 8192 if self.dev.type == "cuda" else 512
+        a = torch.randn(n, n, device=self.dev, dtype=torch.bfloat16)
+        b = torch.randn(n, n, device=self.dev, dtype=torch.bfloat16)
+        a8, sa = self._fp8_quant(a)
+        b8, sb = self._fp8_quant(b)
+        del a, b
+        for fast in (False, True):
+            try:
+                med, times = time_fn(lambda: self._scaled_mm(a8, b8, sa, sb, fast), self.dev, 5, 20)
+            except Exception as e:  # noqa: BLE001
+                self.problems.append(f"fp8 gemm {n}^3 use_fast_accum={fast}: {e!r}"[:300])
+                continue
+            tf = 2 * n ** 3 / (med * 1e-3) / 1e12
+            self.add(model="-", phase="gemm", precision="fp8", time_ms=med, mode="eager",
+                     notes=f"{n}x{n}x{n} torch._scaled_mm, float8_e4m3fn inputs, per-tensor scales, bf16 output, "
+                           f"use_fast_accum={fast}, on random data (inputs quantized beforehand, not timed); "
+                           f"TFLOPS={tf:.1f}; median of 20, {spread(times)}")
+        del a8, b8
+
+    def layer_gemms(self, shape: Shape, ms, do_fp8: bool):
+        """The weight GEMMs of one decoder layer, bf16 (F.linear) and fp8 (_scaled_mm), at M tokens.
+
+        Each timing is a CUDA-graph replay of `per_graph` back-to-back GEMMs that cycle through enough
+        copies of the weight (>= 512 MiB per precision) that the weight is read from HBM, not L2, as in
+        a real forward pass; time_ms is replay time / per_graph. On CPU: a plain loop (code path only).
+        """
+        s = shape
+        projs = [
+            ("qkv_proj", (s.heads + 2 * s.kv_heads) * s.head_dim, s.hidden),
+            ("o_proj", s.hidden, s.heads * s.head_dim),
+            ("gate_up_proj", 2 * s.ffn, s.hidden),
+            ("down_proj", s.hidden, s.ffn),
+        ]
+        min_bytes = (512 << 20) if self.dev.type == "cuda" else (8 << 20)
+        reps = 10 if self.dev.type == "cuda" else 3
+        for pname, N, K in projs:
+            w = torch.randn(N, K, device=self.dev, dtype=torch.bfloat16) * (1.0 / math.sqrt(K))
+            variants = {"bf16": None, "fp8": None}
+            n_bf = max(2, min(64, math.ceil(min_bytes / (N * K * 2))))
+            variants["bf16"] = [w] + [w.clone() for _ in range(n_bf - 1)]
+            if do_fp8:
+                w8, sw = self._fp8_quant(w)
+                n_f8 = max(2, min(64, math.ceil(min_bytes / (N * K))))
+                variants["fp8"] = ([w8] + [w8.clone() for _ in range(n_f8 - 1)], sw)
+            for M in ms:
+                tag = f"{shape.name} {pname} M={M}"
+                x = torch.randn(M, K, device=self.dev, dtype=torch.bfloat16)
+                res = {}
+                for prec in ("bf16", "fp8"):
+                    if variants[prec] is None:
+                        continue
+                    if prec == "bf16":
+                        ws = variants["bf16"]
+                        calls = [lambda wi=wi: F.linear(x, wi) for wi in ws]
+                        ref_fn = calls[0]
+                    else:
+                        ws8, sw8 = variants["fp8"]
+                        x8, sx = self._fp8_quant(x)
+                        calls = [lambda wi=wi: self._scaled_mm(x8, wi, sx, sw8) for wi in ws8]
+                        ref_fn = calls[0]
+                    per_graph = max(len(calls), 20 if M <= 256 else 8)
+                    seq = [calls[i % len(calls)] for i in range(per_graph)]
+
+                    def chain(seq=seq):
+                        out = None
+                        for c in seq:
+                            out = c()
+                        return out
+                    graph = None
+                    try:
+                        out = ref_fn()
+                        ref = x.float() @ w.float().t()
+                        rel = ((out.float() - ref).norm() / ref.norm()).item()
+                        if self.dev.type == "cuda":
+                            graph, _ = capture_graph(chain)
+                            med, times = time_fn(graph.replay, self.dev, 3, reps)
+                            mode = "graph"
+                        else:
+                            med, times = time_fn(chain, self.dev, 1, reps)
+                            mode = "eager"
+                    except Exception as e:  # noqa: BLE001
+                        self.problems.append(f"{tag} {prec}: {e!r}"[:300])
+                        traceback.print_exc()
+                        continue
+                    finally:
+                        del graph
+                    t = med / per_graph
+                    res[prec] = t
+                    flops = 2 * M * N * K
+                    wbytes = N * K * (2 if prec == "bf16" else 1)
+                    abytes = M * K * (2 if prec == "bf16" else 1) + M * N * 2
+                    kern = ("F.linear (cuBLAS), bf16" if prec == "bf16" else
+                            "torch._scaled_mm, float8_e4m3fn, per-tensor scales, bf16 output, use_fast_accum=False; "
+                            "activation quantized beforehand (quantization not timed)")
+                    ratio = ""
+                    if prec == "fp8" and "bf16" in res:
+                        ratio = f"; fp8/bf16 time ratio {t / res['bf16']:.3f}"
+                    self.add(model=shape.name, phase="gemm", precision=prec, new_tokens=M, time_ms=t,
+                             mode=mode,
+                             notes=f"one-layer weight GEMM {pname}: M={M} tokens x K={K} -> N={N} (x @ W^T); {kern}; "
+                                   f"TFLOPS={flops / (t * 1e-3) / 1e12:.1f}, "
+                                   f"GBps={(wbytes + abytes) / (t * 1e-3) / 1e9:.0f} (weight+activation+output bytes); "
+                                   f"{per_graph} GEMMs per replay cycling {len(calls)} weight copies (not L2-resident); "
+                                   f"median of {reps}, per GEMM min {min(times) / per_graph:.4f} / "
+                                   f"max {max(times) / per_graph:.4f} ms; rel. error vs fp32 {rel:.3g}{ratio}")
+                    if rel > (0.01 if prec == "bf16" else 0.1):
+                        self.problems.append(f"{tag} {prec}: relative error {rel:.3g} vs fp32 reference")
+                del x
+            del w, variants
+            _sync(self.dev)
+            self.free_bytes()
 
     # -- model phases ----------------------------------------------------------
     def run_model(self, shape: Shape, n_layers: int, isls, batches, ctxs):
@@ -614,6 +776,8 @@ def main(argv=None):
                    help="skip remaining configurations after this many seconds")
     p.add_argument("--cpu", action="store_true", help="force CPU (code smoke test only)")
     p.add_argument("--tiny", action="store_true", help="tiny model shape (code smoke test only)")
+    p.add_argument("--no-fp8", action="store_true",
+                   help="skip the fp8 (_scaled_mm) and per-shape bf16/fp8 GEMM rows written after the models")
     args = p.parse_args(argv)
 
     if args.quick:
@@ -665,6 +829,25 @@ def main(argv=None):
             r.run_model(LLAMA_70B, args.layers_70b, isls, batches, ctxs)
         else:
             raise SystemExit(f"unknown model {m}")
+
+    if not args.no_fp8:
+        why = r.fp8_probe()
+        if why is not None:
+            r.problems.append(f"fp8 GEMM rows not recorded: {why}")
+            print(f"fp8: {why}", flush=True)
+        else:
+            try:
+                r.gemm_fp8()
+            except Exception as e:  # noqa: BLE001
+                r.problems.append(f"fp8 gemm: {e!r}"[:300])
+                traceback.print_exc()
+        r.free_bytes()
+        try:
+            r.layer_gemms(TINY if args.tiny else LLAMA_8B, [1, 64, 256, 2048], do_fp8=why is None)
+        except Exception as e:  # noqa: BLE001
+            r.problems.append(f"layer GEMMs: {e!r}"[:300])
+            traceback.print_exc()
+        info["fp8"] = "ok" if why is None else why
 
     info.update(problems=r.problems, skipped=r.skipped, elapsed_s=round(r.elapsed(), 1), rows=len(r.rows))
     with open(os.path.splitext(args.out)[0] + ".log.json", "w") as f:

@@ -6,6 +6,7 @@ from collections import defaultdict
 
 from planner.catalog import BenchmarkRow, Catalog
 from planner.perf.memory import memory_fit
+from planner.perf.roofline import kv_bytes_for
 from planner.perf.types import PerfQuery, PerfResult
 
 
@@ -38,6 +39,17 @@ def group_by_engine(rows: list[BenchmarkRow]) -> list[list[BenchmarkRow]]:
     return [groups[key] for key in sorted(groups)]
 
 
+def instance_memory(
+    catalog: Catalog, model: str, gpu: str, gpus_per_instance: int, precision: str, isl: int | None, osl: int | None
+):
+    """Memory fit of one instance for sequences of isl + osl tokens (KV cache in fp8 for fp8/fp4 engines)."""
+    tokens = (isl or 0) + (osl or 0) or None
+    return memory_fit(
+        catalog.models[model], catalog.gpus[gpu], gpus_per_instance, precision, tokens,
+        catalog.defaults.memory_reserve_fraction.value, kv_bytes_for(precision),
+    )
+
+
 def result_from_row(row: BenchmarkRow, catalog: Catalog) -> PerfResult:
     """A measured row as a PerfResult for one engine instance, filling what follows from the row itself."""
     derivations: list[str] = []
@@ -59,11 +71,7 @@ def result_from_row(row: BenchmarkRow, catalog: Catalog) -> PerfResult:
     precision = row.precision
     if precision is None:
         derivations.append("precision not stated by the source: memory fit checked at bf16 (conservative)")
-    tokens = (row.isl or 0) + (row.osl or 0) or None
-    fit = memory_fit(
-        catalog.models[row.model], catalog.gpus[row.gpu], gpus_per_instance, precision or "bf16", tokens,
-        catalog.defaults.memory_reserve_fraction.value,
-    )
+    fit = instance_memory(catalog, row.model, row.gpu, gpus_per_instance, precision or "bf16", row.isl, row.osl)
     return PerfResult(
         model=row.model, gpu=row.gpu, tp=row.tp, precision=row.precision, isl=row.isl, osl=row.osl,
         concurrency=row.concurrency, gpus_per_instance=gpus_per_instance,
