@@ -113,3 +113,45 @@ def catalog_entries(kind: str, catalog_dir: Path | str | None = None) -> list[di
         return [row.model_dump(exclude_none=True) for row in catalog.benchmarks]
     entries = getattr(catalog, kind)
     return [entries[key].model_dump(exclude_none=True) for key in sorted(entries)]
+
+
+@dataclass(frozen=True)
+class CurveAnswer:
+    """A latency-throughput curve over concurrency: measured/interpolated points, the roofline's, and the point
+    chosen under the limits."""
+
+    query: PerfQuery
+    gpus_per_node: int
+    data_points: tuple[PerfResult, ...]
+    modeled_points: tuple[PerfResult, ...]
+    chosen: PerfResult | None
+    miss_reason: str | None
+
+
+def curve(query: PerfQuery, gpus_per_node: int = 8, catalog_dir: Path | str | None = None) -> CurveAnswer:
+    """Points over concurrency for one engine (model, GPU, TP, precision, ISL/OSL) and the best under the limits."""
+    import dataclasses
+
+    from planner.perf import modeled_curve
+    from planner.perf.tables import matching_rows
+
+    catalog = load_catalog(catalog_dir)
+    _check_query_ids(query, catalog)
+    open_query = dataclasses.replace(query, concurrency=None, ttft_ms=None, itl_ms=None, e2e_ms=None)
+    rows = matching_rows(catalog, open_query)
+    data = tuple(sorted((result_for_row(r, catalog) for r in rows), key=lambda p: p.concurrency or 0))
+    modeled = modeled_curve(open_query, catalog)
+    modeled_points = () if isinstance(modeled, PerfMiss) else tuple(modeled)
+    chosen = estimate(dataclasses.replace(query, concurrency=None), catalog)
+    miss = chosen.reason if isinstance(chosen, PerfMiss) else None
+    if not data and not modeled_points:
+        miss = modeled.reason if isinstance(modeled, PerfMiss) else miss
+    return CurveAnswer(
+        query, gpus_per_node, data, modeled_points, None if isinstance(chosen, PerfMiss) else chosen, miss
+    )
+
+
+def result_for_row(row, catalog: Catalog) -> PerfResult:
+    from planner.perf.tables import result_from_row
+
+    return result_from_row(row, catalog)

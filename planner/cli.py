@@ -125,8 +125,7 @@ def perf(
     """
 
     def action() -> None:
-        if precision is not None and precision not in ("bf16", "fp16", "fp8", "fp4"):
-            raise PlannerInputError("--precision", "precision", f"unknown precision '{precision}'; allowed: bf16, fp16, fp8, fp4")
+        _check_precision(precision)
         query = PerfQuery(model, gpu, isl, osl, tp, precision, concurrency, ttft_ms, itl_ms, e2e_ms)
         answer = api.perf_point(query, catalog)
         if json:
@@ -135,6 +134,61 @@ def perf(
             text.print_perf(answer, gpus_per_node, _stdout())
 
     _run(action, debug)
+
+
+class XAxis(str, Enum):
+    tokens_per_gpu = "tokens-per-gpu"
+    rps_per_node = "rps-per-node"
+
+
+class YAxis(str, Enum):
+    ttft = "ttft"
+    itl = "itl"
+    e2e = "e2e"
+
+
+@app.command()
+def curve(
+    model: Annotated[str, typer.Option("--model", help="Model id (planner catalog models).")],
+    gpu: Annotated[str, typer.Option("--gpu", help="GPU id (planner catalog gpus).")],
+    tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor parallelism.")],
+    precision: Annotated[str, typer.Option("--precision", help="bf16 | fp16 | fp8 | fp4.")],
+    isl: Annotated[int, typer.Option("--isl", min=1, help="Input tokens.")],
+    osl: Annotated[int, typer.Option("--osl", min=1, help="Output tokens.")],
+    ttft_ms: Annotated[Optional[float], typer.Option("--ttft-ms", min=0.0, help="TTFT limit.")] = None,
+    itl_ms: Annotated[Optional[float], typer.Option("--itl-ms", min=0.0, help="ITL limit.")] = None,
+    e2e_ms: Annotated[Optional[float], typer.Option("--e2e-ms", min=0.0, help="End-to-end limit.")] = None,
+    x: Annotated[XAxis, typer.Option("--x", help="x axis of the plot.")] = XAxis.tokens_per_gpu,
+    y: Annotated[YAxis, typer.Option("--y", help="y axis of the plot.")] = YAxis.ttft,
+    png: Annotated[Optional[Path], typer.Option("--png", help="Write the plot to this PNG file.")] = None,
+    gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", min=1, help="GPUs per node for normalization.")] = 8,
+    json: JsonOption = False,
+    catalog: CatalogOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """Latency-throughput curve over concurrency, with the limit and the chosen point (optionally as a PNG)."""
+
+    def action() -> None:
+        _check_precision(precision)
+        query = PerfQuery(model, gpu, isl, osl, tp, precision, None, ttft_ms, itl_ms, e2e_ms)
+        answer = api.curve(query, gpus_per_node, catalog)
+        if png is not None:
+            from planner.report import plots
+
+            plots.save_figure(plots.curve_figure(answer, x.value, y.value), png)
+        if json:
+            sys.stdout.write(json_out.dumps(json_out.curve_document(answer)))
+        else:
+            text.print_curve(answer, _stdout())
+            if png is not None:
+                print(f"plot written to {png}")
+
+    _run(action, debug)
+
+
+def _check_precision(precision: str | None) -> None:
+    if precision is not None and precision not in ("bf16", "fp16", "fp8", "fp4"):
+        raise PlannerInputError("--precision", "precision", f"unknown precision '{precision}'; allowed: bf16, fp16, fp8, fp4")
 
 
 @app.command()

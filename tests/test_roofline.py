@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.catalog import load_catalog
+from planner.catalog import default_catalog_dir, load_catalog
 from planner.perf.calibration import efficiency_for, fit_architecture
 from planner.perf.roofline import EngineShape, decode_step_ms, kv_bytes_for, prefill_ms, steady_state
 
@@ -83,3 +83,31 @@ def test_higher_percentile_limits_are_stricter():
     mean = steady_state(engine, HOPPER, 2000, 200, 64, max_running=500)
     p99 = steady_state(engine, HOPPER, 2000, 200, 64, max_running=500, percentile=99)
     assert p99.ttft_ms > mean.ttft_ms
+
+
+STEPS = sorted((default_catalog_dir() / "benchmarks" / "steps").glob("*-pytorch-steps.csv"))
+
+
+@pytest.mark.parametrize("steps_csv", STEPS, ids=[p.name for p in STEPS])
+@pytest.mark.parametrize("phase", ["decode", "prefill"])
+def test_roofline_shape_tracks_our_gpu_step_timings(steps_csv, phase):
+    """Up to one constant (engine efficiency), the model's step times follow the measured ones across batch,
+    context and ISL: the ratio model/measured stays within a +-25% band around its median."""
+    import pandas as pd
+
+    data = pd.read_csv(steps_csv)
+    rows = data[(data["mode"] == "graph") & (data["model"] == "llama-3.1-8b") & (data["phase"] == phase)]
+    if phase == "prefill":
+        rows = rows[rows["context_tokens"] >= 512]  # below that, fixed launch costs dominate a 8B prefill
+    assert len(rows) >= 4
+    gpu = rows["gpu"].iloc[0]
+    engine = shape(gpu=gpu)
+    ratios = []
+    for _, row in rows.iterrows():
+        if phase == "decode":
+            modeled = decode_step_ms(engine, HOPPER, int(row["batch"]), float(row["context_tokens"]))
+        else:
+            modeled = prefill_ms(engine, HOPPER, int(row["context_tokens"]))
+        ratios.append(modeled / float(row["time_ms"]))
+    middle = sorted(ratios)[len(ratios) // 2]
+    assert all(0.75 * middle <= r <= 1.25 * middle for r in ratios), ratios

@@ -854,7 +854,8 @@ def main(argv=None):
         json.dump(info, f, indent=1)
     print("\n=== summary ===")
     for row in r.rows:
-        print(f"{row['model']:>22} {row['phase']:>7} B={row['batch']!s:>4} ctx={row['context_tokens']!s:>5} "
+        print(f"{row['model']:>22} {row['phase']:>7} {row['precision']:>4} B={row['batch']!s:>4} "
+              f"ctx={row['context_tokens']!s:>5} new={row['new_tokens']!s:>5} "
               f"{row['mode']:>5} {row['time_ms']:>10} ms  scaled {row['scaled_time_ms']}")
     print("skipped:", *r.skipped, sep="\n  ")
     print("problems:", *r.problems, sep="\n  ")

@@ -103,7 +103,9 @@ def model_precisions(catalog: Catalog, gpu: str) -> tuple[str, ...]:
     return tuple(p for p in catalog.gpus[gpu].precisions if p != "fp16")
 
 
-def _modeled(query: PerfQuery, catalog: Catalog, tp: int, precision: str, percentile: float) -> list[PerfResult] | str:
+def _modeled(
+    query: PerfQuery, catalog: Catalog, tp: int, precision: str, percentile: float, beyond_capacity: bool = False
+) -> list[PerfResult] | str:
     model = catalog.models[query.model]
     if not supports_roofline(model):
         return f"architecture of {query.model} not published: the roofline cannot model it"
@@ -117,7 +119,9 @@ def _modeled(query: PerfQuery, catalog: Catalog, tp: int, precision: str, percen
         return f"TP{tp} {precision}: does not fit: {memory.reason}"
     shape = EngineShape(model, gpu, tp, precision, kv_bytes_for(precision))
     eff = efficiency_for(catalog, gpu.architecture)
-    ladder = [query.concurrency] if query.concurrency else concurrency_ladder(memory.max_concurrency_by_memory)
+    capacity = memory.max_concurrency_by_memory
+    top = 2 * capacity if (beyond_capacity and capacity) else capacity
+    ladder = [query.concurrency] if query.concurrency else concurrency_ladder(top)
     points = []
     for concurrency in ladder:
         state = steady_state(shape, eff, query.isl, query.osl, concurrency, memory.max_concurrency_by_memory, percentile)
@@ -142,8 +146,9 @@ def _modeled(query: PerfQuery, catalog: Catalog, tp: int, precision: str, percen
 
 
 def modeled_curve(query: PerfQuery, catalog: Catalog, percentile: float = 50.0) -> list[PerfResult] | PerfMiss:
-    """The roofline's latency-throughput curve over the concurrency ladder for one TP and precision."""
-    points = _modeled(query, catalog, query.tp or 1, query.precision or "bf16", percentile)
+    """The roofline's latency-throughput curve over the concurrency ladder for one TP and precision, on to twice
+    the KV-cache capacity to show the queueing beyond it."""
+    points = _modeled(query, catalog, query.tp or 1, query.precision or "bf16", percentile, beyond_capacity=True)
     return PerfMiss(query, points) if isinstance(points, str) else points
 
 

@@ -4,7 +4,9 @@ Formulas (design.md, hardware.md), per engine instance of TP GPUs:
 
     prefill_ms(ISL, B)  = max(FLOPs / (TP x peak_FLOPs(precision) x e_c), weight_bytes / (TP x BW x e_b))
                           + allreduce(B x ISL tokens) + overhead
-        FLOPs = B x (2 x active_params x ISL + 4 x layers x ISL^2 x hidden)
+        FLOPs = B x (2 x active_params x ISL + 2 x layers x ISL^2 x hidden)
+        (causal attention: half of the non-causal 4 x layers x ISL^2 x hidden of hardware.md, as causal kernels
+         skip the masked half; our H100 step timings of benchmarks/gpu/ bear this out)
     decode_ms(B, L)     = max((weight_bytes + B x L x kv_bytes_per_token) / (TP x BW x e_b),
                               B x (2 x active_params + 4 x layers x L x hidden) / (TP x peak_FLOPs x e_c))
                           + allreduce(B tokens) + overhead
@@ -102,7 +104,7 @@ def allreduce_ms(shape: EngineShape, eff: Efficiency, tokens: float) -> float:
 def prefill_ms(shape: EngineShape, eff: Efficiency, isl: int, batch: int = 1) -> float:
     """Time to process `batch` prompts of `isl` tokens (compute-bound unless tiny)."""
     model = shape.model
-    flops = batch * (2 * shape.active_params * isl + 4 * model.layers * isl**2 * model.hidden)
+    flops = batch * (2 * shape.active_params * isl + 2 * model.layers * isl**2 * model.hidden)
     compute_s = flops / (shape.tp * shape.peak_flops * eff.compute)
     weights_s = shape.weight_bytes / (shape.tp * shape.bandwidth_bytes_per_s * eff.bandwidth)
     return max(compute_s, weights_s) * 1e3 + allreduce_ms(shape, eff, batch * isl) + eff.overhead_ms

@@ -7,7 +7,8 @@ import math
 from dataclasses import asdict
 from typing import Any
 
-from planner.api import PeakAnswer, PerfAnswer, UsersAnswer
+from planner.api import CurveAnswer, PeakAnswer, PerfAnswer, UsersAnswer
+from planner.perf import PerfResult
 from planner.plan import Plan
 
 
@@ -62,6 +63,29 @@ def perf_document(answer: PerfAnswer, gpus_per_node: int) -> dict:
         "max_concurrency_by_memory": None if memory is None else memory.max_concurrency_by_memory,
         "memory": None if memory is None else asdict(memory),
         "provenance": result.provenance, "source": result.source, "derivations": list(result.derivations),
+    }  # fmt: skip
+
+
+def point_record(point: PerfResult, gpus_per_node: int) -> dict:
+    return {
+        "concurrency": point.concurrency, "ttft_ms": _round(point.ttft_ms, 3), "itl_ms": _round(point.itl_ms, 3),
+        "e2e_ms": _round(point.e2e_ms, 3), "request_throughput_rps": _round(point.request_throughput_rps),
+        "output_tokens_per_s": _round(point.output_tokens_per_s),
+        "output_tokens_per_s_per_gpu": _round((point.output_tokens_per_s or 0) / point.gpus_per_instance),
+        "rps_per_node": _round(point.rps_per_node(gpus_per_node)), "provenance": point.provenance,
+    }  # fmt: skip
+
+
+def curve_document(answer: CurveAnswer) -> dict:
+    q = answer.query
+    return {
+        "model": q.model, "gpu": q.gpu, "tp": q.tp, "precision": q.precision, "isl": q.isl, "osl": q.osl,
+        "limits": {"ttft_ms": q.ttft_ms, "itl_ms": q.itl_ms, "e2e_ms": q.e2e_ms},
+        "gpus_per_node": answer.gpus_per_node,
+        "data_points": [point_record(p, answer.gpus_per_node) for p in answer.data_points],
+        "modeled_points": [point_record(p, answer.gpus_per_node) for p in answer.modeled_points],
+        "chosen": None if answer.chosen is None else point_record(answer.chosen, answer.gpus_per_node),
+        "reason": answer.miss_reason,
     }  # fmt: skip
 
 

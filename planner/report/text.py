@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from planner.api import PeakAnswer, PerfAnswer, UsersAnswer
+from planner.api import CurveAnswer, PeakAnswer, PerfAnswer, UsersAnswer
 from planner.plan import Plan
 from planner.scenario import Scenario
 
@@ -134,3 +134,25 @@ def print_catalog(kind: str, entries: list[dict], console: Console) -> None:
         table.add_row(*("" if entry.get(c) is None else str(entry.get(c)) for c in columns))
     console.print(table)
     console.print("Each entry names its source: see --json.")
+
+
+def print_curve(answer: CurveAnswer, console: Console) -> None:
+    q = answer.query
+    table = Table(title=f"{q.model} on {q.gpu}, TP{q.tp} {q.precision}, ISL {q.isl} / OSL {q.osl}", title_justify="left")
+    for column in ("concurrency", "TTFT ms", "ITL ms", "E2E ms", "tok/s per GPU", "rps per node", "provenance"):
+        table.add_column(column, justify="left" if column == "provenance" else "right")
+    points = sorted(answer.data_points + answer.modeled_points, key=lambda p: (p.concurrency or 0, p.provenance))
+    for p in points:
+        mark = " <- chosen" if answer.chosen is not None and p == answer.chosen else ""
+        table.add_row(
+            str(p.concurrency or "n/s"), _ms(p.ttft_ms), _ms(p.itl_ms), _ms(p.e2e_ms),
+            f"{(p.output_tokens_per_s or 0) / p.gpus_per_instance:,.0f}", f"{p.rps_per_node(answer.gpus_per_node) or 0:,.3g}",
+            p.provenance + mark,
+        )
+    console.print(table)
+    if answer.chosen is not None:
+        c = answer.chosen
+        console.print(f"chosen under the limits: concurrency {c.concurrency or 'n/s'} ({c.provenance}), "
+                      f"TTFT {_ms(c.ttft_ms)} ms, ITL {_ms(c.itl_ms)} ms, {c.rps_per_node(answer.gpus_per_node) or 0:,.4g} rps per node")  # fmt: skip
+    elif answer.miss_reason:
+        console.print(f"no point meets the limits: {answer.miss_reason}", soft_wrap=True)
