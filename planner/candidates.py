@@ -1,24 +1,37 @@
-"""Candidate engine configurations and which workloads each can serve, at what rate per node.
+"""Candidate engine configurations and which workload buckets each can serve, at what rate per node.
 
-A candidate is one way to run a model on a node: (site, system, model, TP, precision, max batch, engine max
-ISL/OSL). Its annual cost per node comes from the scenario's cost assumptions. An option links a workload to a
-candidate whose operating point meets the workload's latency limits, with `rps_per_node` from the perf model.
-Everything not generated is recorded in `pruned` with the reason.
+A candidate is one way to run a model on a node: (site, pricing, system, model, TP, precision, max batch, engine
+max ISL/OSL). Enumeration (design.md): every allowed system x TP (the ladder, within the node) x precision (the
+GPU's, as the workload allows) x max batch (the ladder) x engine lengths (from the workloads' buckets), pruned by
+memory fit, by the workloads' latency limits, and by dominance (same node, same engine lengths, no better rate for
+any bucket). Data first: where benchmark rows (or interpolation) answer for a bucket on a system, the roofline
+does not add candidates for that pair. Every pruning is counted, and its reasons kept.
 """
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from planner.catalog import Catalog
-from planner.perf import TP_LADDER, PerfMiss, PerfQuery, PerfResult, model_precisions, operating_points
-from planner.scenario import HOURS_PER_YEAR, OnPremCosts, Scenario, SystemOffer, Workload
+from planner.perf import (
+    PerfMiss,
+    PerfQuery,
+    PerfResult,
+    best_point,
+    model_precisions,
+    modeled_points,
+    operating_points,
+)
+from planner.perf.roofline import supports_roofline
+from planner.scenario import HOURS_PER_YEAR, Bucket, OnPremCosts, Scenario, SystemOffer, Workload
 
 
 @dataclass(frozen=True)
 class Candidate:
     key: str
     site: str
+    pricing: str  # capex | reserved | on-demand
     system: str
     gpu: str
     gpus_per_node: int
@@ -28,19 +41,30 @@ class Candidate:
     max_batch: int | None
     engine_isl: int
     engine_osl: int
-    annual_cost_usd: float
+    annual_cost_usd: float  # per node and year for capex/reserved nodes (0 for on-demand)
+    usd_per_hour: float | None  # per node-hour for on-demand nodes
     capex_usd: float
     power_kw: float
     rack_units: int
-    usd_per_hour: float | None
     cost_note: str
+
+    @property
+    def fixed(self) -> bool:
+        """Bought or reserved: one count for every period."""
+        return self.pricing in ("capex", "reserved")
+
+    @property
+    def variant(self) -> tuple:
+        """The engine build: what `max_engine_variants` counts."""
+        return (self.model, self.gpu, self.tp, self.precision, self.max_batch, self.engine_isl, self.engine_osl)
 
 
 @dataclass(frozen=True)
 class Option:
-    """Workload `workload` can run on candidate `candidate` at `rps_per_node` within its limits."""
+    """Bucket `bucket` of workload `workload` can run on `candidate` at `rps_per_node` within its limits."""
 
     workload: str
+    bucket: int
     candidate: str
     rps_per_node: float
     instances_per_node: int
@@ -52,6 +76,24 @@ class Pruned:
     workload: str
     system: str
     reason: str
+    kind: str = "other"  # memory | latency | data | other
+
+
+@dataclass(frozen=True)
+class Fastest:
+    """The lowest latency any configuration that fits reaches for a workload (at concurrency 1)."""
+
+    value_ms: float
+    label: str
+
+
+@dataclass(frozen=True)
+class CandidateStats:
+    generated: int
+    pruned_memory: int
+    pruned_latency: int
+    pruned_dominated: int
+    kept: int
 
 
 @dataclass(frozen=True)
@@ -59,95 +101,218 @@ class CandidateSet:
     candidates: tuple[Candidate, ...]
     options: tuple[Option, ...]
     pruned: tuple[Pruned, ...]
+    stats: CandidateStats
+    fastest: dict[str, dict[str, Fastest]]  # workload -> metric (ttft_ms, itl_ms, e2e_ms) -> fastest
 
     def candidate(self, key: str) -> Candidate:
-        return next(c for c in self.candidates if c.key == key)
+        return self._by_key()[key]
+
+    def _by_key(self) -> dict[str, Candidate]:
+        cache = self.__dict__.get("_index")
+        if cache is None:
+            cache = {c.key: c for c in self.candidates}
+            object.__setattr__(self, "_index", cache)
+        return cache
 
     def options_for(self, workload: str) -> tuple[Option, ...]:
         return tuple(o for o in self.options if o.workload == workload)
 
 
-def on_prem_annual_cost_usd(price_usd: float, power_kw: float, costs: OnPremCosts) -> tuple[float, str]:
-    """capex / amortization_years + power_kw x utilization x PUE x $/kWh x 8760 h + maintenance x capex."""
+def on_prem_annual_cost_usd(price_usd: float, power_kw: float, rack_units: int, costs: OnPremCosts) -> tuple[float, str]:
+    """capex / years + kW x utilization x PUE x $/kWh x 8760 h + maintenance x capex + RU x space $/RU/year."""
     capital = price_usd / costs.amortization_years
     energy = power_kw * costs.utilization_power_factor * costs.pue * costs.usd_per_kwh * HOURS_PER_YEAR
     maintenance = costs.maintenance_fraction_per_year * price_usd
+    space = rack_units * costs.space_usd_per_rack_unit_per_year
     note = (
         f"{price_usd:,.0f} USD / {costs.amortization_years:g} y + {power_kw:g} kW x {costs.utilization_power_factor:g}"
         f" x PUE {costs.pue:g} x {costs.usd_per_kwh:g} USD/kWh x 8760 h + {costs.maintenance_fraction_per_year:g} x capex"
+        + (f" + {rack_units} RU x {costs.space_usd_per_rack_unit_per_year:g} USD/RU/y" if space else "")
     )
-    return capital + energy + maintenance, note
+    return capital + energy + maintenance + space, note
 
 
-def cloud_annual_cost_usd(usd_per_hour: float) -> tuple[float, str]:
-    """An always-on cloud node for a year (one period): usd_per_hour x 8760 h."""
-    return usd_per_hour * HOURS_PER_YEAR, f"{usd_per_hour:g} USD/h x 8760 h"
+def offer_costs(offer: SystemOffer, scenario: Scenario) -> dict:
+    """Per-node cost fields of a candidate on this offer."""
+    if offer.pricing == "capex":
+        annual, note = on_prem_annual_cost_usd(offer.price_usd, offer.power_kw, offer.rack_units or 0, scenario.on_prem_costs)
+        return dict(annual_cost_usd=annual, usd_per_hour=None, capex_usd=offer.price_usd, power_kw=offer.power_kw,
+                    rack_units=offer.rack_units or 0, cost_note=note)  # fmt: skip
+    if offer.pricing == "reserved":
+        return dict(annual_cost_usd=offer.usd_per_hour * HOURS_PER_YEAR, usd_per_hour=None, capex_usd=0.0, power_kw=0.0,
+                    rack_units=0, cost_note=f"reserved {offer.usd_per_hour:g} USD/h x 8760 h")  # fmt: skip
+    return dict(annual_cost_usd=0.0, usd_per_hour=offer.usd_per_hour, capex_usd=0.0, power_kw=0.0, rack_units=0,
+                cost_note=f"on demand {offer.usd_per_hour:g} USD/h x hours of each period")  # fmt: skip
 
 
-def _candidate_for(offer: SystemOffer, workload: Workload, point: PerfResult, scenario: Scenario, catalog: Catalog) -> Candidate:
-    system = catalog.systems[offer.system]
-    if offer.site == "on-prem":
-        annual, note = on_prem_annual_cost_usd(offer.price_usd, offer.power_kw, scenario.on_prem_costs)
-        capex, power, rack_units = offer.price_usd, offer.power_kw, offer.rack_units or 0
-    else:
-        annual, note = cloud_annual_cost_usd(offer.usd_per_hour)
-        capex, power, rack_units = 0.0, 0.0, 0
-    tp = f"tp{point.tp}" if point.tp else f"{point.gpus_per_instance}gpu"
-    key = "/".join(
-        (
-            offer.site, offer.system, workload.model, tp, point.precision or "prec?",
-            f"b{point.concurrency}" if point.concurrency else "b?", f"{workload.isl_tokens}x{workload.osl_tokens}",
-        )
-    )
-    return Candidate(
-        key=key, site=offer.site, system=offer.system, gpu=system.gpu, gpus_per_node=system.gpus_per_node,
-        model=workload.model, tp=point.tp, precision=point.precision, max_batch=point.concurrency,
-        engine_isl=workload.isl_tokens, engine_osl=workload.osl_tokens, annual_cost_usd=annual, capex_usd=capex,
-        power_kw=power, rack_units=rack_units, usd_per_hour=offer.usd_per_hour, cost_note=note,
-    )
+def engine_lengths_by_model(scenario: Scenario) -> dict[str, list[tuple[int, int]]]:
+    """Engine max (ISL, OSL) variants per model: every bucket cell, and each workload's envelope of its buckets."""
+    lengths: dict[str, set[tuple[int, int]]] = defaultdict(set)
+    for workload in scenario.workloads:
+        cells = {(b.isl_tokens, b.osl_tokens) for b in workload.buckets}
+        lengths[workload.model] |= cells
+        lengths[workload.model].add((max(i for i, _ in cells), max(o for _, o in cells)))
+    return {model: sorted(values) for model, values in lengths.items()}
+
+
+def _key(offer: SystemOffer, model: str, tp, precision, batch, isl: int, osl: int, gpus_per_instance: int) -> str:
+    tp_part = f"tp{tp}" if tp else f"{gpus_per_instance}gpu"
+    return "/".join((offer.site, offer.pricing, offer.system, model, tp_part, precision or "prec?",
+                     f"b{batch}" if batch else "b?", f"{isl}x{osl}"))  # fmt: skip
+
+
+class _Builder:
+    def __init__(self, scenario: Scenario, catalog: Catalog):
+        self.scenario, self.catalog = scenario, catalog
+        self.candidates: dict[str, Candidate] = {}
+        self.options: dict[tuple[str, int, str], Option] = {}
+        self.pruned: list[Pruned] = []
+        self.counts: Counter = Counter()
+        self.engines = engine_lengths_by_model(scenario)
+        self.curves: dict[tuple, list[PerfResult] | str] = {}
+        self.fastest: dict[str, dict[str, Fastest]] = defaultdict(dict)
+
+    def note_fastest(self, workload: Workload, offer: SystemOffer, point: PerfResult) -> None:
+        label = f"{offer.system} TP{point.tp} {point.precision}"
+        for metric in ("ttft_ms", "itl_ms", "e2e_ms"):
+            value = getattr(point, metric)
+            known = self.fastest[workload.name].get(metric)
+            if value is not None and (known is None or value < known.value_ms):
+                self.fastest[workload.name][metric] = Fastest(value, label)
+
+    def add(self, offer: SystemOffer, workload: Workload, bucket: int, point: PerfResult, batch, lengths) -> None:
+        system = self.catalog.systems[offer.system]
+        instances = point.instances_per_node(system.gpus_per_node)
+        rps_per_node = point.rps_per_node(system.gpus_per_node)
+        if instances < 1:
+            self.prune(workload, offer, f"an instance needs {point.gpus_per_instance} GPUs; the node has {system.gpus_per_node}")
+            return
+        if not rps_per_node:
+            self.prune(workload, offer, f"no request throughput in {point.source}")
+            return
+        key = _key(offer, workload.model, point.tp, point.precision, batch, *lengths, point.gpus_per_instance)
+        if key not in self.candidates:
+            self.candidates[key] = Candidate(
+                key=key, site=offer.site, pricing=offer.pricing, system=offer.system, gpu=system.gpu,
+                gpus_per_node=system.gpus_per_node, model=workload.model, tp=point.tp, precision=point.precision,
+                max_batch=batch, engine_isl=lengths[0], engine_osl=lengths[1], **offer_costs(offer, self.scenario),
+            )  # fmt: skip
+        self.options[(workload.name, bucket, key)] = Option(workload.name, bucket, key, rps_per_node, instances, point)
+
+    def prune(self, workload: Workload, offer: SystemOffer, reason: str, kind: str = "other") -> None:
+        self.pruned.append(Pruned(workload.name, offer.system, reason, kind))
+
+    def from_data(self, offer: SystemOffer, workload: Workload, bucket_index: int, bucket: Bucket) -> bool:
+        """Candidates from benchmark rows / interpolation; True when data answered (even with a miss)."""
+        data_sources = tuple(s for s in self.scenario.perf_sources if s != "modeled")
+        if not data_sources:
+            return False
+        query = self.query(workload, offer, bucket)
+        points = operating_points(query, self.catalog, sources=data_sources, percentile=workload.slo.percentile)
+        if isinstance(points, PerfMiss):
+            if points.reason.startswith("no benchmark row"):
+                return False
+            self.counts["latency"] += 1
+            self.prune(workload, offer, points.reason, "latency")
+            return True
+        for point in points:
+            self.counts["generated"] += 1
+            if workload.precisions is not None and point.precision not in workload.precisions:
+                self.prune(workload, offer, f"precision {point.precision or 'unstated'} not in {list(workload.precisions)}")
+                continue
+            self.add(offer, workload, bucket_index, point, point.concurrency, (bucket.isl_tokens, bucket.osl_tokens))
+        return True
+
+    def from_model(self, offer: SystemOffer, workload: Workload, bucket_index: int, bucket: Bucket) -> None:
+        """Roofline candidates: TP x precision x engine lengths covering the bucket x batch cap."""
+        model = self.catalog.models[workload.model]
+        if not supports_roofline(model):
+            self.prune(
+                workload, offer, f"no benchmark row, and the architecture of {model.id} is not published for the roofline",
+                "data",
+            )
+            return
+        system = self.catalog.systems[offer.system]
+        precisions = model_precisions(self.catalog, system.gpu)
+        if workload.precisions is not None:
+            precisions = tuple(p for p in precisions if p in workload.precisions)
+        query = self.query(workload, offer, bucket)
+        engines = [e for e in self.engines[workload.model] if e[0] >= bucket.isl_tokens and e[1] >= bucket.osl_tokens]
+        for tp in (t for t in self.scenario.tp_ladder if t <= system.gpus_per_node):
+            for precision in precisions:
+                for lengths in engines:
+                    curve_key = (query, tp, precision, workload.slo.percentile, lengths)
+                    if curve_key not in self.curves:
+                        self.curves[curve_key] = modeled_points(
+                            query, self.catalog, tp, precision, workload.slo.percentile, engine_lengths=lengths
+                        )
+                    points = self.curves[curve_key]
+                    if not isinstance(points, str) and points:
+                        self.note_fastest(workload, offer, points[0])
+                    for batch in self.scenario.max_batch_ladder:
+                        self.counts["generated"] += 1
+                        if isinstance(points, str):
+                            self.counts["memory"] += 1
+                            self.prune(workload, offer, points, "memory")
+                            continue
+                        best = best_point(points, query, max_concurrency=batch)
+                        if isinstance(best, str):
+                            self.counts["latency"] += 1
+                            self.prune(workload, offer, f"TP{tp} {precision} batch <= {batch}: {best}", "latency")
+                            continue
+                        self.add(offer, workload, bucket_index, best, batch, lengths)
+
+    def query(self, workload: Workload, offer: SystemOffer, bucket: Bucket) -> PerfQuery:
+        return PerfQuery(
+            model=workload.model, gpu=self.catalog.systems[offer.system].gpu, isl=bucket.isl_tokens,
+            osl=bucket.osl_tokens, ttft_ms=workload.slo.ttft_ms, itl_ms=workload.slo.itl_ms, e2e_ms=workload.slo.e2e_ms,
+        )  # fmt: skip
+
+    def drop_dominated(self) -> None:
+        """Within one (offer, model, engine lengths), drop candidates no better than another for every bucket."""
+        served: dict[str, dict[tuple[str, int], float]] = defaultdict(dict)
+        for (workload, bucket, key), option in self.options.items():
+            served[key][(workload, bucket)] = option.rps_per_node
+        groups: dict[tuple, list[str]] = defaultdict(list)
+        for key, c in self.candidates.items():
+            groups[(c.site, c.pricing, c.system, c.model, c.engine_isl, c.engine_osl)].append(key)
+        dropped = set()
+        for keys in groups.values():
+            ordered = sorted(keys, key=lambda k: (-sum(served[k].values()), k))
+            for index, key in enumerate(ordered):
+                for other in ordered[:index]:
+                    if other in dropped:
+                        continue
+                    if all(served[other].get(cell, 0.0) >= rate for cell, rate in served[key].items()):
+                        dropped.add(key)
+                        break
+        self.counts["dominated"] = len(dropped)
+        self.candidates = {k: c for k, c in self.candidates.items() if k not in dropped}
+        self.options = {k: o for k, o in self.options.items() if o.candidate not in dropped}
 
 
 def enumerate_candidates(scenario: Scenario, catalog: Catalog) -> CandidateSet:
-    """For every workload x allowed system: the engine variants with data whose operating point meets the limits."""
-    candidates: dict[str, Candidate] = {}
-    options: list[Option] = []
-    pruned: list[Pruned] = []
+    """For every workload bucket x allowed system: the engine configurations that fit and meet the limits."""
+    builder = _Builder(scenario, catalog)
     for workload in scenario.workloads:
         for offer in scenario.offers:
-            system = catalog.systems[offer.system]
-            query = PerfQuery(
-                model=workload.model, gpu=system.gpu, isl=workload.isl_tokens, osl=workload.osl_tokens,
-                ttft_ms=workload.slo.ttft_ms, itl_ms=workload.slo.itl_ms, e2e_ms=workload.slo.e2e_ms,
-            )
-            precisions = model_precisions(catalog, system.gpu)
-            if workload.precisions is not None:
-                precisions = tuple(p for p in precisions if p in workload.precisions) or tuple(workload.precisions)
-            points = operating_points(
-                query, catalog,
-                tps=tuple(tp for tp in TP_LADDER if tp <= system.gpus_per_node),
-                precisions=precisions, sources=scenario.perf_sources, percentile=workload.slo.percentile,
-            )
-            if isinstance(points, PerfMiss):
-                pruned.append(Pruned(workload.name, offer.system, points.reason))
-                continue
-            for point in points:
-                if workload.precisions is not None and point.precision not in workload.precisions:
-                    pruned.append(
-                        Pruned(workload.name, offer.system, f"precision {point.precision or 'unstated'} not in {list(workload.precisions)}")
-                    )
-                    continue
-                instances = point.instances_per_node(system.gpus_per_node)
-                if instances < 1:
-                    pruned.append(
-                        Pruned(workload.name, offer.system, f"an instance needs {point.gpus_per_instance} GPUs; the node has {system.gpus_per_node}")
-                    )
-                    continue
-                rps_per_node = point.rps_per_node(system.gpus_per_node)
-                if not rps_per_node:
-                    pruned.append(Pruned(workload.name, offer.system, f"no request throughput in {point.source}"))
-                    continue
-                candidate = _candidate_for(offer, workload, point, scenario, catalog)
-                candidates.setdefault(candidate.key, candidate)
-                options.append(Option(workload.name, candidate.key, rps_per_node, instances, point))
-    ordered = tuple(candidates[k] for k in sorted(candidates))
-    return CandidateSet(ordered, tuple(options), tuple(pruned))
+            for index, bucket in enumerate(workload.buckets):
+                answered = builder.from_data(offer, workload, index, bucket)
+                if not answered and "modeled" in scenario.perf_sources:
+                    builder.from_model(offer, workload, index, bucket)
+                elif not answered:
+                    builder.prune(
+                        workload, offer,
+                        f"no benchmark row for {workload.model} on {catalog.systems[offer.system].gpu} at ISL "
+                        f"{bucket.isl_tokens} / OSL {bucket.osl_tokens} (sources: {', '.join(scenario.perf_sources)})",
+                        "data",
+                    )  # fmt: skip
+    builder.drop_dominated()
+    ordered = tuple(builder.candidates[k] for k in sorted(builder.candidates))
+    options = tuple(builder.options[k] for k in sorted(builder.options))
+    pruned = tuple(dict.fromkeys(builder.pruned))  # same reason for several batch caps: once
+    stats = CandidateStats(
+        generated=builder.counts["generated"], pruned_memory=builder.counts["memory"],
+        pruned_latency=builder.counts["latency"], pruned_dominated=builder.counts["dominated"], kept=len(ordered),
+    )  # fmt: skip
+    return CandidateSet(ordered, options, pruned, stats, {w: dict(m) for w, m in builder.fastest.items()})

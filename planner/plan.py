@@ -20,7 +20,8 @@ class PlanLine:
     engine_osl: int
     nodes: int
     gpus: int
-    period: str
+    period: str  # "all" for bought / reserved nodes, else the period an on-demand count applies to
+    role: str  # bought (on-prem) | reserved (cloud, all year) | on-demand (cloud, this period) | spare (N + k)
     annual_cost_usd: float
     capex_usd: float
     power_kw: float
@@ -29,19 +30,55 @@ class PlanLine:
 
 @dataclass(frozen=True)
 class Assignment:
-    """Part of a workload's demand routed to one configuration."""
+    """Part of a workload's demand (one length bucket) routed to one configuration (its busiest period)."""
 
     system: str
     site: str
+    pricing: str
     tp: int | None
     precision: str | None
+    max_batch: int | None
+    engine_isl: int
+    engine_osl: int
+    bucket_isl: int
+    bucket_osl: int
     rps: float
     rps_per_node: float
+    concurrency: int | None
     ttft_ms: float | None
     itl_ms: float | None
     e2e_ms: float | None
     provenance: str
     source: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Route:
+    """Requests/s of one workload bucket sent to one configuration in one period (the solved x[w,b,c,t])."""
+
+    period: str
+    workload: str
+    bucket_isl: int
+    bucket_osl: int
+    site: str
+    role: str  # bought | reserved | on-demand: matches the plan line that serves it
+    system: str
+    model: str
+    tp: int | None
+    precision: str | None
+    max_batch: int | None
+    engine_isl: int
+    engine_osl: int
+    rps: float
+    rps_per_node: float
+
+
+@dataclass(frozen=True)
+class PeriodLoad:
+    period: str
+    demand_rps: float
+    capacity_rps: float
 
 
 @dataclass(frozen=True)
@@ -59,6 +96,19 @@ class WorkloadResult:
     provenance: str
     why: str
     assignments: tuple[Assignment, ...]
+    periods: tuple[PeriodLoad, ...]
+
+
+@dataclass(frozen=True)
+class CostBreakdown:
+    """Annual cost by kind (USD/year): what finance asks for."""
+
+    capex_amortized_usd: float
+    energy_usd: float
+    maintenance_usd: float
+    space_usd: float
+    cloud_reserved_usd: float
+    cloud_on_demand_usd: float
 
 
 @dataclass(frozen=True)
@@ -69,11 +119,16 @@ class Totals:
     power_kw: float
     rack_units: int
     annual_cost_usd: float
+    cost_breakdown: CostBreakdown
 
 
 @dataclass(frozen=True)
 class CandidateStats:
     generated: int
+    pruned_memory: int
+    pruned_latency: int
+    pruned_dominated: int
+    kept: int
     options: int
     pruned: tuple[tuple[str, str, str], ...]  # (workload, system, reason)
 
@@ -81,6 +136,7 @@ class CandidateStats:
 @dataclass(frozen=True)
 class Plan:
     scenario: str
+    deployment: str
     status: str  # optimal | feasible (time limit hit, see mip_gap) | infeasible
     solver: str
     objective_usd_per_year: float
@@ -91,6 +147,8 @@ class Plan:
     workloads: tuple[WorkloadResult, ...]
     binding_limits: tuple[str, ...]
     candidates: CandidateStats
+    periods: tuple[str, ...]
+    routing: tuple[Route, ...]
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict with the names of design.md."""

@@ -22,7 +22,7 @@ HOURS_PER_YEAR = 8760.0
 
 WorkloadMode = Literal["streaming", "sequential", "offline"]
 Deployment = Literal["on-prem", "cloud", "hybrid"]
-SolverName = Literal["cbc", "highs"]
+SolverName = Literal["cbc", "highs", "ortools"]
 
 
 class SloSpec(StrictModel):
@@ -42,6 +42,14 @@ class UsersSpec(StrictModel):
     working_hours_per_day: float = Field(gt=0, le=24)
 
 
+class BucketSpec(StrictModel):
+    """A cell of the workload's ISL x OSL histogram: `share` of its requests have these lengths."""
+
+    isl_tokens: int = Field(gt=0)
+    osl_tokens: int = Field(gt=0)
+    share: float = Field(gt=0, le=1)
+
+
 class WorkloadSpec(StrictModel):
     name: str = Field(min_length=1)
     model: str
@@ -49,6 +57,7 @@ class WorkloadSpec(StrictModel):
     osl_tokens: int | None = Field(default=None, gt=0)
     words_in: float | None = Field(default=None, gt=0)
     words_out: float | None = Field(default=None, gt=0)
+    buckets: list[BucketSpec] | None = Field(default=None, min_length=1)
     peak_rps: float | None = Field(default=None, ge=0)
     mean_rps: float | None = Field(default=None, ge=0)
     users: UsersSpec | None = None
@@ -59,10 +68,17 @@ class WorkloadSpec(StrictModel):
 
     @model_validator(mode="after")
     def _one_way_each(self) -> "WorkloadSpec":
-        if (self.isl_tokens is None) == (self.words_in is None):
-            raise ValueError("give the input length once: isl_tokens or words_in")
-        if (self.osl_tokens is None) == (self.words_out is None):
-            raise ValueError("give the output length once: osl_tokens or words_out")
+        if self.buckets is not None:
+            if any(v is not None for v in (self.isl_tokens, self.osl_tokens, self.words_in, self.words_out)):
+                raise ValueError("give lengths either as buckets or as isl/osl (tokens or words), not both")
+            total = sum(b.share for b in self.buckets)
+            if abs(total - 1.0) > 1e-6:
+                raise ValueError(f"bucket shares must add up to 1 (they add up to {total:g})")
+        else:
+            if (self.isl_tokens is None) == (self.words_in is None):
+                raise ValueError("give the input length once: isl_tokens or words_in (or buckets)")
+            if (self.osl_tokens is None) == (self.words_out is None):
+                raise ValueError("give the output length once: osl_tokens or words_out (or buckets)")
         given = [k for k in ("peak_rps", "mean_rps", "users") if getattr(self, k) is not None]
         if len(given) != 1:
             raise ValueError(
@@ -84,12 +100,15 @@ class OnPremSite(StrictModel):
     pue: float | None = Field(default=None, ge=1.0)
     utilization_power_factor: float | None = Field(default=None, gt=0, le=1.0)
     maintenance_fraction_per_year: float | None = Field(default=None, ge=0)
+    space_usd_per_rack_unit_per_year: float = Field(default=0.0, ge=0)
     price_usd: dict[str, float] = Field(default_factory=dict)
 
 
 class CloudSite(StrictModel):
     systems: list[str] = Field(min_length=1)
     usd_per_hour: dict[str, float] = Field(default_factory=dict)
+    # a reserved / committed price per system: a constant count all year, like on-prem
+    reserved_usd_per_hour: dict[str, float] = Field(default_factory=dict)
 
 
 class SitesSpec(StrictModel):
@@ -102,6 +121,25 @@ class LimitsSpec(StrictModel):
     power_kw: float | None = Field(default=None, gt=0)
     rack_units: int | None = Field(default=None, gt=0)
     capex_usd: float | None = Field(default=None, gt=0)
+    max_gpus: dict[str, int] = Field(default_factory=dict)  # GPU id -> GPUs available (in any period)
+    spare_nodes_per_system: int = Field(default=0, ge=0)  # N + k: k idle on-prem nodes per system in use
+    max_engine_variants: int | None = Field(default=None, gt=0)
+
+
+class PeriodSpec(StrictModel):
+    """A named part of the day/week: its hours per year and each workload's demand as a factor of its peak
+    (or of its mean, when the workload gives a mean). Workloads not listed keep factor 1."""
+
+    name: str = Field(min_length=1)
+    hours_per_year: float = Field(gt=0, le=8760)
+    demand_factor: dict[str, float] = Field(default_factory=dict)
+
+
+class EngineSpec(StrictModel):
+    """The engine settings the candidate enumeration tries."""
+
+    max_batch_ladder: list[int] = Field(default_factory=lambda: [8, 32, 128, 512], min_length=1)
+    tp_ladder: list[Literal[1, 2, 4, 8]] = Field(default_factory=lambda: [1, 2, 4, 8], min_length=1)
 
 
 PerfSource = Literal["measured", "interpolated", "modeled"]
@@ -126,7 +164,9 @@ class ScenarioSpec(StrictModel):
     deployment: Deployment = "on-prem"
     workloads: list[WorkloadSpec] = Field(min_length=1)
     sites: SitesSpec
+    periods: list[PeriodSpec] | None = Field(default=None, min_length=1)
     limits: LimitsSpec = Field(default_factory=LimitsSpec)
+    engine: EngineSpec = Field(default_factory=EngineSpec)
     perf: PerfSpec = Field(default_factory=PerfSpec)
     solver: SolverSpec = Field(default_factory=SolverSpec)
 
@@ -140,18 +180,41 @@ class Slo:
 
 
 @dataclass(frozen=True)
+class Bucket:
+    isl_tokens: int
+    osl_tokens: int
+    share: float
+
+
+@dataclass(frozen=True)
 class Workload:
-    """A workload with its lengths in tokens and the peak request rate it must be sized for."""
+    """A workload with its lengths in tokens and the peak request rate it must be sized for.
+
+    `isl_tokens`/`osl_tokens` are the share-weighted means of the buckets (one bucket when lengths are given
+    directly). `mean_rps` is set when demand was given as a mean: period peaks then come from the Poisson quantile.
+    """
 
     name: str
     model: str
     isl_tokens: int
     osl_tokens: int
+    buckets: tuple[Bucket, ...]
     peak_rps: float
+    mean_rps: float | None
+    peak_quantile: float | None
     demand_note: str
     mode: str
     slo: Slo
     precisions: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
+class Period:
+    """A period with its weight in hours per year and the peak demand (rps) of each workload in it."""
+
+    name: str
+    hours_per_year: float
+    demand_rps: dict[str, float]
 
 
 @dataclass(frozen=True)
@@ -161,6 +224,7 @@ class OnPremCosts:
     pue: float
     utilization_power_factor: float
     maintenance_fraction_per_year: float
+    space_usd_per_rack_unit_per_year: float
 
 
 @dataclass(frozen=True)
@@ -169,6 +233,7 @@ class SystemOffer:
 
     system: str
     site: str  # "on-prem" | "cloud"
+    pricing: str  # "capex" (on-prem) | "on-demand" (cloud, per period) | "reserved" (cloud, constant all year)
     price_usd: float | None
     usd_per_hour: float | None
     power_kw: float | None
@@ -182,6 +247,9 @@ class Limits:
     power_kw: float | None
     rack_units: int | None
     capex_usd: float | None
+    max_gpus: dict[str, int]
+    spare_nodes_per_system: int
+    max_engine_variants: int | None
 
 
 @dataclass(frozen=True)
@@ -192,10 +260,13 @@ class Scenario:
     deployment: str
     words_per_token: float
     workloads: tuple[Workload, ...]
+    periods: tuple[Period, ...]
     offers: tuple[SystemOffer, ...]
     on_prem_costs: OnPremCosts | None
     limits: Limits
     perf_sources: tuple[str, ...]
+    max_batch_ladder: tuple[int, ...]
+    tp_ladder: tuple[int, ...]
     solver: str
     time_limit_s: float
 
@@ -224,13 +295,15 @@ def check_unique_workload_names(spec: ScenarioSpec, file: str) -> None:
 def check_lengths_fit_context(spec: ScenarioSpec, workloads: list[Workload], catalog: Catalog, file: str) -> None:
     for index, workload in enumerate(workloads):
         context = catalog.models[workload.model].max_context
-        if context is not None and workload.isl_tokens + workload.osl_tokens > context:
-            raise PlannerInputError(
-                file,
-                f"workloads[{index}:{workload.name}].isl_tokens",
-                f"input + output = {workload.isl_tokens} + {workload.osl_tokens} tokens exceeds the context of "
-                f"{workload.model} ({context} tokens); allowed: isl + osl <= {context}",
-            )
+        for bucket_index, bucket in enumerate(workload.buckets):
+            if context is not None and bucket.isl_tokens + bucket.osl_tokens > context:
+                field = "isl_tokens" if spec.workloads[index].buckets is None else f"buckets[{bucket_index}]"
+                raise PlannerInputError(
+                    file,
+                    f"workloads[{index}:{workload.name}].{field}",
+                    f"input + output = {bucket.isl_tokens} + {bucket.osl_tokens} tokens exceeds the context of "
+                    f"{workload.model} ({context} tokens); allowed: isl + osl <= {context}",
+                )
 
 
 def check_sites_match_deployment(spec: ScenarioSpec, file: str) -> None:
@@ -257,16 +330,20 @@ def check_site_systems(spec: ScenarioSpec, catalog: Catalog, file: str) -> None:
                     file, field, f"'{system_id}' is a {catalog.systems[system_id].kind} system, not {kind}; "
                     f"list it under sites.{'cloud' if kind == 'on-prem' else 'on_prem'}"
                 )
-        overrides = site.price_usd if site_key == "on_prem" else site.usd_per_hour
-        price_field = "price_usd" if site_key == "on_prem" else "usd_per_hour"
-        for system_id, value in overrides.items():
-            if system_id not in site.systems:
-                raise PlannerInputError(
-                    file, f"sites.{site_key}.{price_field}.{system_id}",
-                    f"price given for a system not listed in sites.{site_key}.systems ({', '.join(site.systems)})",
-                )
-            if value <= 0:
-                raise PlannerInputError(file, f"sites.{site_key}.{price_field}.{system_id}", f"must be > 0 (got {value})")
+        price_fields = ("price_usd",) if site_key == "on_prem" else ("usd_per_hour", "reserved_usd_per_hour")
+        for price_field in price_fields:
+            _check_price_overrides(site, site_key, price_field, file)
+
+
+def _check_price_overrides(site, site_key: str, price_field: str, file: str) -> None:
+    for system_id, value in getattr(site, price_field).items():
+        if system_id not in site.systems:
+            raise PlannerInputError(
+                file, f"sites.{site_key}.{price_field}.{system_id}",
+                f"price given for a system not listed in sites.{site_key}.systems ({', '.join(site.systems)})",
+            )
+        if value <= 0:
+            raise PlannerInputError(file, f"sites.{site_key}.{price_field}.{system_id}", f"must be > 0 (got {value})")
 
 
 def check_prices_known(spec: ScenarioSpec, catalog: Catalog, file: str) -> None:
@@ -299,8 +376,13 @@ def check_prices_known(spec: ScenarioSpec, catalog: Catalog, file: str) -> None:
 
 def resolve_workload(spec: WorkloadSpec, words_per_token: float, default_quantile: float) -> Workload:
     """Lengths in tokens (words at `words_per_token`) and the peak rate to size for."""
-    isl = spec.isl_tokens if spec.isl_tokens is not None else words_to_tokens(spec.words_in, words_per_token)
-    osl = spec.osl_tokens if spec.osl_tokens is not None else words_to_tokens(spec.words_out, words_per_token)
+    if spec.buckets is not None:
+        buckets = tuple(Bucket(b.isl_tokens, b.osl_tokens, b.share) for b in spec.buckets)
+    else:
+        isl = spec.isl_tokens if spec.isl_tokens is not None else words_to_tokens(spec.words_in, words_per_token)
+        osl = spec.osl_tokens if spec.osl_tokens is not None else words_to_tokens(spec.words_out, words_per_token)
+        buckets = (Bucket(int(isl), int(osl), 1.0),)
+    mean, quantile = None, None
     if spec.peak_rps is not None:
         peak, note = spec.peak_rps, "peak_rps as given"
     else:
@@ -323,14 +405,73 @@ def resolve_workload(spec: WorkloadSpec, words_per_token: float, default_quantil
     return Workload(
         name=spec.name,
         model=spec.model,
-        isl_tokens=int(isl),
-        osl_tokens=int(osl),
-        peak_rps=round(float(peak), 9),  # float noise must not buy a node: 678720 x 3 / 28800 is 70.7
+        isl_tokens=round(sum(b.isl_tokens * b.share for b in buckets)),
+        osl_tokens=round(sum(b.osl_tokens * b.share for b in buckets)),
+        buckets=buckets,
+        peak_rps=_clean_rate(peak),
+        mean_rps=mean,
+        peak_quantile=quantile,
         demand_note=note,
         mode=spec.mode,
         slo=Slo(spec.slo.ttft_ms, spec.slo.itl_ms, spec.slo.e2e_ms, spec.slo.percentile),
         precisions=tuple(spec.precisions) if spec.precisions is not None else None,
     )
+
+
+def _clean_rate(value: float) -> float:
+    return round(float(value), 9)  # float noise must not buy a node: 678720 x 3 / 28800 is 70.7
+
+
+def period_demand_rps(workload: Workload, factor: float) -> float:
+    """Peak demand of a workload in a period: factor x peak, or the Poisson quantile of factor x mean."""
+    if workload.mean_rps is None:
+        return _clean_rate(workload.peak_rps * factor)
+    mean = workload.mean_rps * factor
+    if workload.peak_quantile is None:
+        return _clean_rate(mean)
+    return _clean_rate(peak_rps_from_mean(mean, workload.peak_quantile))
+
+
+def resolve_periods(spec: ScenarioSpec, workloads: list[Workload], file: str) -> tuple[Period, ...]:
+    """The scenario's periods (default: one period, the whole year at peak demand)."""
+    if spec.periods is None:
+        return (Period("all", HOURS_PER_YEAR, {w.name: w.peak_rps for w in workloads}),)
+    names = {w.name for w in workloads}
+    periods = []
+    for index, period in enumerate(spec.periods):
+        for name, factor in period.demand_factor.items():
+            field = f"periods[{index}:{period.name}].demand_factor.{name}"
+            if name not in names:
+                raise PlannerInputError(file, field, f"unknown workload; allowed: {', '.join(sorted(names))}")
+            if factor < 0:
+                raise PlannerInputError(file, field, f"must be >= 0 (got {factor:g})")
+        demand = {w.name: period_demand_rps(w, period.demand_factor.get(w.name, 1.0)) for w in workloads}
+        periods.append(Period(period.name, period.hours_per_year, demand))
+    return tuple(periods)
+
+
+def check_periods(spec: ScenarioSpec, file: str) -> None:
+    if spec.periods is None:
+        return
+    seen: set[str] = set()
+    for index, period in enumerate(spec.periods):
+        if period.name in seen:
+            raise PlannerInputError(file, f"periods[{index}].name", f"duplicate period name '{period.name}'")
+        seen.add(period.name)
+    total = sum(p.hours_per_year for p in spec.periods)
+    if total > HOURS_PER_YEAR + 1e-6:
+        raise PlannerInputError(
+            file, "periods", f"hours_per_year add up to {total:g}; allowed: at most {HOURS_PER_YEAR:g} (a year)"
+        )
+
+
+def check_limits(spec: ScenarioSpec, catalog: Catalog, file: str) -> None:
+    for gpu, count in spec.limits.max_gpus.items():
+        field = f"limits.max_gpus.{gpu}"
+        if gpu not in catalog.gpus:
+            raise PlannerInputError(file, field, unknown_id_message("GPU", gpu, catalog.gpus, "planner catalog gpus"))
+        if count < 0:
+            raise PlannerInputError(file, field, f"must be >= 0 (got {count})")
 
 
 def _offers(spec: ScenarioSpec, catalog: Catalog) -> tuple[SystemOffer, ...]:
@@ -343,7 +484,7 @@ def _offers(spec: ScenarioSpec, catalog: Catalog) -> tuple[SystemOffer, ...]:
             override = spec.sites.on_prem.price_usd.get(system_id)
             offers.append(
                 SystemOffer(
-                    system=system_id, site="on-prem",
+                    system=system_id, site="on-prem", pricing="capex",
                     price_usd=override if override is not None else system.price_usd,
                     usd_per_hour=None, power_kw=system.power_kw, rack_units=system.rack_units,
                     price_note="scenario override" if override is not None else f"catalog ({system.price_source_kind or 'source'})",
@@ -353,14 +494,24 @@ def _offers(spec: ScenarioSpec, catalog: Catalog) -> tuple[SystemOffer, ...]:
         for system_id in spec.sites.cloud.systems:
             system = catalog.systems[system_id]
             override = spec.sites.cloud.usd_per_hour.get(system_id)
+            # a catalog price that is itself a reservation (capacity block) buys a constant count
+            pricing = "reserved" if system.price_source_kind == "reserved" and override is None else "on-demand"
             offers.append(
                 SystemOffer(
-                    system=system_id, site="cloud", price_usd=None,
+                    system=system_id, site="cloud", pricing=pricing, price_usd=None,
                     usd_per_hour=override if override is not None else system.usd_per_hour,
                     power_kw=None, rack_units=None,
                     price_note="scenario override" if override is not None else f"catalog ({system.price_source_kind or 'source'})",
                 )
             )
+            reserved = spec.sites.cloud.reserved_usd_per_hour.get(system_id)
+            if reserved is not None:
+                offers.append(
+                    SystemOffer(
+                        system=system_id, site="cloud", pricing="reserved", price_usd=None, usd_per_hour=reserved,
+                        power_kw=None, rack_units=None, price_note="scenario reserved price",
+                    )
+                )
     return tuple(offers)
 
 
@@ -371,6 +522,8 @@ def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str) -> Scenario:
     check_sites_match_deployment(spec, file)
     check_site_systems(spec, catalog, file)
     check_prices_known(spec, catalog, file)
+    check_periods(spec, file)
+    check_limits(spec, catalog, file)
     defaults = catalog.defaults
     words_per_token = spec.words_per_token if spec.words_per_token is not None else defaults.words_per_token.value
     workloads = [resolve_workload(w, words_per_token, defaults.peak_quantile.value) for w in spec.workloads]
@@ -386,6 +539,7 @@ def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str) -> Scenario:
         costs = OnPremCosts(
             pick("amortization_years"), pick("usd_per_kwh"), pick("pue"),
             pick("utilization_power_factor"), pick("maintenance_fraction_per_year"),
+            on_prem.space_usd_per_rack_unit_per_year,
         )
     limits = spec.limits
     return Scenario(
@@ -395,10 +549,16 @@ def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str) -> Scenario:
         deployment=spec.deployment,
         words_per_token=words_per_token,
         workloads=tuple(workloads),
+        periods=resolve_periods(spec, workloads, file),
         offers=_offers(spec, catalog),
         on_prem_costs=costs,
-        limits=Limits(limits.headroom_fraction, limits.power_kw, limits.rack_units, limits.capex_usd),
+        limits=Limits(
+            limits.headroom_fraction, limits.power_kw, limits.rack_units, limits.capex_usd, dict(limits.max_gpus),
+            limits.spare_nodes_per_system, limits.max_engine_variants,
+        ),
         perf_sources=tuple(spec.perf.sources),
+        max_batch_ladder=tuple(sorted(set(spec.engine.max_batch_ladder))),
+        tp_ladder=tuple(sorted(set(spec.engine.tp_ladder))),
         solver=spec.solver.name,
         time_limit_s=spec.solver.time_limit_s,
     )

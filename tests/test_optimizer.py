@@ -140,8 +140,20 @@ def test_modeled_reasons_name_memory_and_latency(cli, tmp_path):
     })  # fmt: skip
     code, out, err = cli("plan", path)
     assert code == 1
-    assert "TP1 bf16: does not fit" in err  # 812 GB of weights on one GPU
-    assert "TP8 fp8: no modeled point meets the limits" in err and "TTFT" in err
+    assert "workload big: TTFT 100 ms is below the fastest candidate's" in err
+    assert "(dgx-h100 TP8 fp8)" in err  # the only configuration that fits 405B on one node is fastest
+
+
+def test_no_fit_anywhere_is_diagnosed_as_memory(cli, tmp_path):
+    path = write_scenario(tmp_path, {
+        "name": "too-big",
+        "workloads": [{"name": "big", "model": "llama-3.1-405b", "isl_tokens": 8000, "osl_tokens": 100,
+                       "peak_rps": 1}],
+        "sites": {"cloud": {"systems": ["aws-g6.48xlarge"]}}, "deployment": "cloud",
+    })  # fmt: skip
+    code, out, err = cli("plan", path)
+    assert code == 1
+    assert "workload big: does not fit in memory on any allowed system" in err  # 8 x L4 = 192 GB < 203 GB at fp8
 
 
 def test_latency_limit_below_every_measured_point_is_diagnosed(cli, tmp_path):

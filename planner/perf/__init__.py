@@ -27,6 +27,7 @@ from planner.perf.types import MemoryFit, PerfMiss, PerfQuery, PerfResult
 __all__ = [
     "MemoryFit", "PerfMiss", "PerfQuery", "PerfResult", "SOURCES", "TP_LADDER",
     "estimate", "operating_points", "limit_violation", "throughput_key", "modeled_curve", "model_precisions",
+    "modeled_points", "best_point",
 ]  # fmt: skip
 
 SOURCES = ("measured", "interpolated", "modeled")
@@ -104,7 +105,13 @@ def model_precisions(catalog: Catalog, gpu: str) -> tuple[str, ...]:
 
 
 def _modeled(
-    query: PerfQuery, catalog: Catalog, tp: int, precision: str, percentile: float, beyond_capacity: bool = False
+    query: PerfQuery,
+    catalog: Catalog,
+    tp: int,
+    precision: str,
+    percentile: float,
+    beyond_capacity: bool = False,
+    engine_lengths: tuple[int, int] | None = None,
 ) -> list[PerfResult] | str:
     model = catalog.models[query.model]
     if not supports_roofline(model):
@@ -114,7 +121,9 @@ def _modeled(
     gpu = catalog.gpus[query.gpu]
     if precision not in gpu.tflops_by_precision:
         return f"{gpu.id} does not support {precision}"
-    memory = instance_memory(catalog, query.model, query.gpu, tp, precision, query.isl, query.osl)
+    # the engine reserves KV cache for its max ISL + OSL: that, not the request's lengths, bounds the batch
+    engine_isl, engine_osl = engine_lengths or (query.isl, query.osl)
+    memory = instance_memory(catalog, query.model, query.gpu, tp, precision, engine_isl, engine_osl)
     if not memory.fits:
         return f"TP{tp} {precision}: does not fit: {memory.reason}"
     shape = EngineShape(model, gpu, tp, precision, kv_bytes_for(precision))
@@ -143,6 +152,28 @@ def _modeled(
             )  # fmt: skip
         )
     return points
+
+
+def modeled_points(
+    query: PerfQuery,
+    catalog: Catalog,
+    tp: int,
+    precision: str,
+    percentile: float = 50.0,
+    engine_lengths: tuple[int, int] | None = None,
+) -> list[PerfResult] | str:
+    """Roofline points over the concurrency ladder (up to the KV capacity of an engine built for
+    `engine_lengths`), or why there are none (architecture unknown, precision unsupported, does not fit)."""
+    return _modeled(query, catalog, tp, precision, percentile, engine_lengths=engine_lengths)
+
+
+def best_point(points: list[PerfResult], query: PerfQuery, max_concurrency: int | None = None) -> PerfResult | str:
+    """The highest-throughput point meeting the query's limits, at concurrency <= max_concurrency."""
+    if max_concurrency is not None:
+        points = [p for p in points if (p.concurrency or 0) <= max_concurrency]
+        if not points:
+            return f"no point at concurrency <= {max_concurrency}"
+    return _best(points, query)
 
 
 def modeled_curve(query: PerfQuery, catalog: Catalog, percentile: float = 50.0) -> list[PerfResult] | PerfMiss:
