@@ -155,3 +155,48 @@ def result_for_row(row, catalog: Catalog) -> PerfResult:
     from planner.perf.tables import result_from_row
 
     return result_from_row(row, catalog)
+
+
+@dataclass(frozen=True)
+class DeploymentResult:
+    """One side of `planner compare`: the plan of one deployment, or why there is none."""
+
+    deployment: str
+    plan: Plan | None
+    infeasible: tuple[str, ...]
+    output_tokens_per_year: float
+
+    @property
+    def usd_per_million_output_tokens(self) -> float | None:
+        if self.plan is None or self.output_tokens_per_year <= 0:
+            return None
+        return self.plan.objective_usd_per_year / (self.output_tokens_per_year / 1e6)
+
+
+def output_tokens_per_year(scenario: Scenario) -> float:
+    """sum over periods and workloads of traffic rps x mean OSL x 3600 x hours (the mean rate where one is given)."""
+    osl = {w.name: sum(b.osl_tokens * b.share for b in w.buckets) for w in scenario.workloads}
+    return sum(
+        period.traffic_rps[name] * osl[name] * 3600 * period.hours_per_year
+        for period in scenario.periods for name in osl
+    )  # fmt: skip
+
+
+def compare(
+    scenario_path: Path | str, catalog_dir: Path | str | None = None, solver: str | None = None,
+    time_limit_s: float | None = None,
+) -> tuple[DeploymentResult, ...]:
+    """Plan the scenario on-prem, in the cloud and hybrid (as its sites allow) and return the three side by side."""
+    from planner.errors import InfeasiblePlanError
+    from planner.scenario import load_scenario_deployments
+
+    catalog = load_catalog(catalog_dir)
+    results = []
+    for deployment, scenario in load_scenario_deployments(scenario_path, catalog).items():
+        tokens = output_tokens_per_year(scenario)
+        try:
+            result = solve_plan(scenario, catalog, solver=solver, time_limit_s=time_limit_s)
+            results.append(DeploymentResult(deployment, result, (), tokens))
+        except InfeasiblePlanError as error:
+            results.append(DeploymentResult(deployment, None, tuple(error.diagnosis), tokens))
+    return tuple(results)

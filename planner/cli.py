@@ -39,6 +39,7 @@ DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks of e
 class SolverChoice(str, Enum):
     cbc = "cbc"
     highs = "highs"
+    ortools = "ortools"
 
 
 class CatalogKind(str, Enum):
@@ -75,7 +76,7 @@ def _run(action, debug: bool) -> None:
 def plan(
     scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
     json: JsonOption = False,
-    solver: Annotated[Optional[SolverChoice], typer.Option("--solver", help="MILP solver (default: the scenario's, cbc).")] = None,
+    solver: Annotated[Optional[SolverChoice], typer.Option("--solver", help="MILP solver: cbc (default), highs, ortools (SCIP).")] = None,
     time_limit: Annotated[Optional[float], typer.Option("--time-limit", min=0.001, help="Solver time limit, seconds.")] = None,
     catalog: CatalogOption = None,
     debug: DebugOption = False,
@@ -88,6 +89,27 @@ def plan(
             sys.stdout.write(json_out.dumps(json_out.plan_document(result)))
         else:
             text.print_plan(result, _stdout())
+
+    _run(action, debug)
+
+
+@app.command()
+def compare(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file with on_prem and/or cloud sites.")],
+    json: JsonOption = False,
+    solver: Annotated[Optional[SolverChoice], typer.Option("--solver", help="MILP solver: cbc (default), highs, ortools (SCIP).")] = None,
+    time_limit: Annotated[Optional[float], typer.Option("--time-limit", min=0.001, help="Solver time limit, seconds.")] = None,
+    catalog: CatalogOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """Plan on-prem, cloud and hybrid side by side: annual cost, cost per million output tokens, GPUs, peak nodes."""
+
+    def action() -> None:
+        results = api.compare(scenario, catalog, solver.value if solver else None, time_limit)
+        if json:
+            sys.stdout.write(json_out.dumps(json_out.compare_document(results)))
+        else:
+            text.print_compare(results, _stdout())
 
     _run(action, debug)
 

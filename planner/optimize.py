@@ -29,8 +29,11 @@ equality makes x the requests/s actually sent to each configuration, which the r
 
 from __future__ import annotations
 
+import json
 import math
 import re
+import subprocess
+import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -175,9 +178,13 @@ def add_capex_limit(model: FleetModel, cset: CandidateSet, catalog: Catalog, cap
         model.problem += _on_prem_sum(model, cset, catalog, "capex_usd") <= capex_usd, "capex_limit"
 
 
-def add_gpu_availability(model: FleetModel, cset: CandidateSet, scenario: Scenario, catalog: Catalog) -> None:
+def add_gpu_availability(
+    model: FleetModel, cset: CandidateSet, scenario: Scenario, catalog: Catalog, skip: frozenset = frozenset()
+) -> None:
     """sum_{c on GPU g} gpus_per_node (N[c] or M[c,t]) + spares of g <= G[g] in every period t."""
     for gpu, available in sorted(scenario.limits.max_gpus.items()):
+        if f"gpus:{gpu}" in skip:
+            continue
         for t, period in enumerate(scenario.periods):
             terms = [c.gpus_per_node * model.nodes(c, period.name) for c in cset.candidates if c.gpu == gpu]
             for system_id, spare in model.spares.items():
@@ -236,7 +243,10 @@ def cost_expression(model: FleetModel, cset: CandidateSet, scenario: Scenario) -
     return pulp.lpSum(terms)
 
 
-def build_fleet_model(scenario: Scenario, cset: CandidateSet, catalog: Catalog, with_limits: bool = True) -> FleetModel:
+def build_fleet_model(
+    scenario: Scenario, cset: CandidateSet, catalog: Catalog, with_limits: bool = True, skip: frozenset = frozenset()
+) -> FleetModel:
+    """The whole program; `skip` leaves out budgets by name (power, rack, capex, gpus:<id>) for diagnosis."""
     model = FleetModel(pulp.LpProblem(_safe(scenario.name), pulp.LpMinimize))
     demand = bucket_demand(scenario)
     bounds = {c.key: node_upper_bound(cset, demand, c, scenario.periods) for c in cset.candidates}
@@ -248,10 +258,13 @@ def build_fleet_model(scenario: Scenario, cset: CandidateSet, catalog: Catalog, 
     add_capacity_constraints(model, cset)
     add_variant_limit(model, cset, scenario, bounds)
     if with_limits:
-        add_power_limit(model, cset, catalog, scenario.limits.power_kw)
-        add_rack_limit(model, cset, catalog, scenario.limits.rack_units)
-        add_capex_limit(model, cset, catalog, scenario.limits.capex_usd)
-        add_gpu_availability(model, cset, scenario, catalog)
+        if "power" not in skip:
+            add_power_limit(model, cset, catalog, scenario.limits.power_kw)
+        if "rack" not in skip:
+            add_rack_limit(model, cset, catalog, scenario.limits.rack_units)
+        if "capex" not in skip:
+            add_capex_limit(model, cset, catalog, scenario.limits.capex_usd)
+        add_gpu_availability(model, cset, scenario, catalog, skip)
     return model
 
 
@@ -286,12 +299,20 @@ _PULP_STATUS = {
 }
 
 
+def _pulp_status(problem: pulp.LpProblem) -> str:
+    """The solution status, falling back on the problem status: CBC reports an integer-infeasible MIP as
+    'no solution found' with problem status 'infeasible'."""
+    if problem.sol_status in _PULP_STATUS:
+        return _PULP_STATUS[problem.sol_status]
+    return "infeasible" if problem.status == pulp.LpStatusInfeasible else "no-solution"
+
+
 def _solve_cbc(problem: pulp.LpProblem, time_limit_s: float) -> tuple[str, float | None]:
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "cbc.log"
         problem.solve(pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit_s, threads=1, logPath=str(log)))
         log_text = log.read_text(errors="replace") if log.exists() else ""
-    status = _PULP_STATUS.get(problem.sol_status, "no-solution")
+    status = _pulp_status(problem)
     return status, _cbc_gap(log_text, pulp.value(problem.objective)) if status == "feasible" else None
 
 
@@ -308,7 +329,7 @@ def _cbc_gap(log_text: str, objective: float | None) -> float | None:
 
 def _solve_highs(problem: pulp.LpProblem, time_limit_s: float) -> tuple[str, float | None]:
     problem.solve(pulp.HiGHS(msg=False, timeLimit=time_limit_s, threads=1))
-    status = _PULP_STATUS.get(problem.sol_status, "no-solution")
+    status = _pulp_status(problem)
     highs = getattr(problem, "solverModel", None)
     gap = None
     if highs is not None and status == "feasible":
@@ -318,35 +339,25 @@ def _solve_highs(problem: pulp.LpProblem, time_limit_s: float) -> tuple[str, flo
 
 
 def _solve_ortools(problem: pulp.LpProblem, time_limit_s: float) -> tuple[str, float | None]:
-    """OR-Tools' SCIP through its model builder, on the same model exported as MPS; values written back."""
-    from ortools.linear_solver.python import model_builder
-
+    """OR-Tools' SCIP on the same model exported as MPS, in a child process (see planner/ortools_worker.py);
+    values are written back into the PuLP variables."""
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "fleet.mps"
-        problem.writeMPS(str(path))
-        builder = model_builder.Model()
-        builder.import_from_mps_file(str(path))
-    solver = model_builder.Solver("scip")
-    solver.set_time_limit_in_seconds(time_limit_s)
-    solver.set_solver_specific_parameters("randomization/randomseedshift = 0")
-    result = solver.solve(builder)
-    status_enum = model_builder.SolveStatus
-    if result == status_enum.OPTIMAL:
-        status = "optimal"
-    elif result == status_enum.FEASIBLE:
-        status = "feasible"
-    elif result in (status_enum.INFEASIBLE, status_enum.UNBOUNDED):
-        status = "infeasible"
-    else:
-        status = "no-solution"
+        mps, out = Path(tmp) / "fleet.mps", Path(tmp) / "result.json"
+        problem.writeMPS(str(mps))
+        completed = subprocess.run(
+            [sys.executable, "-m", "planner.ortools_worker", str(mps), str(time_limit_s), str(out)],
+            capture_output=True, text=True, timeout=time_limit_s + 120, check=False,
+        )  # fmt: skip
+        if completed.returncode != 0 or not out.exists():
+            raise RuntimeError(f"OR-Tools worker failed: {completed.stderr.strip()[-2000:]}")
+        result = json.loads(out.read_text())
+    status = result["status"]
     if status in ("optimal", "feasible"):
-        values = dict(zip([v.name for v in builder.get_variables()], solver.values(builder.get_variables())))
         for var in problem.variables():
-            var.varValue = float(values.get(var.name, 0.0))
+            var.varValue = result["values"].get(var.name, 0.0)
     gap = None
-    if status == "feasible":
-        objective, bound = solver.objective_value, solver.best_objective_bound
-        gap = abs(objective - bound) / max(abs(objective), 1e-9)
+    if status == "feasible" and result["objective"] is not None:
+        gap = abs(result["objective"] - result["bound"]) / max(abs(result["objective"]), 1e-9)
     return status, gap
 
 
@@ -410,16 +421,18 @@ def _why_unserved(workload, missing: list[int], cset: CandidateSet) -> str:
 
 
 def diagnose_limits(scenario: Scenario, cset: CandidateSet, catalog: Catalog, solver: str, time_limit_s: float) -> list[str]:
-    """Which limit cannot be met: the least each resource can be while demand is served, against the limit."""
+    """Which budget cannot be met: for each, the least it can be while demand is served and the other budgets
+    hold, against its limit."""
     limits = scenario.limits
     checks = [
-        ("power budget", lambda m: _on_prem_sum(m, cset, catalog, "power_kw"), limits.power_kw, "kW"),
-        ("rack-unit budget", lambda m: _on_prem_sum(m, cset, catalog, "rack_units"), limits.rack_units, "RU"),
-        ("capex budget", lambda m: _on_prem_sum(m, cset, catalog, "capex_usd"), limits.capex_usd, "USD"),
+        ("power", "power budget", lambda m: _on_prem_sum(m, cset, catalog, "power_kw"), limits.power_kw, "kW"),
+        ("rack", "rack-unit budget", lambda m: _on_prem_sum(m, cset, catalog, "rack_units"), limits.rack_units, "RU"),
+        ("capex", "capex budget", lambda m: _on_prem_sum(m, cset, catalog, "capex_usd"), limits.capex_usd, "USD"),
     ]
     for gpu, available in sorted(limits.max_gpus.items()):
         for period in scenario.periods:
             checks.append((
+                f"gpus:{gpu}",
                 f"GPUs available of {gpu}" + (f" in period {period.name}" if len(scenario.periods) > 1 else ""),
                 lambda m, g=gpu, p=period.name: pulp.lpSum(
                     [c.gpus_per_node * m.nodes(c, p) for c in cset.candidates if c.gpu == g]
@@ -428,10 +441,10 @@ def diagnose_limits(scenario: Scenario, cset: CandidateSet, catalog: Catalog, so
                 available, "GPUs",
             ))  # fmt: skip
     problems = []
-    for label, expression, limit, unit in checks:
+    for key, label, expression, limit, unit in checks:
         if limit is None:
             continue
-        model = build_fleet_model(scenario, cset, catalog, with_limits=False)
+        model = build_fleet_model(scenario, cset, catalog, skip=frozenset({key}))
         model.problem.setObjective(expression(model))
         outcome = solve_model(model, solver, time_limit_s)
         if outcome.status in ("optimal", "feasible"):
@@ -446,8 +459,10 @@ def diagnose_limits(scenario: Scenario, cset: CandidateSet, catalog: Catalog, so
                 if limits.max_engine_variants is not None else "the workloads cannot be served together"
             )
         else:
-            given = [label for label, _, limit, _ in checks if limit is not None]
-            problems.append(f"the limits together ({', '.join(dict.fromkeys(given))}) cannot all be met at once, though each alone can")
+            given = [label for _, label, _, limit, _ in checks if limit is not None]
+            problems.append(
+                f"the limits together ({', '.join(dict.fromkeys(given))}) cannot all be met at once: relax one of them"
+            )
     return problems
 
 

@@ -214,7 +214,8 @@ class Period:
 
     name: str
     hours_per_year: float
-    demand_rps: dict[str, float]
+    demand_rps: dict[str, float]  # peak to size for
+    traffic_rps: dict[str, float]  # the mean when the scenario gives one (for tokens per year), else the peak
 
 
 @dataclass(frozen=True)
@@ -435,7 +436,7 @@ def period_demand_rps(workload: Workload, factor: float) -> float:
 def resolve_periods(spec: ScenarioSpec, workloads: list[Workload], file: str) -> tuple[Period, ...]:
     """The scenario's periods (default: one period, the whole year at peak demand)."""
     if spec.periods is None:
-        return (Period("all", HOURS_PER_YEAR, {w.name: w.peak_rps for w in workloads}),)
+        return (Period("all", HOURS_PER_YEAR, {w.name: w.peak_rps for w in workloads}, _traffic(workloads, {})),)
     names = {w.name for w in workloads}
     periods = []
     for index, period in enumerate(spec.periods):
@@ -446,8 +447,14 @@ def resolve_periods(spec: ScenarioSpec, workloads: list[Workload], file: str) ->
             if factor < 0:
                 raise PlannerInputError(file, field, f"must be >= 0 (got {factor:g})")
         demand = {w.name: period_demand_rps(w, period.demand_factor.get(w.name, 1.0)) for w in workloads}
-        periods.append(Period(period.name, period.hours_per_year, demand))
+        periods.append(Period(period.name, period.hours_per_year, demand, _traffic(workloads, period.demand_factor)))
     return tuple(periods)
+
+
+def _traffic(workloads: list[Workload], factors: dict[str, float]) -> dict[str, float]:
+    return {
+        w.name: (w.mean_rps if w.mean_rps is not None else w.peak_rps) * factors.get(w.name, 1.0) for w in workloads
+    }
 
 
 def check_periods(spec: ScenarioSpec, file: str) -> None:
@@ -562,6 +569,19 @@ def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str) -> Scenario:
         solver=spec.solver.name,
         time_limit_s=spec.solver.time_limit_s,
     )
+
+
+def load_scenario_deployments(path: Path | str, catalog: Catalog) -> dict[str, Scenario]:
+    """The scenario once per deployment its sites allow (on-prem, cloud, hybrid), for side-by-side comparison."""
+    file = str(path)
+    spec = validate_model(ScenarioSpec, read_yaml(Path(path)), file)
+    available = {
+        "on-prem": spec.sites.on_prem is not None,
+        "cloud": spec.sites.cloud is not None,
+        "hybrid": spec.sites.on_prem is not None and spec.sites.cloud is not None,
+    }
+    variants = {d: build_scenario(spec.model_copy(update={"deployment": d}), catalog, file) for d, ok in available.items() if ok}
+    return variants
 
 
 def load_scenario(path: Path | str, catalog: Catalog) -> Scenario:

@@ -7,7 +7,7 @@ import math
 from dataclasses import asdict
 from typing import Any
 
-from planner.api import CurveAnswer, PeakAnswer, PerfAnswer, UsersAnswer
+from planner.api import CurveAnswer, DeploymentResult, PeakAnswer, PerfAnswer, UsersAnswer
 from planner.perf import PerfResult
 from planner.plan import Plan
 
@@ -99,3 +99,23 @@ def users_document(answer: UsersAnswer) -> dict:
 
 def _round(value: float | None, digits: int = 6) -> float | None:
     return None if value is None else round(value, digits)
+
+
+def compare_document(results: tuple[DeploymentResult, ...]) -> dict:
+    sides = []
+    for r in results:
+        plan = r.plan
+        sides.append({
+            "deployment": r.deployment,
+            "status": plan.status if plan else "infeasible",
+            "objective_usd_per_year": plan.objective_usd_per_year if plan else None,
+            "usd_per_million_output_tokens": _round(r.usd_per_million_output_tokens, 4),
+            "output_tokens_per_year": round(r.output_tokens_per_year, 1),
+            "gpus": plan.totals.gpus if plan else None,
+            "peak_nodes": sum(plan.totals.nodes_by_system.values()) if plan else None,
+            "nodes_by_system": plan.totals.nodes_by_system if plan else None,
+            "capex_usd": plan.totals.capex_usd if plan else None,
+            "cost_breakdown": asdict(plan.totals.cost_breakdown) if plan else None,
+            "diagnosis": list(r.infeasible),
+        })  # fmt: skip
+    return {"deployments": sides}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from planner.api import CurveAnswer, PeakAnswer, PerfAnswer, UsersAnswer
+from planner.api import CurveAnswer, DeploymentResult, PeakAnswer, PerfAnswer, UsersAnswer
 from planner.plan import Plan
 from planner.scenario import Scenario
 
@@ -29,19 +29,24 @@ def print_plan(plan: Plan, console: Console) -> None:
                   + (f", gap {plan.mip_gap:.2%}" if plan.status == "feasible" and plan.mip_gap is not None else "")
                   + ")")  # fmt: skip
     buy = Table(title="What to buy or rent", title_justify="left")
-    for column in ("system", "site", "model", "engine", "nodes", "GPUs", "USD/year"):
+    for column in ("system", "how", "model", "engine", "period", "nodes", "GPUs", "USD/year"):
         buy.add_column(column, justify="right" if column in ("nodes", "GPUs", "USD/year") else "left")
     for line in plan.lines:
-        buy.add_row(line.system, line.site, line.model, _engine(line), str(line.nodes), str(line.gpus),
+        engine = _engine(line) if line.role != "spare" else "idle spare (N+k)"
+        buy.add_row(line.system, line.role, line.model, engine, line.period, str(line.nodes), str(line.gpus),
                     f"{line.annual_cost_usd:,.0f}")  # fmt: skip
     console.print(buy)
     totals = plan.totals
     nodes = sum(totals.nodes_by_system.values())
     console.print(
-        f"Total: {nodes} node{'s' if nodes != 1 else ''}, {totals.gpus} GPUs, capex {totals.capex_usd:,.0f} USD, "
-        f"{totals.power_kw:,.1f} kW, {totals.rack_units} RU: [bold]{plan.objective_usd_per_year:,.0f} USD/year[/bold]"
+        f"Total: {nodes} node{'s' if nodes != 1 else ''} (cloud counted at its peak), {totals.gpus} GPUs, "
+        f"capex {totals.capex_usd:,.0f} USD, {totals.power_kw:,.1f} kW, {totals.rack_units} RU: "
+        f"[bold]{plan.objective_usd_per_year:,.0f} USD/year[/bold]"
     )
-    loads = Table(title="Capacity vs demand per workload", title_justify="left")
+    parts = [(name, value) for name, value in vars(totals.cost_breakdown).items() if value]
+    if len(parts) > 1:
+        console.print("  = " + " + ".join(f"{value:,.0f} {name.removesuffix('_usd').replace('_', ' ')}" for name, value in parts))
+    loads = Table(title="Capacity vs demand per workload (busiest period)", title_justify="left")
     for column in ("workload", "ISL/OSL", "demand rps", "capacity rps", "TTFT ms", "ITL ms", "E2E ms", "provenance"):
         loads.add_column(column, justify="left" if column in ("workload", "provenance") else "right")
     for w in plan.workloads:
@@ -50,14 +55,24 @@ def print_plan(plan: Plan, console: Console) -> None:
             _ms(w.ttft_ms), _ms(w.itl_ms), _ms(w.e2e_ms), w.provenance,
         )
     console.print(loads)
+    if len(plan.periods) > 1:
+        by_period = Table(title="Demand / capacity (rps) per period", title_justify="left")
+        by_period.add_column("period")
+        for w in plan.workloads:
+            by_period.add_column(w.name, justify="right")
+        for index, period in enumerate(plan.periods):
+            by_period.add_row(period, *(f"{w.periods[index].demand_rps:,.4g} / {w.periods[index].capacity_rps:,.4g}" for w in plan.workloads))
+        console.print(by_period)
     console.print("[bold]Why[/bold]")
     for w in plan.workloads:
         console.print(f"- {w.name}: demand {w.demand_note}; {w.why}", soft_wrap=True)
     for limit in plan.binding_limits:
         console.print(f"- binding: {limit}", soft_wrap=True)
-    if plan.candidates.pruned:
-        console.print(f"({plan.candidates.generated} configurations considered; {len(plan.candidates.pruned)} "
-                      "workload/system pairs pruned: see --json)")  # fmt: skip
+    stats = plan.candidates
+    console.print(
+        f"({stats.generated} configurations tried: {stats.pruned_memory} do not fit, {stats.pruned_latency} miss a "
+        f"latency limit, {stats.pruned_dominated} dominated; {stats.kept} kept. Reasons: --json)"
+    )
     n_s = any(line.tp is None or line.precision is None for line in plan.lines)
     if n_s:
         console.print("n/s = not stated by the benchmark source")
@@ -156,3 +171,28 @@ def print_curve(answer: CurveAnswer, console: Console) -> None:
                       f"TTFT {_ms(c.ttft_ms)} ms, ITL {_ms(c.itl_ms)} ms, {c.rps_per_node(answer.gpus_per_node) or 0:,.4g} rps per node")  # fmt: skip
     elif answer.miss_reason:
         console.print(f"no point meets the limits: {answer.miss_reason}", soft_wrap=True)
+
+
+def print_compare(results: tuple[DeploymentResult, ...], console: Console) -> None:
+    table = Table(title="On-prem vs cloud vs hybrid", title_justify="left")
+    for column in ("deployment", "status", "USD/year", "USD per M output tokens", "GPUs", "peak nodes", "capex USD"):
+        table.add_column(column, justify="left" if column in ("deployment", "status") else "right")
+    for r in results:
+        plan = r.plan
+        if plan is None:
+            table.add_row(r.deployment, "infeasible", "-", "-", "-", "-", "-")
+            continue
+        per_million = r.usd_per_million_output_tokens
+        table.add_row(
+            r.deployment, plan.status, f"{plan.objective_usd_per_year:,.0f}",
+            "-" if per_million is None else f"{per_million:,.3f}", str(plan.totals.gpus),
+            str(sum(plan.totals.nodes_by_system.values())), f"{plan.totals.capex_usd:,.0f}",
+        )
+    console.print(table)
+    for r in results:
+        if r.plan is not None:
+            systems = ", ".join(f"{n} x {s}" for s, n in r.plan.totals.nodes_by_system.items())
+            console.print(f"- {r.deployment}: {systems}", soft_wrap=True)
+        else:
+            console.print(f"- {r.deployment}: " + "; ".join(r.infeasible), soft_wrap=True)
+    console.print("Output tokens per year use each workload's mean rate where the scenario gives one, else its peak.")

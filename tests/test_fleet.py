@@ -1,0 +1,294 @@
+"""The full integer program: periods, hybrid, every limit binding, every infeasibility message, three solvers.
+
+All numbers are worked out by hand in the comments; the catalogs are test fixtures (prices made up for arithmetic).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from planner.api import compare, plan_file
+from planner.errors import InfeasiblePlanError
+
+from conftest import make_catalog, node_row, on_prem_system, write_scenario
+from test_properties import check_plan_covers_demand, fleets, solve
+
+
+def cloud_system(system_id: str, gpu: str, usd_per_hour: float) -> dict:
+    return {"id": system_id, "kind": "cloud", "name": system_id, "provider": "test", "region": "any", "gpu": gpu,
+            "gpus_per_node": 8, "usd_per_hour": usd_per_hour, "source": "test fixture"}  # fmt: skip
+
+
+# ---------------------------------------------------------------- hybrid beats both pure options
+# One workload, 10 rps per node everywhere. On-prem node: 50,000 USD/year (price 50,000, 1 year, free power).
+# Cloud node: 10 USD/h. Peak period 2,000 h at 100 rps, off-peak 6,760 h at 20 rps.
+#   on-prem only: 10 nodes x 50,000                                   = 500,000
+#   cloud only:   10 x 2,000 x 10 + 2 x 6,760 x 10 = 200,000 + 135,200 = 335,200
+#   hybrid, N on-prem: 50,000 N + (10 - N) x 20,000 + max(0, 2 - N) x 67,600
+#       N=1: 297,600   N=2: 260,000   N=3: 290,000   -> N = 2, 8 cloud nodes at peak, none off-peak
+HYBRID_SYSTEMS = [on_prem_system("rack", "H100-SXM-80GB", 50_000.0), cloud_system("rent", "H100-SXM-80GB", 10.0)]
+HYBRID_ROWS = [node_row("llama-3-8b", "H100-SXM-80GB", 1000, 100, 10.0)]
+
+
+def hybrid_scenario(deployment: str) -> dict:
+    return {
+        "name": "peaky", "deployment": deployment,
+        "workloads": [{"name": "chat", "model": "llama-3-8b", "isl_tokens": 1000, "osl_tokens": 100, "peak_rps": 100,
+                       "slo": {"ttft_ms": 500}}],
+        "periods": [{"name": "peak", "hours_per_year": 2000, "demand_factor": {"chat": 1.0}},
+                    {"name": "off-peak", "hours_per_year": 6760, "demand_factor": {"chat": 0.2}}],
+        "sites": {"on_prem": {"systems": ["rack"], "amortization_years": 1, "usd_per_kwh": 0},
+                  "cloud": {"systems": ["rent"]}},
+    }  # fmt: skip
+
+
+@pytest.fixture()
+def hybrid_catalog(tmp_path):
+    return make_catalog(tmp_path, HYBRID_SYSTEMS, HYBRID_ROWS)
+
+
+@pytest.mark.parametrize(("deployment", "cost"), [("on-prem", 500_000), ("cloud", 335_200), ("hybrid", 260_000)])
+def test_hybrid_beats_both_pure_options(tmp_path, hybrid_catalog, deployment, cost):
+    result = plan_file(write_scenario(tmp_path, hybrid_scenario(deployment)), hybrid_catalog)
+    assert result.status == "optimal"
+    assert result.objective_usd_per_year == pytest.approx(cost)
+    if deployment == "hybrid":
+        bought = {line.period: line.nodes for line in result.lines if line.role == "bought"}
+        rented = {line.period: line.nodes for line in result.lines if line.role == "on-demand"}
+        assert bought == {"all": 2} and rented == {"peak": 8}
+        assert result.totals.nodes_by_system == {"rack": 2, "rent": 8}
+        assert result.totals.cost_breakdown.cloud_on_demand_usd == pytest.approx(160_000)
+        assert result.totals.cost_breakdown.capex_amortized_usd == pytest.approx(100_000)
+    if deployment == "cloud":
+        rented = {line.period: line.nodes for line in result.lines}
+        assert rented == {"peak": 10, "off-peak": 2}
+
+
+def test_compare_puts_the_three_side_by_side(cli, tmp_path, hybrid_catalog):
+    path = write_scenario(tmp_path, hybrid_scenario("hybrid"))
+    code, out, err = cli("compare", path, "--catalog", hybrid_catalog, "--json")
+    assert code == 0, err
+    sides = {s["deployment"]: s for s in json.loads(out)["deployments"]}
+    assert {d: s["objective_usd_per_year"] for d, s in sides.items()} == pytest.approx(
+        {"on-prem": 500_000, "cloud": 335_200, "hybrid": 260_000}
+    )
+    # output tokens per year: (100 x 2000 + 20 x 6760) x 3600 s x 100 tokens
+    tokens = (100 * 2000 + 20 * 6760) * 3600 * 100
+    assert sides["hybrid"]["usd_per_million_output_tokens"] == pytest.approx(260_000 / (tokens / 1e6))
+    assert sides["cloud"]["peak_nodes"] == 10 and sides["hybrid"]["peak_nodes"] == 10
+    code, out, _ = cli("compare", path, "--catalog", hybrid_catalog)
+    assert code == 0 and "hybrid" in out and "USD per M output tokens" in out
+
+
+def test_reserved_cloud_behaves_like_on_prem(tmp_path, hybrid_catalog):
+    # reserved at 4 USD/h = 35,040 per node-year, constant count: 2 reserved + 8 on demand at peak
+    #   N reserved: 35,040 N + (10 - N) x 20,000 + max(0, 2 - N) x 67,600 -> N=2: 70,080 + 160,000 = 230,080
+    document = hybrid_scenario("cloud")
+    document["sites"]["cloud"]["reserved_usd_per_hour"] = {"rent": 4.0}
+    result = plan_file(write_scenario(tmp_path, document), hybrid_catalog)
+    assert result.objective_usd_per_year == pytest.approx(230_080)
+    assert {line.role: line.nodes for line in result.lines if line.period in ("all", "peak")} == {"reserved": 2, "on-demand": 8}
+
+
+def test_period_peaks_come_from_the_poisson_quantile_of_the_period_mean(tmp_path, hybrid_catalog):
+    document = hybrid_scenario("cloud")
+    document["workloads"][0].pop("peak_rps")
+    document["workloads"][0]["mean_rps"] = 64
+    document["periods"][1]["demand_factor"]["chat"] = 7 / 64
+    result = plan_file(write_scenario(tmp_path, document), hybrid_catalog)
+    (chat,) = result.workloads
+    assert [p.demand_rps for p in chat.periods] == [77, 12]  # poisson.ppf(0.95, 64), poisson.ppf(0.95, 7)
+    assert {line.period: line.nodes for line in result.lines} == {"peak": 8, "off-peak": 2}
+
+
+# ---------------------------------------------------------------- every limit binds
+# One workload, 25 rps. sys-a (H100): 10 rps/node, 300 USD/year, 10 kW, 8 RU. sys-b (H200): 5 rps/node, 210, 3 kW, 2 RU.
+# Mixes that serve 25 rps without waste:
+#   3A: 900 USD, 30 kW, 24 RU, 24 H100      2A+1B: 810, 23 kW, 18 RU, 16 H100 + 8 H200
+#   1A+3B: 930, 19 kW, 14 RU, 8 + 24        5B: 1050, 15 kW, 10 RU, 40 H200
+LIMIT_SYSTEMS = [
+    on_prem_system("sys-a", "H100-SXM-80GB", 300.0, power_kw=10.0, rack_units=8),
+    on_prem_system("sys-b", "H200-SXM-141GB", 210.0, power_kw=3.0, rack_units=2),
+]
+LIMIT_ROWS = [node_row("llama-3-8b", "H100-SXM-80GB", 1000, 100, 10.0), node_row("llama-3-8b", "H200-SXM-141GB", 1000, 100, 5.0),
+              node_row("llama-2-70b", "H200-SXM-141GB", 1000, 100, 5.0)]  # fmt: skip
+
+
+@pytest.fixture()
+def limited(tmp_path):
+    catalog_dir = make_catalog(tmp_path, LIMIT_SYSTEMS, LIMIT_ROWS)
+
+    def run(limits: dict | None = None, on_prem: dict | None = None, extra_workload: bool = False):
+        document = {
+            "name": "limits",
+            "workloads": [{"name": "w", "model": "llama-3-8b", "isl_tokens": 1000, "osl_tokens": 100, "peak_rps": 25,
+                           "slo": {"ttft_ms": 500}}],
+            "sites": {"on_prem": {"systems": ["sys-a", "sys-b"], "amortization_years": 1, "usd_per_kwh": 0,
+                                  **(on_prem or {})}},
+            "limits": limits or {},
+        }  # fmt: skip
+        if extra_workload:
+            document["workloads"].append({"name": "big", "model": "llama-2-70b", "isl_tokens": 1000, "osl_tokens": 100,
+                                          "peak_rps": 5, "slo": {"ttft_ms": 500}})  # fmt: skip
+        return plan_file(write_scenario(tmp_path, document), catalog_dir)
+
+    return run
+
+
+def mix(result) -> dict:
+    return {s: n for s, n in result.totals.nodes_by_system.items()}
+
+
+def test_unconstrained_mix(limited):
+    assert mix(limited()) == {"sys-a": 2, "sys-b": 1}
+
+
+@pytest.mark.parametrize(("power_kw", "expected"), [(23, {"sys-a": 2, "sys-b": 1}), (20, {"sys-a": 1, "sys-b": 3}), (16, {"sys-b": 5})])
+def test_power_budget_binds(limited, power_kw, expected):
+    result = limited({"power_kw": power_kw})
+    assert mix(result) == expected
+    assert any(b.startswith("power budget") for b in result.binding_limits) == (power_kw == 23)
+
+
+@pytest.mark.parametrize(("rack_units", "expected"), [(18, {"sys-a": 2, "sys-b": 1}), (15, {"sys-a": 1, "sys-b": 3}), (10, {"sys-b": 5})])
+def test_rack_units_bind(limited, rack_units, expected):
+    assert mix(limited({"rack_units": rack_units})) == expected
+
+
+@pytest.mark.parametrize(("capex", "expected"), [(1100, {"sys-b": 5}), (1000, {"sys-a": 1, "sys-b": 3}), (900, {"sys-a": 2, "sys-b": 1})])
+def test_capex_budget_binds(limited, capex, expected):
+    # 20-year amortization and 0.5 USD/kWh at PUE 1 make energy dominate: per node-year
+    #   A = 300/20 + 10 kW x 0.5 x 8760 = 43,815;  B = 10.5 + 3 x 0.5 x 8760 = 13,150.5
+    #   annual: 5B 65,752 < 1A+3B 83,266 < 2A+1B 100,780 < 3A 131,445; capex (price): 5B 1050, 1A+3B 930, 2A+1B 810
+    result = limited({"capex_usd": capex}, {"amortization_years": 20, "usd_per_kwh": 0.5, "pue": 1.0})
+    assert mix(result) == expected
+
+
+@pytest.mark.parametrize(("max_gpus", "expected"), [({"H100-SXM-80GB": 16}, {"sys-a": 2, "sys-b": 1}),
+                                                    ({"H100-SXM-80GB": 8}, {"sys-a": 1, "sys-b": 3}),
+                                                    ({"H100-SXM-80GB": 0}, {"sys-b": 5})])  # fmt: skip
+def test_gpu_availability_binds(limited, max_gpus, expected):
+    assert mix(limited({"max_gpus": max_gpus})) == expected
+
+
+def test_spare_nodes_change_the_mix(limited):
+    # N+1 per system in use: 2A+1B + 2 spares = 810 + 510 = 1320; 3A + 1 spare = 1200; 5B + 1 = 1260 -> 3A + 1 spare
+    result = limited({"spare_nodes_per_system": 1})
+    assert mix(result) == {"sys-a": 4}
+    assert result.objective_usd_per_year == pytest.approx(1200)
+    assert [(line.role, line.nodes) for line in result.lines] == [("bought", 3), ("spare", 1)]
+
+
+def test_engine_variant_limit_binds(limited):
+    # one variant only: all on sys-a (3A = 900) rather than 5B (1050)
+    result = limited({"max_engine_variants": 1})
+    assert mix(result) == {"sys-a": 3}
+    assert any("engine variants" in b for b in result.binding_limits)
+
+
+def test_headroom_binds(limited):
+    # 25 x 1.2 = 30 rps: 3A = 900 (2A+2B = 1020, 1A+4B = 1140, 6B = 1260)
+    assert mix(limited({"headroom_fraction": 0.2})) == {"sys-a": 3}
+
+
+# ---------------------------------------------------------------- every infeasibility message
+@pytest.mark.parametrize(
+    ("limits", "message"),
+    [
+        ({"power_kw": 14}, "power budget 14 kW < 15 kW needed at minimum"),
+        ({"rack_units": 9}, "rack-unit budget 9 RU < 10 RU needed at minimum"),
+        ({"capex_usd": 800}, "capex budget 800 USD < 810 USD needed at minimum"),
+        ({"max_gpus": {"H100-SXM-80GB": 8, "H200-SXM-141GB": 16}}, "GPUs available of H200-SXM-141GB 16 GPUs < 24 GPUs needed at minimum"),
+        ({"power_kw": 14, "rack_units": 9}, "the limits together (power budget, rack-unit budget) cannot all be met at once"),
+        ({"max_gpus": {"H100-SXM-80GB": 0, "H200-SXM-141GB": 32}}, "GPUs available of H200-SXM-141GB 32 GPUs < 40 GPUs needed at minimum"),
+    ],
+)
+def test_limit_infeasibility_messages(limited, limits, message):
+    with pytest.raises(InfeasiblePlanError) as error:
+        limited(limits)
+    assert any(message in line for line in error.value.diagnosis), error.value.diagnosis
+
+
+def test_variant_limit_infeasibility_message(limited):
+    with pytest.raises(InfeasiblePlanError) as error:
+        limited({"max_engine_variants": 1}, extra_workload=True)
+    assert error.value.diagnosis == ["at most 1 engine variants cannot serve every workload bucket"]
+
+
+def test_time_limit_without_a_solution_is_not_a_plan(limited, monkeypatch):
+    import planner.optimize as optimize
+
+    monkeypatch.setattr(optimize, "_solve_cbc", lambda problem, limit: ("no-solution", None))
+    with pytest.raises(InfeasiblePlanError) as error:
+        limited()
+    assert "no feasible plan within the time limit" in error.value.diagnosis[0]
+
+
+def test_feasible_status_carries_the_gap(limited, monkeypatch):
+    import planner.optimize as optimize
+
+    real = optimize._solve_cbc
+
+    def stopped_early(problem, limit):
+        status, _ = real(problem, limit)
+        return ("feasible", 0.04) if status == "optimal" else (status, None)
+
+    monkeypatch.setattr(optimize, "_solve_cbc", stopped_early)
+    result = limited()
+    assert result.status == "feasible" and result.mip_gap == 0.04
+
+
+# ---------------------------------------------------------------- length buckets
+def test_engine_serves_a_bucket_only_if_its_lengths_cover_it(tmp_path, catalog):
+    document = {
+        "name": "buckets",
+        "workloads": [{"name": "mixed", "model": "llama-3.1-8b", "peak_rps": 50, "slo": {"ttft_ms": 2000},
+                       "buckets": [{"isl_tokens": 500, "osl_tokens": 200, "share": 0.7},
+                                   {"isl_tokens": 4000, "osl_tokens": 500, "share": 0.3}]}],
+        "sites": {"on_prem": {"systems": ["dgx-h100"]}},
+        "perf": {"sources": ["modeled"]},
+    }  # fmt: skip
+    result = plan_file(write_scenario(tmp_path, document))
+    assert result.status == "optimal"
+    for route in result.routing:
+        assert route.engine_isl >= route.bucket_isl and route.engine_osl >= route.bucket_osl
+    sent = {(r.bucket_isl, r.bucket_osl): 0.0 for r in result.routing}
+    for r in result.routing:
+        sent[(r.bucket_isl, r.bucket_osl)] += r.rps
+    assert sent == pytest.approx({(500, 200): 35.0, (4000, 500): 15.0})
+
+
+def test_bucket_shares_must_add_up(cli, tmp_path):
+    document = {
+        "name": "bad", "workloads": [{"name": "m", "model": "llama-3.1-8b", "peak_rps": 5,
+                                      "buckets": [{"isl_tokens": 500, "osl_tokens": 200, "share": 0.7}]}],
+        "sites": {"on_prem": {"systems": ["dgx-h100"]}},
+    }  # fmt: skip
+    code, _, err = cli("validate", write_scenario(tmp_path, document))
+    assert code == 2 and "shares must add up to 1" in err
+
+
+def test_period_hours_cannot_exceed_a_year(cli, tmp_path, hybrid_catalog):
+    document = hybrid_scenario("cloud")
+    document["periods"][1]["hours_per_year"] = 7000
+    code, _, err = cli("validate", write_scenario(tmp_path, document), "--catalog", hybrid_catalog)
+    assert code == 2 and "periods" in err and "8760" in err
+
+
+# ---------------------------------------------------------------- solvers agree
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fleets())
+def test_three_solvers_agree_on_the_optimum(fleet):
+    systems, rows, scenario = fleet
+    objectives = {}
+    for solver in ("cbc", "highs", "ortools"):
+        scenario["solver"] = {"name": solver}
+        result, _, loaded = solve(systems, rows, scenario)
+        assert result.status == "optimal"
+        check_plan_covers_demand(result, loaded)
+        objectives[solver] = result.objective_usd_per_year
+    assert objectives["highs"] == pytest.approx(objectives["cbc"], rel=1e-6, abs=0.01)
+    assert objectives["ortools"] == pytest.approx(objectives["cbc"], rel=1e-6, abs=0.01)
