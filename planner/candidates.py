@@ -10,6 +10,7 @@ does not add candidates for that pair. Every pruning is counted, and its reasons
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
@@ -113,6 +114,15 @@ class CandidateSet:
             cache = {c.key: c for c in self.candidates}
             object.__setattr__(self, "_index", cache)
         return cache
+
+    def options_of(self, candidate_key: str) -> tuple[Option, ...]:
+        cache = self.__dict__.get("_by_candidate")
+        if cache is None:
+            cache = defaultdict(list)
+            for option in self.options:
+                cache[option.candidate].append(option)
+            object.__setattr__(self, "_by_candidate", cache)
+        return tuple(cache.get(candidate_key, ()))
 
     def options_for(self, workload: str) -> tuple[Option, ...]:
         return tuple(o for o in self.options if o.workload == workload)
@@ -269,26 +279,48 @@ class _Builder:
         )  # fmt: skip
 
     def drop_dominated(self) -> None:
-        """Within one (offer, model, engine lengths), drop candidates no better than another for every bucket."""
+        """Drop candidates another one makes useless: c is dominated by c' when m = ceil(max over c's buckets of
+        r[c] / r[c']) nodes of c' serve at least what one node of c serves and cost no more in every respect that
+        counts (annual and hourly cost, power, rack units, capex, GPUs). Replacing each node of c by m of c' then
+        keeps any plan feasible and no dearer, so the optimum is unchanged. Across systems only where no N + k
+        spares, engine-variant limit or GPU limit could tell them apart."""
         served: dict[str, dict[tuple[str, int], float]] = defaultdict(dict)
         for (workload, bucket, key), option in self.options.items():
             served[key][(workload, bucket)] = option.rps_per_node
+        limits = self.scenario.limits
+        cross_system = limits.max_engine_variants is None and not limits.max_gpus
         groups: dict[tuple, list[str]] = defaultdict(list)
         for key, c in self.candidates.items():
-            groups[(c.site, c.pricing, c.system, c.model, c.engine_isl, c.engine_osl)].append(key)
+            site_key = (c.site, c.pricing) if cross_system and not (c.pricing == "capex" and limits.spare_nodes_per_system) else (c.site, c.pricing, c.system)
+            groups[(*site_key, c.model, c.engine_isl, c.engine_osl)].append(key)
         dropped = set()
         for keys in groups.values():
-            ordered = sorted(keys, key=lambda k: (-sum(served[k].values()), k))
+            ordered = sorted(keys, key=lambda k: (self._unit_cost(k, served), k))
             for index, key in enumerate(ordered):
                 for other in ordered[:index]:
-                    if other in dropped:
-                        continue
-                    if all(served[other].get(cell, 0.0) >= rate for cell, rate in served[key].items()):
+                    if other not in dropped and self._dominates(other, key, served):
                         dropped.add(key)
                         break
         self.counts["dominated"] = len(dropped)
         self.candidates = {k: c for k, c in self.candidates.items() if k not in dropped}
         self.options = {k: o for k, o in self.options.items() if o.candidate not in dropped}
+
+    def _unit_cost(self, key: str, served: dict) -> float:
+        c = self.candidates[key]
+        return (c.annual_cost_usd + (c.usd_per_hour or 0.0)) / max(sum(served[key].values()), 1e-12)
+
+    def _dominates(self, better: str, worse: str, served: dict) -> bool:
+        cells = served[worse]
+        if any(served[better].get(cell, 0.0) <= 0 for cell in cells):
+            return False
+        m = max(1, math.ceil(max(rate / served[better][cell] for cell, rate in cells.items()) - 1e-9))
+        b, w = self.candidates[better], self.candidates[worse]
+        pairs = (
+            (b.annual_cost_usd, w.annual_cost_usd), (b.usd_per_hour or 0.0, w.usd_per_hour or 0.0),
+            (b.power_kw, w.power_kw), (b.rack_units, w.rack_units), (b.capex_usd, w.capex_usd),
+            (b.gpus_per_node, w.gpus_per_node),
+        )  # fmt: skip
+        return all(m * x <= y + 1e-9 for x, y in pairs)
 
 
 def enumerate_candidates(scenario: Scenario, catalog: Catalog) -> CandidateSet:

@@ -60,6 +60,7 @@ from planner.scenario import Scenario
 
 SOLVERS = ("cbc", "highs", "ortools")
 _TOLERANCE = 1e-6
+CBC_THREADS = 1  # deterministic: the same inputs give the same plan
 
 
 @dataclass
@@ -97,25 +98,26 @@ def bucket_demand(scenario: Scenario) -> dict[tuple[str, int, str], float]:
 
 def node_upper_bound(cset: CandidateSet, demand: dict, candidate: Candidate, periods) -> int:
     """Most nodes configuration c can usefully have: all the demand it can serve, in its busiest period."""
+    options = cset.options_of(candidate.key)
     busiest = 0.0
     for period in periods:
-        load = sum(
-            demand.get((o.workload, o.bucket, period.name), 0.0) / o.rps_per_node
-            for o in cset.options if o.candidate == candidate.key
-        )  # fmt: skip
+        load = sum(demand.get((o.workload, o.bucket, period.name), 0.0) / o.rps_per_node for o in options)
         busiest = max(busiest, load)
     return math.ceil(busiest - 1e-9)
 
 
-def define_node_variables(model: FleetModel, cset: CandidateSet, scenario: Scenario) -> None:
-    """N[c] in Z>=0 for bought/reserved c; M[c,t] in Z>=0 for on-demand c and every period."""
+def define_node_variables(model: FleetModel, cset: CandidateSet, scenario: Scenario, demand: dict) -> None:
+    """N[c] in Z>=0 for bought/reserved c; M[c,t] in Z>=0 for on-demand c and every period; each bounded by the
+    nodes that all the demand c can serve would need (a tighter box helps branch and bound)."""
     for index, candidate in enumerate(cset.candidates):
         if candidate.fixed:
-            model.fixed_nodes[candidate.key] = pulp.LpVariable(f"N_{index}", lowBound=0, cat=pulp.LpInteger)
+            upper = node_upper_bound(cset, demand, candidate, scenario.periods)
+            model.fixed_nodes[candidate.key] = pulp.LpVariable(f"N_{index}", 0, upper, cat=pulp.LpInteger)
         else:
             for t, period in enumerate(scenario.periods):
+                upper = node_upper_bound(cset, demand, candidate, (period,))
                 model.period_nodes[(candidate.key, period.name)] = pulp.LpVariable(
-                    f"M_{index}_{t}", lowBound=0, cat=pulp.LpInteger
+                    f"M_{index}_{t}", 0, upper, cat=pulp.LpInteger
                 )
 
 
@@ -250,7 +252,7 @@ def build_fleet_model(
     model = FleetModel(pulp.LpProblem(_safe(scenario.name), pulp.LpMinimize))
     demand = bucket_demand(scenario)
     bounds = {c.key: node_upper_bound(cset, demand, c, scenario.periods) for c in cset.candidates}
-    define_node_variables(model, cset, scenario)
+    define_node_variables(model, cset, scenario, demand)
     define_routing_variables(model, cset, demand)
     add_spare_nodes(model, cset, scenario, catalog, bounds)
     model.problem += cost_expression(model, cset, scenario), "annual_cost_usd"
@@ -310,7 +312,7 @@ def _pulp_status(problem: pulp.LpProblem) -> str:
 def _solve_cbc(problem: pulp.LpProblem, time_limit_s: float) -> tuple[str, float | None]:
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "cbc.log"
-        problem.solve(pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit_s, threads=1, logPath=str(log)))
+        problem.solve(pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit_s, threads=CBC_THREADS, logPath=str(log)))
         log_text = log.read_text(errors="replace") if log.exists() else ""
     status = _pulp_status(problem)
     return status, _cbc_gap(log_text, pulp.value(problem.objective)) if status == "feasible" else None
