@@ -19,10 +19,14 @@ def plan_file(
     catalog_dir: Path | str | None = None,
     solver: str | None = None,
     time_limit_s: float | None = None,
+    progress=None,
 ) -> Plan:
-    """Load the catalog and a scenario file, then size the fleet (raises InfeasiblePlanError with a diagnosis)."""
+    """Load the catalog and a scenario file, then size the fleet (raises InfeasiblePlanError with a diagnosis).
+    `progress(done, total)` follows the candidate enumeration, the long part of big scenarios."""
     catalog = load_catalog(catalog_dir)
-    return solve_plan(load_scenario(scenario_path, catalog), catalog, solver=solver, time_limit_s=time_limit_s)
+    return solve_plan(
+        load_scenario(scenario_path, catalog), catalog, solver=solver, time_limit_s=time_limit_s, progress=progress
+    )
 
 
 def validate_file(scenario_path: Path | str, catalog_dir: Path | str | None = None) -> Scenario:
@@ -130,17 +134,22 @@ class CurveAnswer:
 
 def curve(query: PerfQuery, gpus_per_node: int = 8, catalog_dir: Path | str | None = None) -> CurveAnswer:
     """Points over concurrency for one engine (model, GPU, TP, precision, ISL/OSL) and the best under the limits."""
+    catalog = load_catalog(catalog_dir)
+    _check_query_ids(query, catalog)
+    return curve_in_catalog(query, catalog, gpus_per_node)
+
+
+def curve_in_catalog(query: PerfQuery, catalog: Catalog, gpus_per_node: int = 8) -> CurveAnswer:
     import dataclasses
 
     from planner.perf import modeled_curve
     from planner.perf.tables import matching_rows
 
-    catalog = load_catalog(catalog_dir)
-    _check_query_ids(query, catalog)
     open_query = dataclasses.replace(query, concurrency=None, ttft_ms=None, itl_ms=None, e2e_ms=None)
     rows = matching_rows(catalog, open_query)
     data = tuple(sorted((result_for_row(r, catalog) for r in rows), key=lambda p: p.concurrency or 0))
-    modeled = modeled_curve(open_query, catalog)
+    # the roofline needs the engine's TP and precision; a row that does not state them gets no modeled curve
+    modeled = modeled_curve(open_query, catalog) if query.tp and query.precision else PerfMiss(query, "TP/precision not stated")
     modeled_points = () if isinstance(modeled, PerfMiss) else tuple(modeled)
     chosen = estimate(dataclasses.replace(query, concurrency=None), catalog)
     miss = chosen.reason if isinstance(chosen, PerfMiss) else None
@@ -200,3 +209,31 @@ def compare(
         except InfeasiblePlanError as error:
             results.append(DeploymentResult(deployment, None, tuple(error.diagnosis), tokens))
     return tuple(results)
+
+
+@dataclass(frozen=True)
+class PlannedScenario:
+    """A plan with what it was made from: what the BOM and the report need."""
+
+    plan: Plan
+    scenario: Scenario
+    catalog: Catalog
+
+
+def plan_in_context(
+    scenario_path: Path | str, catalog_dir: Path | str | None = None, solver: str | None = None,
+    time_limit_s: float | None = None, progress=None,
+) -> PlannedScenario:
+    catalog = load_catalog(catalog_dir)
+    scenario = load_scenario(scenario_path, catalog)
+    result = solve_plan(scenario, catalog, solver=solver, time_limit_s=time_limit_s, progress=progress)
+    return PlannedScenario(result, scenario, catalog)
+
+
+def bom(scenario_path: Path | str, catalog_dir: Path | str | None = None, solver: str | None = None,
+        time_limit_s: float | None = None, progress=None):  # fmt: skip
+    """Plan the scenario and return its bill of materials (planner.report.bom.Bom)."""
+    from planner.report.bom import build_bom
+
+    planned = plan_in_context(scenario_path, catalog_dir, solver, time_limit_s, progress)
+    return build_bom(planned.plan, planned.scenario, planned.catalog)

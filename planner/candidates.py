@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from planner.catalog import Catalog
@@ -323,11 +324,16 @@ class _Builder:
         return all(m * x <= y + 1e-9 for x, y in pairs)
 
 
-def enumerate_candidates(scenario: Scenario, catalog: Catalog) -> CandidateSet:
-    """For every workload bucket x allowed system: the engine configurations that fit and meet the limits."""
+def enumerate_candidates(
+    scenario: Scenario, catalog: Catalog, progress: Callable[[int, int], None] | None = None
+) -> CandidateSet:
+    """For every workload bucket x allowed system: the engine configurations that fit and meet the limits.
+    `progress(done, total)` is called after each workload x system pair (the CLI draws a bar with it)."""
     builder = _Builder(scenario, catalog)
+    total, done = len(scenario.workloads) * len(scenario.offers), 0
     for workload in scenario.workloads:
         for offer in scenario.offers:
+            done += 1
             for index, bucket in enumerate(workload.buckets):
                 answered = builder.from_data(offer, workload, index, bucket)
                 if not answered and "modeled" in scenario.perf_sources:
@@ -339,6 +345,8 @@ def enumerate_candidates(scenario: Scenario, catalog: Catalog) -> CandidateSet:
                         f"{bucket.isl_tokens} / OSL {bucket.osl_tokens} (sources: {', '.join(scenario.perf_sources)})",
                         "data",
                     )  # fmt: skip
+            if progress is not None:
+                progress(done, total)
     builder.drop_dominated()
     ordered = tuple(builder.candidates[k] for k in sorted(builder.candidates))
     options = tuple(builder.options[k] for k in sorted(builder.options))

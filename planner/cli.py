@@ -6,6 +6,7 @@ Exit codes: 0 ok, 1 infeasible plan, 2 bad input (one line on stderr, no traceba
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -54,6 +55,24 @@ def _stdout() -> Console:
     return Console(highlight=False, width=None if sys.stdout.isatty() else 140)
 
 
+@contextmanager
+def _progress(quiet: bool):
+    """A progress bar on stderr for the candidate enumeration, only on a terminal and never in --json mode."""
+    if quiet or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:  # fmt: skip
+        task = bar.add_task("pricing candidates (workload x system)", total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
 def _run(action, debug: bool) -> None:
     """Run one command body, turning the planner's own errors into messages and exit codes."""
     try:
@@ -84,11 +103,14 @@ def plan(
     """Size the fleet: the cheapest node counts that serve every workload's peak within its latency limits."""
 
     def action() -> None:
-        result = api.plan_file(scenario, catalog, solver.value if solver else None, time_limit)
+        with _progress(json) as progress:
+            result = api.plan_file(scenario, catalog, solver.value if solver else None, time_limit, progress)
         if json:
             sys.stdout.write(json_out.dumps(json_out.plan_document(result)))
         else:
             text.print_plan(result, _stdout())
+            print(f"Bill of materials: planner bom {scenario} --format xlsx --out bom.xlsx; "
+                  f"report with plots: planner report {scenario} --out report/")  # fmt: skip
 
     _run(action, debug)
 
@@ -112,6 +134,73 @@ def compare(
             text.print_compare(results, _stdout())
 
     _run(action, debug)
+
+
+class BomFormat(str, Enum):
+    csv = "csv"
+    xlsx = "xlsx"
+    md = "md"
+
+
+@app.command()
+def bom(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
+    format: Annotated[BomFormat, typer.Option("--format", help="csv | xlsx | md.")] = BomFormat.csv,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Output file (csv and md print to stdout without it).")] = None,
+    solver: Annotated[Optional[SolverChoice], typer.Option("--solver", help="MILP solver: cbc (default), highs, ortools (SCIP).")] = None,
+    time_limit: Annotated[Optional[float], typer.Option("--time-limit", min=0.001, help="Solver time limit, seconds.")] = None,
+    catalog: CatalogOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """Bill of materials of the plan: what to buy or rent, unit and extended prices, totals, assumptions."""
+
+    def action() -> None:
+        if format is BomFormat.xlsx and out is None:
+            raise PlannerInputError("--out", "out", "an XLSX bill of materials needs --out FILE.xlsx")
+        _check_writable(out)
+        from planner.report import bom as bom_report
+
+        with _progress(False) as progress:
+            result = api.bom(scenario, catalog, solver.value if solver else None, time_limit, progress)
+        if format is BomFormat.xlsx:
+            bom_report.write_xlsx(result, out)
+        else:
+            content = bom_report.csv_text(result) if format is BomFormat.csv else bom_report.to_markdown(result)
+            if out is None:
+                sys.stdout.write(content)
+            else:
+                out.write_text(content, encoding="utf-8")
+        if out is not None:
+            print(f"bill of materials written to {out}", file=sys.stderr)
+
+    _run(action, debug)
+
+
+@app.command()
+def report(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
+    out: Annotated[Path, typer.Option("--out", help="Folder for report.md, report.html and the PNG plots.")],
+    solver: Annotated[Optional[SolverChoice], typer.Option("--solver", help="MILP solver: cbc (default), highs, ortools (SCIP).")] = None,
+    time_limit: Annotated[Optional[float], typer.Option("--time-limit", min=0.001, help="Solver time limit, seconds.")] = None,
+    catalog: CatalogOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """Write the plan report: requirements, plan and why, operating points, economics, plots (Markdown + HTML)."""
+
+    def action() -> None:
+        from planner.report import document
+
+        with _progress(False) as progress:
+            planned = api.plan_in_context(scenario, catalog, solver.value if solver else None, time_limit, progress)
+        files = document.write_report(document.build_report(planned), out)
+        print(f"report written to {files[0]} and {files[1]} ({len(files) - 2} plots)")
+
+    _run(action, debug)
+
+
+def _check_writable(path: Optional[Path]) -> None:
+    if path is not None and not path.parent.exists():
+        raise PlannerInputError("--out", "out", f"folder {path.parent} does not exist")
 
 
 @app.command()

@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -363,14 +364,20 @@ def _solve_ortools(problem: pulp.LpProblem, time_limit_s: float) -> tuple[str, f
     return status, gap
 
 
-def plan(scenario: Scenario, catalog: Catalog, solver: str | None = None, time_limit_s: float | None = None) -> Plan:
+def plan(
+    scenario: Scenario,
+    catalog: Catalog,
+    solver: str | None = None,
+    time_limit_s: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Plan:
     """Size the fleet for `scenario`: the cheapest nodes that serve every workload's demand in every period
     within its limits. Raises InfeasiblePlanError with a diagnosis when no plan exists."""
     solver = solver or scenario.solver
     if solver not in SOLVERS:
         raise PlannerInputError("--solver", "solver", f"unknown solver '{solver}'; allowed: {', '.join(SOLVERS)}")
     time_limit_s = time_limit_s if time_limit_s is not None else scenario.time_limit_s
-    cset = enumerate_candidates(scenario, catalog)
+    cset = enumerate_candidates(scenario, catalog, progress)
     check_every_workload_has_options(scenario, cset)
     model = build_fleet_model(scenario, cset, catalog)
     outcome = solve_model(model, solver, time_limit_s)

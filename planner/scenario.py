@@ -202,6 +202,7 @@ class Workload:
     peak_rps: float
     mean_rps: float | None
     peak_quantile: float | None
+    requests_per_user: float | None
     demand_note: str
     mode: str
     slo: Slo
@@ -412,6 +413,7 @@ def resolve_workload(spec: WorkloadSpec, words_per_token: float, default_quantil
         peak_rps=_clean_rate(peak),
         mean_rps=mean,
         peak_quantile=quantile,
+        requests_per_user=spec.users.requests_per_user if spec.users is not None else None,
         demand_note=note,
         mode=spec.mode,
         slo=Slo(spec.slo.ttft_ms, spec.slo.itl_ms, spec.slo.e2e_ms, spec.slo.percentile),

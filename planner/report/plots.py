@@ -46,11 +46,18 @@ def curve_figure(answer: CurveAnswer, x_axis: str = "tokens-per-gpu", y_axis: st
     if limit is not None:
         axes.axhline(limit, color="tab:red", linestyle="--", label=f"limit {limit:g} ms")
     chosen = answer.chosen
-    if chosen is not None and getattr(chosen, y_field) is not None:
-        axes.plot([x_of(chosen, nodes)], [getattr(chosen, y_field)], "v", markersize=12, color="black",
-                  label=f"chosen: c{chosen.concurrency or '?'} ({chosen.provenance})")  # fmt: skip
+    if chosen is not None:
+        value = getattr(chosen, y_field)
+        bound = {"ttft_ms": chosen.ttft_ms_bound, "itl_ms": chosen.itl_ms_bound}.get(y_field)
+        if value is not None:
+            axes.plot([x_of(chosen, nodes)], [value], "v", markersize=12, color="black",
+                      label=f"chosen: c{chosen.concurrency or '?'} ({chosen.provenance})")  # fmt: skip
+        elif bound is not None:
+            axes.plot([x_of(chosen, nodes)], [bound], "v", markersize=12, color="gray",
+                      label=f"chosen ({chosen.provenance}): below {bound:g} ms, value not recorded")  # fmt: skip
     q = answer.query
-    axes.set_title(f"{q.model} on {q.gpu}, TP{q.tp or '?'} {q.precision or ''}, ISL {q.isl} / OSL {q.osl}", fontsize=9)
+    engine = f"TP{q.tp} {q.precision or ''}" if q.tp else "TP/precision not stated"
+    axes.set_title(f"{q.model} on {q.gpu}, {engine}, ISL {q.isl} / OSL {q.osl}", fontsize=9)
     axes.set_xlabel(x_label)
     axes.set_ylabel(y_label)
     axes.grid(True, alpha=0.3)
@@ -65,3 +72,82 @@ def save_figure(figure: Figure, path: Path) -> None:
     # fixed metadata: the same inputs give the same bytes
     figure.savefig(path, format="png", metadata={"Software": None})
     plt.close(figure)
+
+
+def demand_capacity_figure(plan, scenario) -> Figure:
+    """Per period: capacity stacked by site/system (at the mix of requests routed to it) and total demand."""
+    periods = list(plan.periods)
+    hours = {p.name: p.hours_per_year for p in scenario.periods}
+    stacks: dict[str, list[float]] = {}
+    for t, period in enumerate(periods):
+        for line in plan.lines:
+            if line.role == "spare" or (line.role == "on-demand" and line.period != period):
+                continue
+            identity = (line.site, line.role, line.system, line.model, line.tp, line.precision, line.max_batch,
+                        line.engine_isl, line.engine_osl)  # fmt: skip
+            routes = [r for r in plan.routing if (r.site, r.role, r.system, r.model, r.tp, r.precision, r.max_batch,
+                                                   r.engine_isl, r.engine_osl) == identity]  # fmt: skip
+            in_period = [r for r in routes if r.period == period] or routes
+            node_load = sum(r.rps / r.rps_per_node for r in in_period)
+            rate = sum(r.rps for r in in_period) / node_load if node_load else 0.0
+            label = f"{line.system} ({line.role})"
+            stacks.setdefault(label, [0.0] * len(periods))[t] += line.nodes * rate
+    demand = [sum(w.periods[t].demand_rps for w in plan.workloads) for t in range(len(periods))]
+    figure, axes = plt.subplots(figsize=(8, 4.5), dpi=110)
+    bottom = [0.0] * len(periods)
+    for label in sorted(stacks):
+        axes.bar(periods, stacks[label], bottom=bottom, label=label)
+        bottom = [b + v for b, v in zip(bottom, stacks[label])]
+    axes.plot(periods, demand, "ko-", linewidth=1.5, label="peak demand (all workloads)")
+    axes.set_xlabel("period (hours per year: " + ", ".join(f"{hours[p]:g}" for p in periods) + ")")
+    axes.set_ylabel("requests/s")
+    axes.set_title(f"Demand vs capacity per period: {plan.scenario}", fontsize=9)
+    axes.legend(fontsize=8)
+    axes.grid(True, axis="y", alpha=0.3)
+    if len(periods) > 6:
+        axes.tick_params(axis="x", labelrotation=60)
+    figure.tight_layout()
+    return figure
+
+
+def cost_breakdown_figure(plan) -> Figure:
+    """Annual cost by kind: capex amortized, energy, maintenance, space, reserved and on-demand cloud."""
+    items = [(name.removesuffix("_usd").replace("_", " "), value) for name, value in vars(plan.totals.cost_breakdown).items()]
+    figure, axes = plt.subplots(figsize=(7, 4), dpi=110)
+    axes.barh([n for n, _ in items], [v for _, v in items], color="tab:blue")
+    for y, (_, value) in enumerate(items):
+        if value:
+            axes.annotate(f"{value:,.0f}", (value, y), textcoords="offset points", xytext=(4, -3), fontsize=8)
+    axes.set_xlabel("USD per year")
+    axes.set_ylabel("cost kind")
+    axes.set_title(f"Annual cost {plan.objective_usd_per_year:,.0f} USD: {plan.scenario}", fontsize=9)
+    axes.invert_yaxis()
+    figure.tight_layout()
+    return figure
+
+
+def lengths_figure(plan, scenario) -> Figure:
+    """The workloads' ISL x OSL buckets (area ~ share of requests) with the engine variants of the plan drawn
+    over them as the rectangles of lengths they accept."""
+    from matplotlib.patches import Rectangle
+
+    figure, axes = plt.subplots(figsize=(7, 4.5), dpi=110)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for index, workload in enumerate(scenario.workloads):
+        color = colors[index % len(colors)]
+        axes.scatter([b.isl_tokens for b in workload.buckets], [b.osl_tokens for b in workload.buckets],
+                     s=[40 + 400 * b.share for b in workload.buckets], color=color, alpha=0.7, label=workload.name)  # fmt: skip
+    engines = sorted({(line.engine_isl, line.engine_osl) for line in plan.lines if line.role != "spare"})
+    for isl, osl in engines:
+        axes.add_patch(Rectangle((0, 0), isl, osl, fill=False, linestyle="--", edgecolor="gray"))
+        axes.annotate(f"engine {isl}/{osl}", (isl, osl), textcoords="offset points", xytext=(-60, 4), fontsize=7)
+    top_isl = max([e[0] for e in engines] + [b.isl_tokens for w in scenario.workloads for b in w.buckets])
+    top_osl = max([e[1] for e in engines] + [b.osl_tokens for w in scenario.workloads for b in w.buckets])
+    axes.set_xlim(0, top_isl * 1.15)
+    axes.set_ylim(0, top_osl * 1.2)
+    axes.set_xlabel("input tokens (ISL)")
+    axes.set_ylabel("output tokens (OSL)")
+    axes.set_title("Request lengths (area ~ share) and engine max lengths", fontsize=9)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    return figure

@@ -1,0 +1,241 @@
+"""Bill of materials: one line per item to buy or rent, totals, and the assumptions behind the prices.
+
+`build_bom(plan, scenario, catalog)` makes the typed BOM; `write_csv`, `write_xlsx` and `to_markdown` write it.
+The totals equal the plan's objective (tests recompute them).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from planner.catalog import Catalog
+from planner.plan import Plan
+from planner.scenario import Scenario
+
+_EPOCH = _dt.datetime(2000, 1, 1)  # fixed workbook timestamps: same plan, same bytes
+
+
+@dataclass(frozen=True)
+class BomLine:
+    item: str
+    description: str
+    site: str
+    how: str  # bought | reserved | on-demand | spare
+    period: str
+    gpu: str
+    count: int
+    gpus: int
+    runs: str
+    unit_price_usd: float
+    unit: str  # "per node" (capex) or "per node-hour"
+    hours_per_year: float | None
+    extended_price_usd: float  # capex for bought/spare lines, the year's rent for cloud lines
+    annual_cost_usd: float
+    power_kw: float
+    rack_units: int
+    price_source: str
+
+
+@dataclass(frozen=True)
+class BomTotals:
+    capex_usd: float
+    capex_amortized_usd_per_year: float
+    annual_opex_usd: float
+    annual_tco_usd: float
+    power_kw: float
+    rack_units: int
+    gpus: int
+
+
+@dataclass(frozen=True)
+class Assumption:
+    name: str
+    value: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Bom:
+    scenario: str
+    status: str
+    lines: tuple[BomLine, ...]
+    totals: BomTotals
+    assumptions: tuple[Assumption, ...]
+
+    def frame(self) -> pd.DataFrame:
+        """The lines and a TOTAL row, as written to CSV / XLSX / Markdown."""
+        rows = [asdict(line) for line in self.lines]
+        rows.append({
+            "item": "TOTAL", "description": "", "site": "", "how": "", "period": "", "gpu": "", "count": None,
+            "gpus": self.totals.gpus, "runs": "", "unit_price_usd": None, "unit": "", "hours_per_year": None,
+            "extended_price_usd": round(sum(line.extended_price_usd for line in self.lines), 2),
+            "annual_cost_usd": self.totals.annual_tco_usd, "power_kw": self.totals.power_kw,
+            "rack_units": self.totals.rack_units, "price_source": "",
+        })  # fmt: skip
+        frame = pd.DataFrame(rows, columns=list(BomLine.__dataclass_fields__))
+        for column in ("count", "gpus", "rack_units"):
+            frame[column] = frame[column].astype("Int64")
+        return frame
+
+
+def build_bom(plan: Plan, scenario: Scenario, catalog: Catalog) -> Bom:
+    hours = {p.name: p.hours_per_year for p in scenario.periods}
+    offers = {(o.system, o.pricing): o for o in scenario.offers}
+    lines = []
+    for line in plan.lines:
+        system = catalog.systems[line.system]
+        runs = "idle spare (N+k)" if line.role == "spare" else (
+            f"{line.model} {f'TP{line.tp}' if line.tp else 'TP n/s'} {line.precision or 'precision n/s'} "
+            f"batch {line.max_batch or 'n/s'} "
+            f"{line.engine_isl}/{line.engine_osl}"
+        )  # fmt: skip
+        if line.site == "on-prem":
+            unit_price = line.capex_usd / line.nodes
+            offer = offers.get((line.system, "capex"))
+            lines.append(BomLine(
+                item=line.system, description=system.name, site=line.site, how=line.role, period=line.period,
+                gpu=line.gpu, count=line.nodes, gpus=line.gpus, runs=runs, unit_price_usd=round(unit_price, 2),
+                unit="per node", hours_per_year=None, extended_price_usd=round(line.capex_usd, 2),
+                annual_cost_usd=line.annual_cost_usd, power_kw=line.power_kw,
+                rack_units=(system.rack_units or 0) * line.nodes,
+                price_source=f"{offer.price_note if offer else 'catalog'}: {system.source}",
+            ))  # fmt: skip
+        else:
+            pricing = "reserved" if line.role == "reserved" else "on-demand"
+            offer = offers[(line.system, pricing)]
+            period_hours = 8760.0 if line.role == "reserved" else hours[line.period]
+            lines.append(BomLine(
+                item=line.system, description=system.name, site=line.site, how=line.role, period=line.period,
+                gpu=line.gpu, count=line.nodes, gpus=line.gpus, runs=runs, unit_price_usd=offer.usd_per_hour,
+                unit="per node-hour", hours_per_year=period_hours, extended_price_usd=line.annual_cost_usd,
+                annual_cost_usd=line.annual_cost_usd, power_kw=0.0, rack_units=0,
+                price_source=f"{offer.price_note}: {system.source}",
+            ))  # fmt: skip
+    breakdown = plan.totals.cost_breakdown
+    totals = BomTotals(
+        capex_usd=plan.totals.capex_usd,
+        capex_amortized_usd_per_year=breakdown.capex_amortized_usd,
+        annual_opex_usd=round(plan.objective_usd_per_year - breakdown.capex_amortized_usd, 2),
+        annual_tco_usd=plan.objective_usd_per_year,
+        power_kw=plan.totals.power_kw,
+        rack_units=plan.totals.rack_units,
+        gpus=plan.totals.gpus,
+    )
+    return Bom(plan.scenario, plan.status, tuple(lines), totals, _assumptions(scenario, catalog))
+
+
+def _assumptions(scenario: Scenario, catalog: Catalog) -> tuple[Assumption, ...]:
+    defaults = catalog.defaults
+    items = []
+    costs = scenario.on_prem_costs
+    if costs is not None:
+        for name, value in (
+            ("amortization_years", costs.amortization_years), ("usd_per_kwh", costs.usd_per_kwh), ("pue", costs.pue),
+            ("utilization_power_factor", costs.utilization_power_factor),
+            ("maintenance_fraction_per_year", costs.maintenance_fraction_per_year),
+        ):  # fmt: skip
+            default = getattr(defaults, name)
+            source = default.source if value == default.value else f"scenario {scenario.file}"
+            items.append(Assumption(name, f"{value:g}", source))
+        items.append(Assumption("space_usd_per_rack_unit_per_year", f"{costs.space_usd_per_rack_unit_per_year:g}", f"scenario {scenario.file}"))
+    items.append(Assumption("headroom_fraction", f"{scenario.limits.headroom_fraction:g}", f"scenario {scenario.file}"))
+    items.append(Assumption("words_per_token", f"{scenario.words_per_token:g}", defaults.words_per_token.source))
+    items.append(Assumption("perf_sources", ", ".join(scenario.perf_sources), "scenario perf.sources (data first)"))
+    items.append(Assumption("periods", "; ".join(f"{p.name} {p.hours_per_year:g} h/year" for p in scenario.periods), f"scenario {scenario.file}"))
+    for offer in scenario.offers:
+        system = catalog.systems[offer.system]
+        price = f"{offer.price_usd:,.0f} USD" if offer.price_usd is not None else f"{offer.usd_per_hour:g} USD/h"
+        items.append(Assumption(f"price {offer.system} ({offer.pricing})", price, f"{offer.price_note}: {system.source}"))
+    return tuple(items)
+
+
+def write_csv(bom: Bom, path: Path) -> None:
+    bom.frame().to_csv(path, index=False, lineterminator="\n")
+
+
+def csv_text(bom: Bom) -> str:
+    return bom.frame().to_csv(index=False, lineterminator="\n")
+
+
+def write_xlsx(bom: Bom, path: Path) -> None:
+    """Two sheets: BOM (number formats, totals) and Assumptions; fixed timestamps for reproducible bytes."""
+    from openpyxl import Workbook
+    from openpyxl.styles import Font
+    from openpyxl.utils import get_column_letter
+
+    frame = bom.frame()
+    workbook = Workbook()
+    sheet = workbook.active
+    sheet.title = "BOM"
+    sheet.append(list(frame.columns))
+    for cell in sheet[1]:
+        cell.font = Font(bold=True)
+    for record in frame.itertuples(index=False):
+        sheet.append([None if (v is pd.NA or (isinstance(v, float) and pd.isna(v))) else v for v in record])
+    formats = {"unit_price_usd": "#,##0.00", "extended_price_usd": "#,##0.00", "annual_cost_usd": "#,##0.00",
+               "power_kw": "0.0", "hours_per_year": "#,##0"}  # fmt: skip
+    for index, column in enumerate(frame.columns, start=1):
+        letter = get_column_letter(index)
+        sheet.column_dimensions[letter].width = max(10, min(60, len(column) + 4))
+        if column in formats:
+            for row in range(2, sheet.max_row + 1):
+                sheet[f"{letter}{row}"].number_format = formats[column]
+    for cell in sheet[sheet.max_row]:
+        cell.font = Font(bold=True)
+    summary = workbook.create_sheet("Totals")
+    summary.append(["total", "value"])
+    for name, value in asdict(bom.totals).items():
+        summary.append([name, value])
+        summary.cell(row=summary.max_row, column=2).number_format = "#,##0.00"
+    notes = workbook.create_sheet("Assumptions")
+    notes.append(["assumption", "value", "source"])
+    for item in bom.assumptions:
+        notes.append([item.name, item.value, item.source])
+    notes.column_dimensions["A"].width = 40
+    notes.column_dimensions["C"].width = 100
+    workbook.properties.created = _EPOCH
+    workbook.properties.modified = _EPOCH
+    workbook.properties.creator = "planner"
+    workbook.save(path)
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    """A GitHub Markdown table (pandas' to_markdown needs tabulate; this needs nothing)."""
+
+    def cell(value) -> str:
+        if value is None or value is pd.NA or (isinstance(value, float) and pd.isna(value)):
+            return ""
+        if isinstance(value, float):
+            return f"{value:,.2f}"
+        return str(value).replace("|", "\\|")
+
+    header = "| " + " | ".join(frame.columns) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    rows = ["| " + " | ".join(cell(v) for v in record) + " |" for record in frame.itertuples(index=False)]
+    return "\n".join([header, rule, *rows])
+
+
+def to_markdown(bom: Bom) -> str:
+    columns = ["item", "how", "period", "gpu", "count", "gpus", "runs", "unit_price_usd", "unit",
+               "extended_price_usd", "annual_cost_usd", "power_kw", "rack_units"]  # fmt: skip
+    totals = bom.totals
+    parts = [
+        f"# Bill of materials: {bom.scenario} ({bom.status})",
+        "",
+        markdown_table(bom.frame()[columns]),
+        "",
+        f"- Capex: {totals.capex_usd:,.2f} USD ({totals.capex_amortized_usd_per_year:,.2f} USD/year amortized)",
+        f"- Annual opex (energy, maintenance, space, cloud): {totals.annual_opex_usd:,.2f} USD",
+        f"- Annual TCO: {totals.annual_tco_usd:,.2f} USD",
+        f"- Power {totals.power_kw:,.1f} kW, {totals.rack_units} rack units, {totals.gpus} GPUs",
+        "",
+        "## Assumptions",
+        "",
+        markdown_table(pd.DataFrame([asdict(a) for a in bom.assumptions])),
+        "",
+    ]
+    return "\n".join(parts)
