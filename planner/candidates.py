@@ -26,6 +26,7 @@ from planner.perf import (
     operating_points,
 )
 from planner.perf.roofline import supports_roofline
+from planner.plan import CandidateStats
 from planner.scenario import HOURS_PER_YEAR, Bucket, OnPremCosts, Scenario, SystemOffer, Workload
 
 
@@ -87,15 +88,6 @@ class Fastest:
 
     value_ms: float
     label: str
-
-
-@dataclass(frozen=True)
-class CandidateStats:
-    generated: int
-    pruned_memory: int
-    pruned_latency: int
-    pruned_dominated: int
-    kept: int
 
 
 @dataclass(frozen=True)
@@ -354,5 +346,6 @@ def enumerate_candidates(
     stats = CandidateStats(
         generated=builder.counts["generated"], pruned_memory=builder.counts["memory"],
         pruned_latency=builder.counts["latency"], pruned_dominated=builder.counts["dominated"], kept=len(ordered),
+        options=len(options), pruned=tuple((p.workload, p.system, p.reason) for p in pruned),
     )  # fmt: skip
     return CandidateSet(ordered, options, pruned, stats, {w: dict(m) for w, m in builder.fastest.items()})

@@ -35,12 +35,18 @@ CatalogOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")]
+TimeLimitOption = Annotated[Optional[float], typer.Option("--time-limit", min=0.001, help="Solver time limit, seconds.")]
 
 
 class SolverChoice(str, Enum):
     cbc = "cbc"
     highs = "highs"
     ortools = "ortools"
+
+
+SolverOption = Annotated[
+    Optional[SolverChoice], typer.Option("--solver", help="MILP solver: cbc (default), highs, ortools (SCIP).")
+]
 
 
 class CatalogKind(str, Enum):
@@ -95,8 +101,8 @@ def _run(action, debug: bool) -> None:
 def plan(
     scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
     json: JsonOption = False,
-    solver: Annotated[Optional[SolverChoice], typer.Option("--solver", help="MILP solver: cbc (default), highs, ortools (SCIP).")] = None,
-    time_limit: Annotated[Optional[float], typer.Option("--time-limit", min=0.001, help="Solver time limit, seconds.")] = None,
+    solver: SolverOption = None,
+    time_limit: TimeLimitOption = None,
     catalog: CatalogOption = None,
     debug: DebugOption = False,
 ) -> None:
@@ -119,8 +125,8 @@ def plan(
 def compare(
     scenario: Annotated[Path, typer.Argument(help="Scenario YAML file with on_prem and/or cloud sites.")],
     json: JsonOption = False,
-    solver: Annotated[Optional[SolverChoice], typer.Option("--solver", help="MILP solver: cbc (default), highs, ortools (SCIP).")] = None,
-    time_limit: Annotated[Optional[float], typer.Option("--time-limit", min=0.001, help="Solver time limit, seconds.")] = None,
+    solver: SolverOption = None,
+    time_limit: TimeLimitOption = None,
     catalog: CatalogOption = None,
     debug: DebugOption = False,
 ) -> None:
@@ -147,8 +153,8 @@ def bom(
     scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
     format: Annotated[BomFormat, typer.Option("--format", help="csv | xlsx | md.")] = BomFormat.csv,
     out: Annotated[Optional[Path], typer.Option("--out", help="Output file (csv and md print to stdout without it).")] = None,
-    solver: Annotated[Optional[SolverChoice], typer.Option("--solver", help="MILP solver: cbc (default), highs, ortools (SCIP).")] = None,
-    time_limit: Annotated[Optional[float], typer.Option("--time-limit", min=0.001, help="Solver time limit, seconds.")] = None,
+    solver: SolverOption = None,
+    time_limit: TimeLimitOption = None,
     catalog: CatalogOption = None,
     debug: DebugOption = False,
 ) -> None:
@@ -180,8 +186,8 @@ def bom(
 def report(
     scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
     out: Annotated[Path, typer.Option("--out", help="Folder for report.md, report.html and the PNG plots.")],
-    solver: Annotated[Optional[SolverChoice], typer.Option("--solver", help="MILP solver: cbc (default), highs, ortools (SCIP).")] = None,
-    time_limit: Annotated[Optional[float], typer.Option("--time-limit", min=0.001, help="Solver time limit, seconds.")] = None,
+    solver: SolverOption = None,
+    time_limit: TimeLimitOption = None,
     catalog: CatalogOption = None,
     debug: DebugOption = False,
 ) -> None:

@@ -48,7 +48,6 @@ from planner.catalog import Catalog
 from planner.errors import InfeasiblePlanError, PlannerInputError
 from planner.plan import (
     Assignment,
-    CandidateStats,
     CostBreakdown,
     PeriodLoad,
     Plan,
@@ -511,12 +510,7 @@ def _read_plan(scenario, cset: CandidateSet, catalog: Catalog, model: FleetModel
         objective_usd_per_year=round(objective, 2), solve_seconds=round(outcome.seconds, 3), mip_gap=outcome.mip_gap,
         lines=tuple(lines), totals=totals, workloads=workloads,
         binding_limits=_binding_limits(scenario, totals, lines),
-        candidates=CandidateStats(
-            generated=cset.stats.generated, pruned_memory=cset.stats.pruned_memory,
-            pruned_latency=cset.stats.pruned_latency, pruned_dominated=cset.stats.pruned_dominated,
-            kept=cset.stats.kept, options=len(cset.options),
-            pruned=tuple((p.workload, p.system, p.reason) for p in cset.pruned),
-        ),
+        candidates=cset.stats,
         periods=tuple(p.name for p in scenario.periods),
         routing=_routing(scenario, cset, routed),
     )  # fmt: skip
