@@ -90,7 +90,20 @@ def print_validation(scenario: Scenario, console: Console) -> None:
             f"- {w.name}: {w.model}, ISL {w.isl_tokens} / OSL {w.osl_tokens} tokens, peak {w.peak_rps:g} rps "
             f"({w.demand_note}), {w.mode}, {limits}", soft_wrap=True,
         )
-    console.print("- systems: " + ", ".join(f"{o.system} ({o.site})" for o in scenario.offers), soft_wrap=True)
+    console.print("- systems: " + ", ".join(f"{o.system} ({o.pricing})" for o in scenario.offers), soft_wrap=True)
+    if len(scenario.periods) > 1:
+        for period in scenario.periods:
+            demand = ", ".join(f"{name} {value:g}" for name, value in period.demand_rps.items())
+            console.print(f"- period {period.name}: {period.hours_per_year:g} h/year, peak rps {demand}", soft_wrap=True)
+    limits = scenario.limits
+    given = [f"headroom {limits.headroom_fraction:g}"] + [
+        f"{name} {value}" for name, value in (
+            ("power_kw", limits.power_kw), ("rack_units", limits.rack_units), ("capex_usd", limits.capex_usd),
+            ("max_gpus", limits.max_gpus or None), ("spares per system", limits.spare_nodes_per_system or None),
+            ("max engine variants", limits.max_engine_variants),
+        ) if value is not None
+    ]  # fmt: skip
+    console.print("- limits: " + ", ".join(given), soft_wrap=True)
 
 
 def print_perf(answer: PerfAnswer, gpus_per_node: int, console: Console) -> None:
