@@ -1,0 +1,316 @@
+"""Discrete-event simulation: does a plan hold its latency limits under random (Poisson) arrivals?
+
+The optimizer sizes on steady-state averages; this module replays arrivals request by request.
+
+Two engine models:
+- `BatchingEngine`: iteration-level scheduling of one engine instance, with step times from a `StepModel`
+  (the roofline, or fixed times for tests). In-flight (continuous) batching admits waiting requests at every
+  iteration while the batch cap and the KV cache allow (KV reserved for ISL + OSL per request); an admitted
+  request is prefilled in that iteration and gets its first token at its end, then one token per iteration.
+  Static batching admits a batch only when the engine is empty and runs it until its longest request is done
+  (finished sequences keep their slot: that is the waste the seeds' notebook shows).
+- `SlotEngine`: a measured operating point (TTFT, ITL, requests/s at some concurrency) as C parallel slots
+  (C = ceil(rps x E2E), Little's law at the measured point); a request holds a slot for TTFT + (OSL - 1) x ITL',
+  ITL' scaled so that C / E2E' equals the measured throughput exactly. FIFO queue in front (an M/D/C queue).
+
+Time advances from event to event (arrivals, iteration ends); there is no ticking through idle time.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from planner.perf.roofline import Efficiency, EngineShape, decode_step_ms, prefill_ms
+
+
+class StepModel(Protocol):
+    def prefill_ms(self, isls: list[int]) -> float: ...
+
+    def decode_ms(self, batch: int, mean_context: float) -> float: ...
+
+
+@dataclass(frozen=True)
+class FixedSteps:
+    """Step times a + b x prompt tokens (prefill) and c + d x batch (decode): for tests and the notebook's toy."""
+
+    prefill_base_ms: float
+    prefill_per_token_ms: float
+    decode_base_ms: float
+    decode_per_sequence_ms: float = 0.0
+
+    def prefill_ms(self, isls: list[int]) -> float:
+        return self.prefill_base_ms + self.prefill_per_token_ms * sum(isls)
+
+    def decode_ms(self, batch: int, mean_context: float) -> float:
+        return self.decode_base_ms + self.decode_per_sequence_ms * batch
+
+
+@dataclass(frozen=True)
+class RooflineSteps:
+    """Step times of the calibrated roofline (planner/perf/roofline.py) for one engine shape."""
+
+    shape: EngineShape
+    efficiency: Efficiency
+
+    def prefill_ms(self, isls: list[int]) -> float:
+        # prompts prefilled together: their FLOPs add up, the fixed overhead is paid once
+        overhead = self.efficiency.overhead_ms
+        return sum(prefill_ms(self.shape, self.efficiency, isl) - overhead for isl in isls) + overhead
+
+    def decode_ms(self, batch: int, mean_context: float) -> float:
+        return decode_step_ms(self.shape, self.efficiency, batch, mean_context)
+
+
+@dataclass
+class Requests:
+    """Arrival time (s), lengths, and what the simulation fills in: first-token and finish times (s)."""
+
+    arrival_s: np.ndarray
+    isl: np.ndarray
+    osl: np.ndarray
+    first_token_s: np.ndarray = field(init=False)
+    finish_s: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.first_token_s = np.full(len(self.arrival_s), np.nan)
+        self.finish_s = np.full(len(self.arrival_s), np.nan)
+
+    def __len__(self) -> int:
+        return len(self.arrival_s)
+
+
+def poisson_arrivals(rate_rps: float, duration_s: float, rng: np.random.Generator) -> np.ndarray:
+    """Arrival times of a Poisson process of `rate_rps` over [0, duration_s)."""
+    count = rng.poisson(rate_rps * duration_s)
+    return np.sort(rng.uniform(0.0, duration_s, size=count))
+
+
+def deterministic_arrivals(rate_rps: float, duration_s: float) -> np.ndarray:
+    """One request every 1 / rate_rps seconds, starting at 0."""
+    return np.arange(0.0, duration_s, 1.0 / rate_rps)
+
+
+class BatchingEngine:
+    """One engine instance with iteration-level batching (see the module docstring)."""
+
+    def __init__(self, steps: StepModel, max_batch: int, kv_tokens: float | None, in_flight: bool = True):
+        self.steps, self.max_batch, self.kv_tokens, self.in_flight = steps, max_batch, kv_tokens, in_flight
+        self.clock = 0.0
+        self.queue: deque[int] = deque()
+        self.running: list[int] = []  # request indices
+        self.remaining = np.zeros(0, dtype=np.int64)  # tokens still to generate, per running request
+        self.reserved_tokens = 0.0
+        self.context_sum = 0.0
+        self.static_batch_size = 0
+        self.queue_samples: list[tuple[float, int]] = []
+        self.requests: Requests | None = None
+
+    def outstanding(self) -> int:
+        return len(self.queue) + len(self.running)
+
+    def submit(self, index: int) -> None:
+        if not self.running and not self.queue:
+            self.clock = max(self.clock, float(self.requests.arrival_s[index]))
+        self.queue.append(index)
+
+    def advance_to(self, time_s: float) -> None:
+        """Run iterations that start before `time_s`."""
+        while (self.running or self.queue) and self.clock < time_s:
+            self._iterate()
+
+    def drain(self) -> None:
+        while self.running or self.queue:
+            self._iterate()
+
+    def _admit(self) -> list[int]:
+        requests = self.requests
+        admitted = []
+        if not self.in_flight and self.running:
+            return admitted
+        while self.queue and len(self.running) + len(admitted) < self.max_batch:
+            index = self.queue[0]
+            need = float(requests.isl[index] + requests.osl[index])
+            if self.kv_tokens is not None and self.reserved_tokens + need > self.kv_tokens and (self.running or admitted):
+                break
+            self.queue.popleft()
+            self.reserved_tokens += need
+            admitted.append(index)
+        return admitted
+
+    def _iterate(self) -> None:
+        requests = self.requests
+        self.queue_samples.append((self.clock, len(self.queue)))
+        admitted = self._admit()
+        decoding = len(self.running)
+        duration_ms = 0.0
+        if admitted:
+            duration_ms += self.steps.prefill_ms([int(requests.isl[i]) for i in admitted])
+        if decoding:
+            batch = self.static_batch_size if not self.in_flight else decoding
+            duration_ms += self.steps.decode_ms(batch, self.context_sum / decoding)
+        self.clock += duration_ms / 1e3
+        if decoding:
+            self.remaining -= 1
+            self.context_sum += decoding
+        if admitted:
+            new = np.asarray(admitted, dtype=np.int64)
+            requests.first_token_s[new] = self.clock
+            self.running.extend(admitted)
+            self.remaining = np.concatenate([self.remaining, requests.osl[new] - 1])
+            self.context_sum += float(requests.isl[new].sum() + len(admitted))
+            if not self.in_flight:
+                self.static_batch_size = len(self.running)
+        done = self.remaining <= 0
+        if done.any():
+            self._retire(done)
+
+    def _retire(self, done: np.ndarray) -> None:
+        requests = self.requests
+        if not self.in_flight:
+            # static: a sequence that is done keeps its slot until the whole batch is
+            for i in np.flatnonzero(done):
+                index = self.running[i]
+                if np.isnan(requests.finish_s[index]):
+                    requests.finish_s[index] = self.clock
+            if not done.all():
+                return
+        keep = ~done
+        for i in np.flatnonzero(done):
+            index = self.running[i]
+            if np.isnan(requests.finish_s[index]):
+                requests.finish_s[index] = self.clock
+            self.reserved_tokens -= float(requests.isl[index] + requests.osl[index])
+            self.context_sum -= float(requests.isl[index] + requests.osl[index])
+        self.running = [r for r, k in zip(self.running, keep) if k]
+        self.remaining = self.remaining[keep]
+        if not self.running:
+            self.context_sum, self.reserved_tokens, self.static_batch_size = 0.0, 0.0, 0
+
+
+class SlotEngine:
+    """A measured operating point as C parallel slots with a FIFO queue (an M/D/C queue)."""
+
+    def __init__(self, ttft_ms: float, itl_ms: float, request_throughput_rps: float, osl: int):
+        e2e_ms = ttft_ms + (osl - 1) * itl_ms
+        self.slots = max(1, math.ceil(request_throughput_rps * e2e_ms / 1e3 - 1e-9))
+        service_ms = self.slots / request_throughput_rps * 1e3  # C / E2E' = measured throughput
+        self.ttft_ms = ttft_ms
+        self.itl_ms = (service_ms - ttft_ms) / max(osl - 1, 1) if osl > 1 else 0.0
+        self.free_at = [0.0] * self.slots
+        self.busy_until: list[float] = []  # finish times of requests not yet done, for 'outstanding'
+        self.queue_samples: list[tuple[float, int]] = []
+        self.requests: Requests | None = None
+
+    def outstanding(self) -> int:
+        return len(self.busy_until)
+
+    def advance_to(self, time_s: float) -> None:
+        while self.busy_until and self.busy_until[0] <= time_s:
+            heapq.heappop(self.busy_until)
+
+    def submit(self, index: int) -> None:
+        requests = self.requests
+        arrival = float(requests.arrival_s[index])
+        free = heapq.heappop(self.free_at)
+        start = max(arrival, free)
+        first = start + self.ttft_ms / 1e3
+        finish = first + (int(requests.osl[index]) - 1) * self.itl_ms / 1e3
+        requests.first_token_s[index], requests.finish_s[index] = first, finish
+        heapq.heappush(self.free_at, finish)
+        heapq.heappush(self.busy_until, finish)
+        self.queue_samples.append((arrival, max(0, len(self.busy_until) - self.slots)))
+
+    def drain(self) -> None:
+        self.busy_until.clear()
+
+
+def run(engines: list, requests: Requests, balancer: str = "round-robin") -> Requests:
+    """Feed requests in arrival order to the engines (a node or a fleet) through a load balancer:
+    'round-robin' or 'least-outstanding' (fewest requests queued or running at arrival)."""
+    if balancer not in ("round-robin", "least-outstanding"):
+        raise ValueError("balancer must be 'round-robin' or 'least-outstanding'")
+    for engine in engines:
+        engine.requests = requests
+    order = np.argsort(requests.arrival_s, kind="stable")
+    for position, index in enumerate(order):
+        arrival = float(requests.arrival_s[index])
+        if balancer == "round-robin":
+            engine = engines[position % len(engines)]
+            engine.advance_to(arrival)
+        else:
+            for candidate in engines:
+                candidate.advance_to(arrival)
+            engine = min(engines, key=lambda e: e.outstanding())
+        engine.submit(int(index))
+    for engine in engines:
+        engine.drain()
+    return requests
+
+
+@dataclass(frozen=True)
+class Percentiles:
+    p50: float
+    p95: float
+    p99: float
+    mean: float
+
+
+@dataclass(frozen=True)
+class RunStats:
+    requests: int
+    completed: int
+    duration_s: float
+    throughput_rps: float
+    ttft_ms: Percentiles
+    itl_ms: Percentiles
+    e2e_ms: Percentiles
+    mean_in_system: float
+    mean_queue_length: float
+    max_queue_length: int
+    slo_attainment: float | None
+
+
+def _percentiles(values: np.ndarray) -> Percentiles:
+    if len(values) == 0:
+        return Percentiles(math.nan, math.nan, math.nan, math.nan)
+    p50, p95, p99 = np.percentile(values, [50, 95, 99])
+    return Percentiles(float(p50), float(p95), float(p99), float(values.mean()))
+
+
+def statistics(
+    requests: Requests,
+    engines: list,
+    duration_s: float,
+    ttft_limit_ms: float | None = None,
+    itl_limit_ms: float | None = None,
+    e2e_limit_ms: float | None = None,
+) -> RunStats:
+    """Percentiles of TTFT, ITL (per request: (finish - first token) / (OSL - 1)) and E2E, throughput over the
+    arrival window, time-averaged requests in system, queue length, and the share of requests within every limit."""
+    done = ~np.isnan(requests.finish_s)
+    ttft = (requests.first_token_s[done] - requests.arrival_s[done]) * 1e3
+    e2e = (requests.finish_s[done] - requests.arrival_s[done]) * 1e3
+    decode_tokens = np.maximum(requests.osl[done] - 1, 1)
+    itl = (requests.finish_s[done] - requests.first_token_s[done]) * 1e3 / decode_tokens
+    samples = [s for engine in engines for s in engine.queue_samples]
+    queue = np.array([q for _, q in samples]) if samples else np.zeros(1)
+    end = float(np.nanmax(requests.finish_s)) if done.any() else duration_s
+    within = np.ones(done.sum(), dtype=bool)
+    for values, limit in ((ttft, ttft_limit_ms), (itl, itl_limit_ms), (e2e, e2e_limit_ms)):
+        if limit is not None:
+            within &= values <= limit
+    any_limit = any(v is not None for v in (ttft_limit_ms, itl_limit_ms, e2e_limit_ms))
+    return RunStats(
+        requests=len(requests), completed=int(done.sum()), duration_s=duration_s,
+        throughput_rps=float(done.sum()) / duration_s if duration_s else 0.0,
+        ttft_ms=_percentiles(ttft), itl_ms=_percentiles(itl), e2e_ms=_percentiles(e2e),
+        mean_in_system=float(e2e.sum() / 1e3 / end) if end > 0 else 0.0,
+        mean_queue_length=float(queue.mean()), max_queue_length=int(queue.max()),
+        slo_attainment=float(within.mean()) if any_limit and len(within) else None,
+    )  # fmt: skip
