@@ -237,3 +237,30 @@ def bom(scenario_path: Path | str, catalog_dir: Path | str | None = None, solver
 
     planned = plan_in_context(scenario_path, catalog_dir, solver, time_limit_s, progress)
     return build_bom(planned.plan, planned.scenario, planned.catalog)
+
+
+def simulate(
+    scenario_path: Path | str, catalog_dir: Path | str | None = None, duration_s: float = 600.0, seed: int = 0,
+    balancer: str = "least-outstanding", plan_document: dict | None = None, solver: str | None = None,
+    time_limit_s: float | None = None,
+):
+    """Plan the scenario (or take a saved plan JSON) and simulate every workload at each period's peak."""
+    from planner.plan import plan_from_document
+    from planner.simulate import simulate_plan
+
+    catalog = load_catalog(catalog_dir)
+    scenario = load_scenario(scenario_path, catalog)
+    if plan_document is not None:
+        result = plan_from_document(plan_document)
+    else:
+        result = solve_plan(scenario, catalog, solver=solver, time_limit_s=time_limit_s)
+    return result, simulate_plan(result, scenario, catalog, duration_s, seed, balancer)
+
+
+def verify(plan: Plan, scenario_path: Path | str, catalog_dir: Path | str | None = None, duration_s: float = 600.0,
+           seed: int = 0):  # fmt: skip
+    """Simulate a plan just made (`planner plan --verify`): the checks of `planner.simulate.simulate_plan`."""
+    from planner.simulate import simulate_plan
+
+    catalog = load_catalog(catalog_dir)
+    return simulate_plan(plan, load_scenario(scenario_path, catalog), catalog, duration_s, seed)

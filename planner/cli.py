@@ -97,10 +97,53 @@ def _run(action, debug: bool) -> None:
         raise typer.Exit(EXIT_INFEASIBLE) from None
 
 
+class Balancer(str, Enum):
+    least_outstanding = "least-outstanding"
+    round_robin = "round-robin"
+
+
+@app.command()
+def simulate(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
+    plan_file: Annotated[Optional[Path], typer.Option("--plan", help="A saved `planner plan --json` (default: plan now).")] = None,
+    duration: Annotated[float, typer.Option("--duration", min=1.0, help="Simulated seconds per workload and period.")] = 600.0,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed of the arrivals.")] = 0,
+    balancer: Annotated[Balancer, typer.Option("--balancer", help="Load balancer across engine instances.")] = Balancer.least_outstanding,
+    json: JsonOption = False,
+    solver: SolverOption = None,
+    time_limit: TimeLimitOption = None,
+    catalog: CatalogOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """Run the plan's fleet at each period's peak under Poisson arrivals; report latency percentiles and SLO attainment."""
+
+    def action() -> None:
+        document = None
+        if plan_file is not None:
+            import json as json_module
+
+            from planner.loading import read_yaml
+
+            try:
+                document = json_module.loads(plan_file.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                read_yaml(plan_file)  # a missing file gets the usual message
+                raise PlannerInputError(str(plan_file), "", f"not a plan JSON of `planner plan --json`: {exc}") from None
+        _, checks = api.simulate(scenario, catalog, duration, seed, balancer.value, document,
+                                 solver.value if solver else None, time_limit)  # fmt: skip
+        if json:
+            sys.stdout.write(json_out.dumps(json_out.simulation_document(checks)))
+        else:
+            text.print_simulation(checks, _stdout())
+
+    _run(action, debug)
+
+
 @app.command()
 def plan(
     scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
     json: JsonOption = False,
+    verify: Annotated[bool, typer.Option("--verify", help="Simulate the plan under Poisson arrivals and flag SLO misses.")] = False,
     solver: SolverOption = None,
     time_limit: TimeLimitOption = None,
     catalog: CatalogOption = None,
@@ -111,10 +154,16 @@ def plan(
     def action() -> None:
         with _progress(json) as progress:
             result = api.plan_file(scenario, catalog, solver.value if solver else None, time_limit, progress)
+        checks = api.verify(result, scenario, catalog) if verify else None
         if json:
-            sys.stdout.write(json_out.dumps(json_out.plan_document(result)))
-        else:
-            text.print_plan(result, _stdout())
+            document = json_out.plan_document(result)
+            if checks is not None:
+                document["verification"] = json_out.simulation_document(checks)
+            sys.stdout.write(json_out.dumps(document))
+            return
+        text.print_plan(result, _stdout())
+        if checks is not None:
+            text.print_simulation(checks, _stdout())
             print(f"Bill of materials: planner bom {scenario} --format xlsx --out bom.xlsx; "
                   f"report with plots: planner report {scenario} --out report/")  # fmt: skip
 

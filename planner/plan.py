@@ -153,3 +153,26 @@ class Plan:
     def to_dict(self) -> dict:
         """Plain JSON-ready dict with the names of design.md."""
         return asdict(self)
+
+
+def plan_from_document(document: dict) -> Plan:
+    """A Plan back from its JSON document (`planner plan --json`), for `planner simulate --plan`."""
+    totals = dict(document["totals"])
+    totals["cost_breakdown"] = CostBreakdown(**totals["cost_breakdown"])
+    candidates = dict(document["candidates"])
+    candidates["pruned"] = tuple((p["workload"], p["system"], p["reason"]) for p in candidates["pruned"])
+    workloads = []
+    for w in document["workloads"]:
+        w = dict(w)
+        w["assignments"] = tuple(Assignment(**a) for a in w["assignments"])
+        w["periods"] = tuple(PeriodLoad(**p) for p in w["periods"])
+        workloads.append(WorkloadResult(**w))
+    fields = dict(document)
+    fields.update(
+        lines=tuple(PlanLine(**line) for line in document["lines"]), totals=Totals(**totals),
+        workloads=tuple(workloads), binding_limits=tuple(document["binding_limits"]),
+        candidates=CandidateStats(**candidates), periods=tuple(document["periods"]),
+        routing=tuple(Route(**r) for r in document["routing"]),
+    )  # fmt: skip
+    fields.pop("verification", None)
+    return Plan(**fields)

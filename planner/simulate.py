@@ -53,10 +53,12 @@ class FixedSteps:
 
 @dataclass(frozen=True)
 class RooflineSteps:
-    """Step times of the calibrated roofline (planner/perf/roofline.py) for one engine shape."""
+    """Step times of the calibrated roofline (planner/perf/roofline.py) for one engine shape. Decode times are
+    memoized per batch and context rounded to 16 tokens (a 16-token difference moves a step by far under 0.1%)."""
 
     shape: EngineShape
     efficiency: Efficiency
+    _decode_cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     def prefill_ms(self, isls: list[int]) -> float:
         # prompts prefilled together: their FLOPs add up, the fixed overhead is paid once
@@ -64,7 +66,11 @@ class RooflineSteps:
         return sum(prefill_ms(self.shape, self.efficiency, isl) - overhead for isl in isls) + overhead
 
     def decode_ms(self, batch: int, mean_context: float) -> float:
-        return decode_step_ms(self.shape, self.efficiency, batch, mean_context)
+        key = (batch, int(mean_context) // 16)
+        cached = self._decode_cache.get(key)
+        if cached is None:
+            cached = self._decode_cache[key] = decode_step_ms(self.shape, self.efficiency, batch, key[1] * 16 + 8)
+        return cached
 
 
 @dataclass
@@ -110,23 +116,78 @@ class BatchingEngine:
         self.static_batch_size = 0
         self.queue_samples: list[tuple[float, int]] = []
         self.requests: Requests | None = None
+        self._next_event: float | None = None
 
     def outstanding(self) -> int:
         return len(self.queue) + len(self.running)
 
     def submit(self, index: int) -> None:
+        self._next_event = None
         if not self.running and not self.queue:
             self.clock = max(self.clock, float(self.requests.arrival_s[index]))
         self.queue.append(index)
 
     def advance_to(self, time_s: float) -> None:
-        """Run iterations that start before `time_s`."""
+        """Run iterations that start before `time_s`. Stretches of pure decoding (nothing to admit) are taken in
+        one jump up to the next completion or `time_s`: the per-iteration loop would dominate long runs."""
         while (self.running or self.queue) and self.clock < time_s:
-            self._iterate()
+            self._next_event = None
+            if self._can_admit() or not self.running:
+                self._iterate()
+            else:
+                self._jump(time_s)
 
     def drain(self) -> None:
-        while self.running or self.queue:
-            self._iterate()
+        self.advance_to(math.inf)
+
+    def next_event_s(self) -> float:
+        """When the number of outstanding requests may next change (a completion), or now if work is waiting.
+        Cached until the engine's state changes: the balancer asks every engine at every arrival."""
+        if self._next_event is None:
+            self._next_event = self._compute_next_event()
+        return self._next_event
+
+    def _compute_next_event(self) -> float:
+        if self._can_admit():
+            return self.clock
+        if not self.running:
+            return math.inf
+        return self.clock + self._steps_to_next_completion() * self._decode_ms() / 1e3
+
+    def _steps_to_next_completion(self) -> int:
+        if self.in_flight:
+            return int(self.remaining.min())
+        # static batching keeps finished sequences (remaining <= 0) in the batch until the last one is done
+        generating = self.remaining[self.remaining > 0]
+        return int(generating.min()) if len(generating) else 1
+
+    def _can_admit(self) -> bool:
+        if not self.queue or len(self.running) >= self.max_batch or (self.running and not self.in_flight):
+            return False
+        if self.kv_tokens is None or not self.running:
+            return True
+        index = self.queue[0]
+        return self.reserved_tokens + float(self.requests.isl[index] + self.requests.osl[index]) <= self.kv_tokens
+
+    def _decode_ms(self, steps_ahead: float = 0.0) -> float:
+        decoding = len(self.running)
+        batch = self.static_batch_size if not self.in_flight else decoding
+        return self.steps.decode_ms(batch, (self.context_sum + steps_ahead * decoding) / decoding)
+
+    def _jump(self, time_s: float) -> None:
+        """k decode-only iterations at once; the step time is taken at the middle of the stretch (context grows
+        by one token per sequence and iteration)."""
+        step_ms = self._decode_ms()
+        k = self._steps_to_next_completion()
+        if math.isfinite(time_s):
+            k = max(1, min(k, math.ceil((time_s - self.clock) * 1e3 / step_ms - 1e-9)))
+        self.queue_samples.append((self.clock, len(self.queue)))
+        self.clock += k * self._decode_ms((k - 1) / 2) / 1e3
+        self.remaining -= k
+        self.context_sum += k * len(self.running)
+        done = self.remaining <= 0
+        if done.any():
+            self._retire(done)
 
     def _admit(self) -> list[int]:
         requests = self.requests
@@ -210,6 +271,9 @@ class SlotEngine:
     def outstanding(self) -> int:
         return len(self.busy_until)
 
+    def next_event_s(self) -> float:
+        return self.busy_until[0] if self.busy_until else math.inf
+
     def advance_to(self, time_s: float) -> None:
         while self.busy_until and self.busy_until[0] <= time_s:
             heapq.heappop(self.busy_until)
@@ -245,8 +309,10 @@ def run(engines: list, requests: Requests, balancer: str = "round-robin") -> Req
             engine.advance_to(arrival)
         else:
             for candidate in engines:
-                candidate.advance_to(arrival)
+                if candidate.next_event_s() <= arrival:
+                    candidate.advance_to(arrival)
             engine = min(engines, key=lambda e: e.outstanding())
+            engine.advance_to(arrival)
         engine.submit(int(index))
     for engine in engines:
         engine.drain()
@@ -314,3 +380,154 @@ def statistics(
         mean_queue_length=float(queue.mean()), max_queue_length=int(queue.max()),
         slo_attainment=float(within.mean()) if any_limit and len(within) else None,
     )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------- plans
+@dataclass(frozen=True)
+class LimitCheck:
+    metric: str  # TTFT | ITL | E2E
+    limit_ms: float
+    percentile: float
+    simulated_ms: float
+    ok: bool
+
+
+@dataclass(frozen=True)
+class WorkloadCheck:
+    """One workload in one period, simulated at the period's peak rate on the plan's engines."""
+
+    workload: str
+    period: str
+    rate_rps: float
+    instances: int
+    engines: str  # what was simulated
+    stats: RunStats | None
+    checks: tuple[LimitCheck, ...]
+    ok: bool | None  # None: could not be simulated (see note)
+    note: str
+
+
+WARMUP_FRACTION = 0.1  # requests arriving in the first 10% of the run start on an empty fleet: not counted
+
+
+def _instances_per_node(route, gpus_per_node: int) -> int:
+    return gpus_per_node // route.tp if route.tp else 1  # rows of a whole system: one instance per node
+
+
+def _engines_for(route, assignment, line_nodes: int, share: float, catalog, scenario) -> tuple[list, str]:
+    """The engine instances that serve this route: the roofline's steps for modeled points, slots for data."""
+    from planner.perf.calibration import efficiency_for
+    from planner.perf.roofline import kv_bytes_for
+    from planner.perf.tables import instance_memory
+
+    system = catalog.systems[route.system]
+    per_node = _instances_per_node(route, system.gpus_per_node)
+    count = max(1, round(line_nodes * per_node * share))
+    if assignment.provenance == "modeled":
+        gpu = catalog.gpus[system.gpu]
+        shape = EngineShape(catalog.models[route.model], gpu, route.tp, route.precision, kv_bytes_for(route.precision))
+        memory = instance_memory(catalog, route.model, system.gpu, route.tp, route.precision, route.engine_isl, route.engine_osl)
+        kv_tokens = (memory.max_concurrency_by_memory or 0) * (route.engine_isl + route.engine_osl) or None
+        steps = RooflineSteps(shape, efficiency_for(catalog, gpu.architecture))
+        engines = [BatchingEngine(steps, route.max_batch or 1, kv_tokens) for _ in range(count)]
+        return engines, f"{count} x in-flight batching engine (roofline steps), batch <= {route.max_batch}"
+    if assignment.ttft_ms is None or assignment.itl_ms is None:
+        return [], f"the {assignment.provenance} point records no TTFT/ITL: nothing to simulate"
+    rps_per_instance = route.rps_per_node / per_node
+    engines = [SlotEngine(assignment.ttft_ms, assignment.itl_ms, rps_per_instance, route.bucket_osl) for _ in range(count)]
+    return engines, f"{count} x {engines[0].slots}-slot engine ({assignment.provenance} point)"
+
+
+def simulate_plan(plan, scenario, catalog, duration_s: float = 600.0, seed: int = 0,
+                  balancer: str = "least-outstanding") -> tuple[WorkloadCheck, ...]:  # fmt: skip
+    """Every workload in every period at its peak rate (Poisson arrivals), on the engines the plan gives it.
+
+    Configurations shared by several workloads are split by their routed share of requests. Latency limits are
+    checked at the scenario's percentile on the requests arriving after a warm-up of 10% of the run.
+    """
+    rng = np.random.default_rng(seed)
+    checks = []
+    slo_of = {w.name: w.slo for w in scenario.workloads}
+    for period in scenario.periods:
+        routes = [r for r in plan.routing if r.period == period.name]
+        config_total: dict[tuple, float] = {}
+        for r in routes:
+            key = _config_key(r)
+            config_total[key] = config_total.get(key, 0.0) + r.rps
+        for workload in plan.workloads:
+            mine = [r for r in routes if r.workload == workload.name]
+            rate = sum(r.rps for r in mine)
+            if not mine or rate <= 0:
+                continue
+            batches, notes, instances = [], [], 0
+            for route in mine:
+                line_nodes = _line_nodes(plan, route)
+                assignment = next(a for a in workload.assignments if _assignment_matches(a, route))
+                engines, note = _engines_for(route, assignment, line_nodes, route.rps / config_total[_config_key(route)], catalog, scenario)
+                notes.append(f"{route.system}: {note}")
+                if not engines:
+                    continue
+                instances += len(engines)
+                arrivals = poisson_arrivals(route.rps, duration_s, rng)
+                requests = Requests(arrivals, np.full(len(arrivals), route.bucket_isl, dtype=np.int64),
+                                    np.full(len(arrivals), route.bucket_osl, dtype=np.int64))  # fmt: skip
+                run(engines, requests, balancer)
+                batches.append((requests, engines))
+            slo = slo_of[workload.name]
+            if not batches:
+                checks.append(WorkloadCheck(workload.name, period.name, rate, 0, "; ".join(notes), None, (), None, "not simulated"))
+                continue
+            merged = _merge([b[0] for b in batches], duration_s * WARMUP_FRACTION)
+            stats = statistics(merged, [e for b in batches for e in b[1]], duration_s * (1 - WARMUP_FRACTION),
+                               slo.ttft_ms, slo.itl_ms, slo.e2e_ms)  # fmt: skip
+            limit_checks = _limit_checks(merged, slo)
+            ok = all(c.ok for c in limit_checks) and stats.completed == len(merged)
+            checks.append(WorkloadCheck(workload.name, period.name, rate, instances, "; ".join(notes), stats,
+                                        limit_checks, ok, ""))  # fmt: skip
+    return tuple(checks)
+
+
+def _config_key(route) -> tuple:
+    return (route.site, route.role, route.system, route.model, route.tp, route.precision, route.max_batch,
+            route.engine_isl, route.engine_osl)  # fmt: skip
+
+
+def _line_nodes(plan, route) -> int:
+    for line in plan.lines:
+        identity = (line.site, line.role, line.system, line.model, line.tp, line.precision, line.max_batch,
+                    line.engine_isl, line.engine_osl)  # fmt: skip
+        if identity == _config_key(route) and (line.role != "on-demand" or line.period == route.period):
+            return line.nodes
+    raise ValueError(f"no plan line serves route {route}")
+
+
+def _assignment_matches(assignment, route) -> bool:
+    return (assignment.system, assignment.tp, assignment.precision, assignment.max_batch, assignment.engine_isl,
+            assignment.engine_osl, assignment.bucket_isl, assignment.bucket_osl) == (
+        route.system, route.tp, route.precision, route.max_batch, route.engine_isl, route.engine_osl,
+        route.bucket_isl, route.bucket_osl)  # fmt: skip
+
+
+def _merge(batches: list[Requests], warmup_s: float) -> Requests:
+    arrival = np.concatenate([b.arrival_s for b in batches])
+    keep = arrival >= warmup_s
+    merged = Requests(arrival[keep], np.concatenate([b.isl for b in batches])[keep], np.concatenate([b.osl for b in batches])[keep])
+    merged.first_token_s = np.concatenate([b.first_token_s for b in batches])[keep]
+    merged.finish_s = np.concatenate([b.finish_s for b in batches])[keep]
+    return merged
+
+
+def _limit_checks(requests: Requests, slo) -> tuple[LimitCheck, ...]:
+    done = ~np.isnan(requests.finish_s)
+    values = {
+        "TTFT": (requests.first_token_s[done] - requests.arrival_s[done]) * 1e3,
+        "ITL": (requests.finish_s[done] - requests.first_token_s[done]) * 1e3 / np.maximum(requests.osl[done] - 1, 1),
+        "E2E": (requests.finish_s[done] - requests.arrival_s[done]) * 1e3,
+    }
+    checks = []
+    for metric, limit in (("TTFT", slo.ttft_ms), ("ITL", slo.itl_ms), ("E2E", slo.e2e_ms)):
+        if limit is None or not len(values[metric]):
+            continue
+        value = float(np.percentile(values[metric], slo.percentile))
+        checks.append(LimitCheck(metric, limit, slo.percentile, value, value <= limit))
+    return tuple(checks)

@@ -119,3 +119,16 @@ def compare_document(results: tuple[DeploymentResult, ...]) -> dict:
             "diagnosis": list(r.infeasible),
         })  # fmt: skip
     return {"deployments": sides}
+
+
+def simulation_document(checks) -> dict:
+    """`planner simulate --json`: per workload and period, percentiles, SLO attainment and the limit checks."""
+    items = []
+    for check in checks:
+        stats = None if check.stats is None else asdict(check.stats)
+        items.append({
+            "workload": check.workload, "period": check.period, "rate_rps": round(check.rate_rps, 6),
+            "instances": check.instances, "engines": check.engines, "ok": check.ok, "note": check.note,
+            "checks": [asdict(c) for c in check.checks], "stats": stats,
+        })  # fmt: skip
+    return {"workloads": items, "all_ok": all(c.ok for c in checks if c.ok is not None)}

@@ -209,3 +209,25 @@ def print_compare(results: tuple[DeploymentResult, ...], console: Console) -> No
         else:
             console.print(f"- {r.deployment}: " + "; ".join(r.infeasible), soft_wrap=True)
     console.print("Output tokens per year use each workload's mean rate where the scenario gives one, else its peak.")
+
+
+def print_simulation(checks, console: Console) -> None:
+    table = Table(title="Simulation under Poisson arrivals (each period at its peak)", title_justify="left")
+    for column in ("workload", "period", "rps", "instances", "TTFT P50/P95/P99 ms", "ITL P50 ms", "E2E P99 ms", "within limits", "verdict"):
+        table.add_column(column, justify="left" if column in ("workload", "period", "verdict") else "right")
+    for check in checks:
+        stats = check.stats
+        if stats is None:
+            table.add_row(check.workload, check.period, f"{check.rate_rps:,.4g}", str(check.instances), "-", "-", "-", "-",
+                          "not simulated")  # fmt: skip
+            continue
+        failed = [f"{c.metric} P{c.percentile:g} {c.simulated_ms:,.0f} > {c.limit_ms:g} ms" for c in check.checks if not c.ok]
+        verdict = "ok" if check.ok else ("MISSES SLO: " + "; ".join(failed) if failed else "MISSES: requests left unfinished")
+        table.add_row(
+            check.workload, check.period, f"{check.rate_rps:,.4g}", str(check.instances),
+            f"{stats.ttft_ms.p50:,.0f} / {stats.ttft_ms.p95:,.0f} / {stats.ttft_ms.p99:,.0f}", f"{stats.itl_ms.p50:,.1f}",
+            f"{stats.e2e_ms.p99:,.0f}", "-" if stats.slo_attainment is None else f"{stats.slo_attainment:.1%}", verdict,
+        )  # fmt: skip
+    console.print(table)
+    for check in checks:
+        console.print(f"- {check.workload} ({check.period}): {check.engines}", soft_wrap=True)
