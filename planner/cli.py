@@ -34,6 +34,7 @@ CatalogOption = Annotated[
     Optional[Path], typer.Option("--catalog", help="Catalog directory (default: the shipped catalogs).")
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+ScenarioArgument = Annotated[Path, typer.Argument(help="Scenario YAML file.")]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")]
 TimeLimitOption = Annotated[Optional[float], typer.Option("--time-limit", min=0.001, help="Solver time limit, seconds.")]
 
@@ -104,7 +105,7 @@ class Balancer(str, Enum):
 
 @app.command()
 def simulate(
-    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
+    scenario: ScenarioArgument,
     plan_file: Annotated[Optional[Path], typer.Option("--plan", help="A saved `planner plan --json` (default: plan now).")] = None,
     duration: Annotated[float, typer.Option("--duration", min=1.0, help="Simulated seconds per workload and period.")] = 600.0,
     seed: Annotated[int, typer.Option("--seed", help="Random seed of the arrivals.")] = 0,
@@ -141,7 +142,7 @@ def simulate(
 
 @app.command()
 def plan(
-    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
+    scenario: ScenarioArgument,
     json: JsonOption = False,
     verify: Annotated[bool, typer.Option("--verify", help="Simulate the plan under Poisson arrivals and flag SLO misses.")] = False,
     solver: SolverOption = None,
@@ -199,7 +200,7 @@ class BomFormat(str, Enum):
 
 @app.command()
 def bom(
-    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
+    scenario: ScenarioArgument,
     format: Annotated[BomFormat, typer.Option("--format", help="csv | xlsx | md.")] = BomFormat.csv,
     out: Annotated[Optional[Path], typer.Option("--out", help="Output file (csv and md print to stdout without it).")] = None,
     solver: SolverOption = None,
@@ -233,7 +234,7 @@ def bom(
 
 @app.command()
 def report(
-    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
+    scenario: ScenarioArgument,
     out: Annotated[Path, typer.Option("--out", help="Folder for report.md, report.html and the PNG plots.")],
     solver: SolverOption = None,
     time_limit: TimeLimitOption = None,
@@ -260,7 +261,7 @@ def _check_writable(path: Optional[Path]) -> None:
 
 @app.command()
 def validate(
-    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
+    scenario: ScenarioArgument,
     catalog: CatalogOption = None,
     debug: DebugOption = False,
 ) -> None:
