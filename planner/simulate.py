@@ -339,6 +339,7 @@ class RunStats:
     mean_in_system: float
     mean_queue_length: float
     max_queue_length: int
+    queue_timeline: tuple[tuple[float, int], ...]  # (start of each of 20 time bins in s, longest queue in it)
     slo_attainment: float | None
 
 
@@ -347,6 +348,20 @@ def _percentiles(values: np.ndarray) -> Percentiles:
         return Percentiles(math.nan, math.nan, math.nan, math.nan)
     p50, p95, p99 = np.percentile(values, [50, 95, 99])
     return Percentiles(float(p50), float(p95), float(p99), float(values.mean()))
+
+
+def _queue_timeline(samples: list[tuple[float, int]], end_s: float, bins: int = 20) -> tuple[tuple[float, int], ...]:
+    """The longest queue (over engines' samples) in each of `bins` equal slices of the sampled time."""
+    if not samples:
+        return ()
+    times = np.array([t for t, _ in samples])
+    end_s = float(times.max()) or end_s
+    lengths = np.array([q for _, q in samples])
+    edges = np.linspace(0.0, end_s, bins + 1)
+    slot = np.clip(np.searchsorted(edges, times, side="right") - 1, 0, bins - 1)
+    longest = np.zeros(bins, dtype=np.int64)
+    np.maximum.at(longest, slot, lengths)
+    return tuple((round(float(edges[i]), 3), int(longest[i])) for i in range(bins))
 
 
 def statistics(
@@ -372,12 +387,13 @@ def statistics(
         if limit is not None:
             within &= values <= limit
     any_limit = any(v is not None for v in (ttft_limit_ms, itl_limit_ms, e2e_limit_ms))
+    timeline = _queue_timeline(samples, end)
     return RunStats(
         requests=len(requests), completed=int(done.sum()), duration_s=duration_s,
         throughput_rps=float(done.sum()) / duration_s if duration_s else 0.0,
         ttft_ms=_percentiles(ttft), itl_ms=_percentiles(itl), e2e_ms=_percentiles(e2e),
         mean_in_system=float(e2e.sum() / 1e3 / end) if end > 0 else 0.0,
-        mean_queue_length=float(queue.mean()), max_queue_length=int(queue.max()),
+        mean_queue_length=float(queue.mean()), max_queue_length=int(queue.max()), queue_timeline=timeline,
         slo_attainment=float(within.mean()) if any_limit and len(within) else None,
     )  # fmt: skip
 

@@ -117,6 +117,9 @@ def test_ttft_explodes_once_the_arrival_rate_passes_capacity():
         stats[load] = statistics(reqs, engines, 3000)
     assert stats[0.8].ttft_ms.p50 == pytest.approx(2606, rel=0.05)
     assert stats[1.2].ttft_ms.p50 > 50 * 2606
+    # the queue keeps growing over time past capacity
+    timeline = [q for _, q in stats[1.2].queue_timeline]
+    assert len(timeline) == 20 and timeline[-2] > timeline[1] > 0
     assert stats[1.2].ttft_ms.p99 > stats[1.2].ttft_ms.p50
 
 
