@@ -58,18 +58,24 @@ class RooflineSteps:
 
     shape: EngineShape
     efficiency: Efficiency
-    _decode_cache: dict = field(default_factory=dict, compare=False, repr=False)
+    _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     def prefill_ms(self, isls: list[int]) -> float:
         # prompts prefilled together: their FLOPs add up, the fixed overhead is paid once
         overhead = self.efficiency.overhead_ms
-        return sum(prefill_ms(self.shape, self.efficiency, isl) - overhead for isl in isls) + overhead
+        total = overhead
+        for isl in isls:
+            one = self._cache.get(("prefill", isl))
+            if one is None:
+                one = self._cache[("prefill", isl)] = prefill_ms(self.shape, self.efficiency, isl) - overhead
+            total += one
+        return total
 
     def decode_ms(self, batch: int, mean_context: float) -> float:
         key = (batch, int(mean_context) // 16)
-        cached = self._decode_cache.get(key)
+        cached = self._cache.get(key)
         if cached is None:
-            cached = self._decode_cache[key] = decode_step_ms(self.shape, self.efficiency, batch, key[1] * 16 + 8)
+            cached = self._cache[key] = decode_step_ms(self.shape, self.efficiency, batch, key[1] * 16 + 8)
         return cached
 
 
@@ -177,17 +183,17 @@ class BatchingEngine:
     def _jump(self, time_s: float) -> None:
         """k decode-only iterations at once; the step time is taken at the middle of the stretch (context grows
         by one token per sequence and iteration)."""
-        step_ms = self._decode_ms()
-        k = self._steps_to_next_completion()
+        to_completion = self._steps_to_next_completion()
+        k = to_completion
         if math.isfinite(time_s):
+            step_ms = self._decode_ms()
             k = max(1, min(k, math.ceil((time_s - self.clock) * 1e3 / step_ms - 1e-9)))
         self.queue_samples.append((self.clock, len(self.queue)))
         self.clock += k * self._decode_ms((k - 1) / 2) / 1e3
         self.remaining -= k
         self.context_sum += k * len(self.running)
-        done = self.remaining <= 0
-        if done.any():
-            self._retire(done)
+        if k == to_completion:  # someone finished in this stretch
+            self._retire(self.remaining <= 0)
 
     def _admit(self) -> list[int]:
         requests = self.requests
@@ -219,7 +225,15 @@ class BatchingEngine:
         if decoding:
             self.remaining -= 1
             self.context_sum += decoding
-        if admitted:
+        if len(admitted) == 1:  # the common case at moderate load: no array building
+            index = admitted[0]
+            requests.first_token_s[index] = self.clock
+            self.running.append(index)
+            self.remaining = np.append(self.remaining, requests.osl[index] - 1)
+            self.context_sum += float(requests.isl[index]) + 1.0
+            if not self.in_flight:
+                self.static_batch_size = len(self.running)
+        elif admitted:
             new = np.asarray(admitted, dtype=np.int64)
             requests.first_token_s[new] = self.clock
             self.running.extend(admitted)
@@ -241,15 +255,21 @@ class BatchingEngine:
                     requests.finish_s[index] = self.clock
             if not done.all():
                 return
-        keep = ~done
-        for i in np.flatnonzero(done):
+        positions = np.flatnonzero(done).tolist()
+        for i in positions:
             index = self.running[i]
             if np.isnan(requests.finish_s[index]):
                 requests.finish_s[index] = self.clock
-            self.reserved_tokens -= float(requests.isl[index] + requests.osl[index])
-            self.context_sum -= float(requests.isl[index] + requests.osl[index])
-        self.running = [r for r, k in zip(self.running, keep) if k]
-        self.remaining = self.remaining[keep]
+            tokens = float(requests.isl[index] + requests.osl[index])
+            self.reserved_tokens -= tokens
+            self.context_sum -= tokens
+        if len(positions) == 1:  # the common case in flight: one sequence ends
+            del self.running[positions[0]]
+            self.remaining = np.delete(self.remaining, positions[0])
+        else:
+            keep = ~done
+            self.running = [r for r, k in zip(self.running, keep.tolist()) if k]
+            self.remaining = self.remaining[keep]
         if not self.running:
             self.context_sum, self.reserved_tokens, self.static_batch_size = 0.0, 0.0, 0
 
@@ -308,10 +328,14 @@ def run(engines: list, requests: Requests, balancer: str = "round-robin") -> Req
             engine = engines[position % len(engines)]
             engine.advance_to(arrival)
         else:
+            best, fewest = None, None
             for candidate in engines:
                 if candidate.next_event_s() <= arrival:
                     candidate.advance_to(arrival)
-            engine = min(engines, key=lambda e: e.outstanding())
+                count = candidate.outstanding()
+                if fewest is None or count < fewest:
+                    best, fewest = candidate, count
+            engine = best
             engine.advance_to(arrival)
         engine.submit(int(index))
     for engine in engines:
