@@ -143,11 +143,11 @@ def curve_in_catalog(query: PerfQuery, catalog: Catalog, gpus_per_node: int = 8)
     import dataclasses
 
     from planner.perf import modeled_curve
-    from planner.perf.tables import matching_rows
+    from planner.perf.tables import matching_rows, result_from_row
 
     open_query = dataclasses.replace(query, concurrency=None, ttft_ms=None, itl_ms=None, e2e_ms=None)
     rows = matching_rows(catalog, open_query)
-    data = tuple(sorted((result_for_row(r, catalog) for r in rows), key=lambda p: p.concurrency or 0))
+    data = tuple(sorted((result_from_row(r, catalog) for r in rows), key=lambda p: p.concurrency or 0))
     # the roofline needs the engine's TP and precision; a row that does not state them gets no modeled curve
     modeled = modeled_curve(open_query, catalog) if query.tp and query.precision else PerfMiss(query, "TP/precision not stated")
     modeled_points = () if isinstance(modeled, PerfMiss) else tuple(modeled)
@@ -158,12 +158,6 @@ def curve_in_catalog(query: PerfQuery, catalog: Catalog, gpus_per_node: int = 8)
     return CurveAnswer(
         query, gpus_per_node, data, modeled_points, None if isinstance(chosen, PerfMiss) else chosen, miss
     )
-
-
-def result_for_row(row, catalog: Catalog) -> PerfResult:
-    from planner.perf.tables import result_from_row
-
-    return result_from_row(row, catalog)
 
 
 @dataclass(frozen=True)

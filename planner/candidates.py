@@ -117,8 +117,6 @@ class CandidateSet:
             object.__setattr__(self, "_by_candidate", cache)
         return tuple(cache.get(candidate_key, ()))
 
-    def options_for(self, workload: str) -> tuple[Option, ...]:
-        return tuple(o for o in self.options if o.workload == workload)
 
 
 def on_prem_annual_cost_usd(price_usd: float, power_kw: float, rack_units: int, costs: OnPremCosts) -> tuple[float, str]:

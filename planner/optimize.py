@@ -43,7 +43,7 @@ from pathlib import Path
 
 import pulp
 
-from planner.candidates import Candidate, CandidateSet, Option, enumerate_candidates, on_prem_annual_cost_usd
+from planner.candidates import Candidate, CandidateSet, Option, enumerate_candidates
 from planner.catalog import Catalog
 from planner.errors import InfeasiblePlanError, PlannerInputError
 from planner.plan import (
@@ -106,13 +106,12 @@ def node_upper_bound(cset: CandidateSet, demand: dict, candidate: Candidate, per
     return math.ceil(busiest - 1e-9)
 
 
-def define_node_variables(model: FleetModel, cset: CandidateSet, scenario: Scenario, demand: dict) -> None:
+def define_node_variables(model: FleetModel, cset: CandidateSet, scenario: Scenario, demand: dict, bounds: dict) -> None:
     """N[c] in Z>=0 for bought/reserved c; M[c,t] in Z>=0 for on-demand c and every period; each bounded by the
     nodes that all the demand c can serve would need (a tighter box helps branch and bound)."""
     for index, candidate in enumerate(cset.candidates):
         if candidate.fixed:
-            upper = node_upper_bound(cset, demand, candidate, scenario.periods)
-            model.fixed_nodes[candidate.key] = pulp.LpVariable(f"N_{index}", 0, upper, cat=pulp.LpInteger)
+            model.fixed_nodes[candidate.key] = pulp.LpVariable(f"N_{index}", 0, bounds[candidate.key], cat=pulp.LpInteger)
         else:
             for t, period in enumerate(scenario.periods):
                 upper = node_upper_bound(cset, demand, candidate, (period,))
@@ -252,7 +251,7 @@ def build_fleet_model(
     model = FleetModel(pulp.LpProblem(_safe(scenario.name), pulp.LpMinimize))
     demand = bucket_demand(scenario)
     bounds = {c.key: node_upper_bound(cset, demand, c, scenario.periods) for c in cset.candidates}
-    define_node_variables(model, cset, scenario, demand)
+    define_node_variables(model, cset, scenario, demand, bounds)
     define_routing_variables(model, cset, demand)
     add_spare_nodes(model, cset, scenario, catalog, bounds)
     model.problem += cost_expression(model, cset, scenario), "annual_cost_usd"
@@ -688,8 +687,3 @@ def _binding_limits(scenario: Scenario, totals: Totals, lines: list[PlanLine]) -
 
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", name)
-
-
-def annual_on_prem_cost(price_usd: float, power_kw: float, rack_units: int, scenario: Scenario) -> float:
-    """Per-node annual cost of an on-prem system under the scenario's assumptions (for reports and tests)."""
-    return on_prem_annual_cost_usd(price_usd, power_kw, rack_units, scenario.on_prem_costs)[0]
