@@ -7,6 +7,8 @@ The totals equal the plan's objective (tests recompute them).
 from __future__ import annotations
 
 import datetime as _dt
+import io
+import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -200,7 +202,22 @@ def write_xlsx(bom: Bom, path: Path) -> None:
     workbook.properties.created = _EPOCH
     workbook.properties.modified = _EPOCH
     workbook.properties.creator = "planner"
-    workbook.save(path)
+    buffer = io.BytesIO()
+    workbook.save(buffer)
+    path.write_bytes(_zip_with_fixed_times(buffer.getvalue()))
+
+
+def _zip_with_fixed_times(archive: bytes) -> bytes:
+    """Rewrite a zip with every entry dated 1980-01-01: openpyxl stamps entries with the wall clock."""
+    source = zipfile.ZipFile(io.BytesIO(archive))
+    target_buffer = io.BytesIO()
+    with zipfile.ZipFile(target_buffer, "w", zipfile.ZIP_DEFLATED) as target:
+        for info in source.infolist():
+            entry = zipfile.ZipInfo(info.filename, date_time=(1980, 1, 1, 0, 0, 0))
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            entry.external_attr = info.external_attr
+            target.writestr(entry, source.read(info.filename))
+    return target_buffer.getvalue()
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
