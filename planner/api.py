@@ -5,33 +5,40 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from planner.catalog import Catalog, load_catalog
+from planner.catalog import Catalog, CatalogDirs, load_catalog
 from planner.errors import PlannerInputError, unknown_id_message
 from planner.optimize import plan as solve_plan
 from planner.perf import PerfMiss, PerfQuery, PerfResult, estimate
 from planner.plan import Plan
 from planner.requirements import daily_active_users, peak_rps_from_mean, requests_per_day
-from planner.scenario import Scenario, load_scenario
+from planner.scenario import Scenario, load_scenario, scenario_catalog_dirs
+
+
+def scenario_catalog(scenario_path: Path | str, catalog_dirs: CatalogDirs = None) -> Catalog:
+    """The catalog a scenario plans with: shipped, then the scenario's `catalog:` directories, then `catalog_dirs`
+    (the CLI's `--catalog`), each layer adding to or overriding the ones below."""
+    given = [] if catalog_dirs is None else [catalog_dirs] if isinstance(catalog_dirs, (str, Path)) else list(catalog_dirs)
+    return load_catalog([*scenario_catalog_dirs(scenario_path), *given])
 
 
 def plan_file(
     scenario_path: Path | str,
-    catalog_dir: Path | str | None = None,
+    catalog_dirs: CatalogDirs = None,
     solver: str | None = None,
     time_limit_s: float | None = None,
     progress=None,
 ) -> Plan:
     """Load the catalog and a scenario file, then size the fleet (raises InfeasiblePlanError with a diagnosis).
     `progress(done, total)` follows the candidate enumeration, the long part of big scenarios."""
-    catalog = load_catalog(catalog_dir)
+    catalog = scenario_catalog(scenario_path, catalog_dirs)
     return solve_plan(
         load_scenario(scenario_path, catalog), catalog, solver=solver, time_limit_s=time_limit_s, progress=progress
     )
 
 
-def validate_file(scenario_path: Path | str, catalog_dir: Path | str | None = None) -> Scenario:
+def validate_file(scenario_path: Path | str, catalog_dirs: CatalogDirs = None) -> Scenario:
     """Load and check a scenario against the catalog; returns the resolved scenario."""
-    return load_scenario(scenario_path, load_catalog(catalog_dir))
+    return load_scenario(scenario_path, scenario_catalog(scenario_path, catalog_dirs))
 
 
 @dataclass(frozen=True)
@@ -43,9 +50,9 @@ class PerfAnswer:
     miss_reason: str | None
 
 
-def perf_point(query: PerfQuery, catalog_dir: Path | str | None = None) -> PerfAnswer:
+def perf_point(query: PerfQuery, catalog_dirs: CatalogDirs = None) -> PerfAnswer:
     """Latency and throughput of one engine config, with provenance (or why there is no answer)."""
-    catalog = load_catalog(catalog_dir)
+    catalog = load_catalog(catalog_dirs)
     _check_query_ids(query, catalog)
     answer = estimate(query, catalog)
     if isinstance(answer, PerfMiss):
@@ -108,11 +115,11 @@ def users(rps: float, hours_per_day: float = 8.0, requests_per_user: float = 3.0
 CATALOG_KINDS = ("gpus", "systems", "models", "benchmarks")
 
 
-def catalog_entries(kind: str, catalog_dir: Path | str | None = None) -> list[dict]:
+def catalog_entries(kind: str, catalog_dirs: CatalogDirs = None) -> list[dict]:
     """Catalog entries of one kind as plain records (for listing)."""
     if kind not in CATALOG_KINDS:
         raise PlannerInputError("catalog", "kind", f"unknown kind '{kind}'; allowed: {', '.join(CATALOG_KINDS)}")
-    catalog = load_catalog(catalog_dir)
+    catalog = load_catalog(catalog_dirs)
     if kind == "benchmarks":
         return [row.model_dump(exclude_none=True) for row in catalog.benchmarks]
     entries = getattr(catalog, kind)
@@ -132,9 +139,9 @@ class CurveAnswer:
     miss_reason: str | None
 
 
-def curve(query: PerfQuery, gpus_per_node: int = 8, catalog_dir: Path | str | None = None) -> CurveAnswer:
+def curve(query: PerfQuery, gpus_per_node: int = 8, catalog_dirs: CatalogDirs = None) -> CurveAnswer:
     """Points over concurrency for one engine (model, GPU, TP, precision, ISL/OSL) and the best under the limits."""
-    catalog = load_catalog(catalog_dir)
+    catalog = load_catalog(catalog_dirs)
     _check_query_ids(query, catalog)
     return curve_in_catalog(query, catalog, gpus_per_node)
 
@@ -186,14 +193,14 @@ def output_tokens_per_year(scenario: Scenario) -> float:
 
 
 def compare(
-    scenario_path: Path | str, catalog_dir: Path | str | None = None, solver: str | None = None,
+    scenario_path: Path | str, catalog_dirs: CatalogDirs = None, solver: str | None = None,
     time_limit_s: float | None = None,
 ) -> tuple[DeploymentResult, ...]:
     """Plan the scenario on-prem, in the cloud and hybrid (as its sites allow) and return the three side by side."""
     from planner.errors import InfeasiblePlanError
     from planner.scenario import load_scenario_deployments
 
-    catalog = load_catalog(catalog_dir)
+    catalog = scenario_catalog(scenario_path, catalog_dirs)
     results = []
     for deployment, scenario in load_scenario_deployments(scenario_path, catalog).items():
         tokens = output_tokens_per_year(scenario)
@@ -215,26 +222,26 @@ class PlannedScenario:
 
 
 def plan_in_context(
-    scenario_path: Path | str, catalog_dir: Path | str | None = None, solver: str | None = None,
+    scenario_path: Path | str, catalog_dirs: CatalogDirs = None, solver: str | None = None,
     time_limit_s: float | None = None, progress=None,
 ) -> PlannedScenario:
-    catalog = load_catalog(catalog_dir)
+    catalog = scenario_catalog(scenario_path, catalog_dirs)
     scenario = load_scenario(scenario_path, catalog)
     result = solve_plan(scenario, catalog, solver=solver, time_limit_s=time_limit_s, progress=progress)
     return PlannedScenario(result, scenario, catalog)
 
 
-def bom(scenario_path: Path | str, catalog_dir: Path | str | None = None, solver: str | None = None,
+def bom(scenario_path: Path | str, catalog_dirs: CatalogDirs = None, solver: str | None = None,
         time_limit_s: float | None = None, progress=None):  # fmt: skip
     """Plan the scenario and return its bill of materials (planner.report.bom.Bom)."""
     from planner.report.bom import build_bom
 
-    planned = plan_in_context(scenario_path, catalog_dir, solver, time_limit_s, progress)
+    planned = plan_in_context(scenario_path, catalog_dirs, solver, time_limit_s, progress)
     return build_bom(planned.plan, planned.scenario, planned.catalog)
 
 
 def simulate(
-    scenario_path: Path | str, catalog_dir: Path | str | None = None, duration_s: float = 600.0, seed: int = 0,
+    scenario_path: Path | str, catalog_dirs: CatalogDirs = None, duration_s: float = 600.0, seed: int = 0,
     balancer: str = "least-outstanding", plan_document: dict | None = None, solver: str | None = None,
     time_limit_s: float | None = None,
 ):
@@ -242,7 +249,7 @@ def simulate(
     from planner.plan import plan_from_document
     from planner.simulate import simulate_plan
 
-    catalog = load_catalog(catalog_dir)
+    catalog = scenario_catalog(scenario_path, catalog_dirs)
     scenario = load_scenario(scenario_path, catalog)
     if plan_document is not None:
         result = plan_from_document(plan_document)
@@ -251,10 +258,10 @@ def simulate(
     return result, simulate_plan(result, scenario, catalog, duration_s, seed, balancer)
 
 
-def verify(plan: Plan, scenario_path: Path | str, catalog_dir: Path | str | None = None, duration_s: float = 600.0,
+def verify(plan: Plan, scenario_path: Path | str, catalog_dirs: CatalogDirs = None, duration_s: float = 600.0,
            seed: int = 0):  # fmt: skip
     """Simulate a plan just made (`planner plan --verify`): the checks of `planner.simulate.simulate_plan`."""
     from planner.simulate import simulate_plan
 
-    catalog = load_catalog(catalog_dir)
+    catalog = scenario_catalog(scenario_path, catalog_dirs)
     return simulate_plan(plan, load_scenario(scenario_path, catalog), catalog, duration_s, seed)

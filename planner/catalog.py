@@ -6,7 +6,10 @@ Every entry carries the `source` of its numbers.
 
 from __future__ import annotations
 
+import csv
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -19,6 +22,7 @@ from planner.loading import StrictModel, read_yaml, validate_model
 Precision = Literal["bf16", "fp16", "fp8", "fp4"]
 PRECISIONS: tuple[str, ...] = ("bf16", "fp16", "fp8", "fp4")
 BYTES_PER_PARAM: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5}
+SHIPPED_LAYER = "shipped"
 
 
 class Gpu(StrictModel):
@@ -101,6 +105,8 @@ class BenchmarkRow(StrictModel):
 
     table: str
     line: int
+    origin: str = SHIPPED_LAYER
+    path: str = ""
     source: str = Field(min_length=1)
     model: str
     gpu: str
@@ -119,6 +125,18 @@ class BenchmarkRow(StrictModel):
     output_tokens_per_s: float | None = Field(default=None, gt=0)
     per: Literal["instance", "node"]
     notes: str = ""
+
+    @property
+    def point_key(self) -> tuple:
+        """The operating point a row measures: a row of a higher catalog layer at the same point replaces it."""
+        return (self.model, self.gpu, self.gpus, self.tp, self.precision, self.isl, self.osl, self.concurrency,
+                self.run_kind, self.per)  # fmt: skip
+
+    @property
+    def citation(self) -> str:
+        """Whose row it is and where: '<source> (<table> line N)', prefixed by the user catalog's name."""
+        where = f"{self.source} ({self.table} line {self.line})"
+        return where if self.origin == SHIPPED_LAYER else f"[{self.origin}] {where}"
 
 
 class SourcedValue(StrictModel):
@@ -143,16 +161,11 @@ class _DefaultsFile(StrictModel):
     defaults: CatalogDefaults
 
 
-class CatalogFiles(StrictModel):
-    gpus: list[Gpu] = Field(default_factory=list)
-    systems: list[System] = Field(default_factory=list)
-    models: list[ModelArch] = Field(default_factory=list)
-
-
 class Catalog(StrictModel):
     """Everything the planner knows about hardware, prices, models and measured performance."""
 
     directory: str
+    layers: tuple[str, ...] = (SHIPPED_LAYER,)
     defaults: CatalogDefaults
     gpus: dict[str, Gpu]
     systems: dict[str, System]
@@ -204,16 +217,10 @@ def _load_entries(path: Path, key: str) -> list:
         return []
     if not isinstance(data, dict) or set(data) != {key}:
         raise PlannerInputError(str(path), key, f"expected a mapping with the single key '{key}' holding a list")
-    return data[key] or []
-
-
-def _unique(entries: list, file: Path, what: str) -> dict:
-    by_id: dict = {}
-    for index, entry in enumerate(entries):
-        if entry.id in by_id:
-            raise PlannerInputError(str(file), f"{what}[{index}].id", f"duplicate id '{entry.id}'")
-        by_id[entry.id] = entry
-    return by_id
+    entries = data[key] or []
+    if not isinstance(entries, list):
+        raise PlannerInputError(str(path), key, f"expected a list of entries, got {type(entries).__name__}")
+    return entries
 
 
 def _csv_value(raw: object) -> object:
@@ -226,12 +233,22 @@ def _csv_value(raw: object) -> object:
     return raw
 
 
-def load_benchmark_table(path: Path) -> list[BenchmarkRow]:
+def load_benchmark_table(path: Path, origin: str = SHIPPED_LAYER) -> list[BenchmarkRow]:
     """Read one benchmark CSV into rows; a bad row raises PlannerInputError naming file, line and column."""
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        with open(path, newline="", encoding="utf-8") as handle:
+            records = list(csv.reader(handle))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise PlannerInputError(str(path), "", f"cannot read CSV: {exc}") from exc
+    if not records:
+        raise PlannerInputError(str(path), "", "empty file (expected a header line and rows)")
+    for number, record in enumerate(records[1:], start=2):
+        if record and len(record) != len(records[0]):
+            raise PlannerInputError(
+                str(path), f"line {number}",
+                f"{len(record)} fields but the header has {len(records[0])} (quote a field that contains a comma)",
+            )
+    frame = pd.DataFrame([r for r in records[1:] if r], columns=records[0], dtype=str)
     missing = [c for c in _REQUIRED_BENCHMARK_COLUMNS if c not in frame.columns]
     if missing:
         raise PlannerInputError(str(path), missing[0], f"missing column; required: {', '.join(_REQUIRED_BENCHMARK_COLUMNS)}")
@@ -243,41 +260,151 @@ def load_benchmark_table(path: Path) -> list[BenchmarkRow]:
         line = index + 2  # header is line 1
         values = {k: _csv_value(v) for k, v in record.items()}
         values = {k: v for k, v in values.items() if v is not None}
-        values.update(table=path.name, line=line)
+        values.update(table=path.name, line=line, origin=origin, path=str(path))
         rows.append(validate_model(BenchmarkRow, values, f"{path} line {line}"))
     return rows
 
 
-def load_catalog(directory: Path | str | None = None) -> Catalog:
-    """Load and cross-check a catalog directory (default: the shipped one)."""
-    directory = Path(directory) if directory is not None else default_catalog_dir()
-    if not directory.is_dir():
-        raise PlannerInputError(str(directory), "", "catalog directory not found")
-    parts: dict[str, list] = {}
-    for key in ("gpus", "systems", "models"):
-        file = directory / f"{key}.yaml"
-        entries = _load_entries(file, key)
-        parts[key] = getattr(validate_model(CatalogFiles, {key: entries}, str(file)), key)
-    gpus = _unique(parts["gpus"], directory / "gpus.yaml", "gpus")
-    systems = _unique(parts["systems"], directory / "systems.yaml", "systems")
-    models = _unique(parts["models"], directory / "models.yaml", "models")
-    for index, system in enumerate(parts["systems"]):
+_ENTRY_MODELS: dict[str, type[StrictModel]] = {"gpus": Gpu, "systems": System, "models": ModelArch}
+
+
+class CatalogManifest(StrictModel):
+    """`catalog.yaml` of a user catalog: its name in provenance, and whether it adds to the shipped catalog."""
+
+    name: str | None = Field(default=None, min_length=1)
+    base: Literal["shipped", "none"] = "shipped"
+    description: str = ""
+
+
+CatalogDirs = Path | str | Sequence[Path | str] | None
+
+
+@dataclass(frozen=True)
+class _Entry:
+    data: dict
+    file: Path
+
+
+def _merge_entries(merged: dict[str, _Entry], entries: list, file: Path, key: str, overlay: bool) -> None:
+    """Add one file's entries; an id already known is overridden field by field and must name its own source."""
+    seen: set[str] = set()
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+            raise PlannerInputError(str(file), f"{key}[{index}]", "expected a mapping with a string 'id'")
+        entry_id = entry["id"]
+        if entry_id in seen:
+            raise PlannerInputError(str(file), f"{key}[{index}].id", f"duplicate id '{entry_id}'")
+        seen.add(entry_id)
+        base = merged.get(entry_id)
+        if base is None or not overlay:
+            merged[entry_id] = _Entry(dict(entry), file)
+            continue
+        if "source" not in entry:
+            raise PlannerInputError(
+                str(file), f"{key}[{index}:{entry_id}].source",
+                f"required: an entry overriding {base.file}'s '{entry_id}' must name the source of its figures",
+            )
+        kept = sorted(set(base.data) - set(entry) - {"id", "source", "notes"})
+        data = {**base.data, **entry}
+        if kept:
+            data["source"] = f"{entry['source']} (overrides {', '.join(sorted(set(entry) - {'id', 'source'}))}); " \
+                             f"other fields: {base.data.get('source', '')}"  # fmt: skip
+        merged[entry_id] = _Entry(data, file)
+
+
+def _validated(key: str, merged: dict[str, _Entry]) -> dict:
+    """Validate every merged entry, naming the file that last touched it."""
+    model_cls = _ENTRY_MODELS[key]
+    result = {}
+    for entry_id in sorted(merged):
+        entry = merged[entry_id]
+        try:
+            result[entry_id] = validate_model(model_cls, entry.data, str(entry.file))
+        except PlannerInputError as error:
+            field = f"{key}[{entry_id}]" + (f".{error.field}" if error.field else "")
+            raise PlannerInputError(error.file, field, error.problem.message) from None
+    return result
+
+
+def _manifest(directory: Path) -> CatalogManifest:
+    file = directory / "catalog.yaml"
+    if not file.is_file():
+        return CatalogManifest()
+    return validate_model(CatalogManifest, read_yaml(file), str(file))
+
+
+def catalog_layers(directories: CatalogDirs) -> list[tuple[Path, str]]:
+    """(directory, origin label) from the bottom layer up: the shipped catalog unless the first user catalog
+    says `base: none`, then each user directory in the order given."""
+    if directories is None:
+        directories = []
+    elif isinstance(directories, (str, Path)):
+        directories = [directories]
+    user = [Path(d) for d in directories]
+    for directory in user:
+        if not directory.is_dir():
+            raise PlannerInputError(str(directory), "", "catalog directory not found")
+    layers: list[tuple[Path, str]] = []
+    if not user or _manifest(user[0]).base == "shipped":
+        layers.append((default_catalog_dir(), SHIPPED_LAYER))
+    for directory in user:
+        if directory.resolve() == default_catalog_dir().resolve() and layers and layers[0][1] == SHIPPED_LAYER:
+            continue  # the shipped catalog named explicitly: nothing to add
+        layers.append((directory, _manifest(directory).name or str(directory)))
+    return layers
+
+
+def load_catalog(directories: CatalogDirs = None) -> Catalog:
+    """Load the shipped catalog with user catalogs layered over it (or a standalone catalog), cross-checked.
+
+    A user directory may hold any of gpus.yaml, systems.yaml, models.yaml, defaults.yaml and benchmarks/*.csv.
+    Its entries add to the layers below; an entry with a known id overrides the fields it gives; a benchmark
+    row at the same operating point (model, GPU, GPUs, TP, precision, ISL, OSL, concurrency, run kind, per)
+    replaces the rows of the layers below (rows of one layer never replace each other). Every row keeps its origin ('shipped' or the user catalog's name).
+    """
+    layers = catalog_layers(directories)
+    merged: dict[str, dict[str, _Entry]] = {key: {} for key in _ENTRY_MODELS}
+    defaults_raw: dict = {}
+    rows: list[BenchmarkRow] = []
+    for depth, (directory, origin) in enumerate(layers):
+        overlay = depth > 0
+        for key in _ENTRY_MODELS:
+            file = directory / f"{key}.yaml"
+            if file.is_file() or not overlay:
+                _merge_entries(merged[key], _load_entries(file, key), file, key, overlay)
+        defaults_file = directory / "defaults.yaml"
+        if defaults_file.is_file() or not overlay:
+            data = read_yaml(defaults_file)
+            if not isinstance(data, dict) or not isinstance(data.get("defaults"), dict) or set(data) != {"defaults"}:
+                raise PlannerInputError(str(defaults_file), "defaults", "expected a mapping with the single key 'defaults'")
+            defaults_raw.update({name: (value, defaults_file) for name, value in data["defaults"].items()})
+        bench_dir = directory / "benchmarks"
+        layer_rows = [
+            row for table in (sorted(bench_dir.glob("*.csv")) if bench_dir.is_dir() else [])
+            for row in load_benchmark_table(table, origin)
+        ]  # fmt: skip
+        replaced = {row.point_key for row in layer_rows}
+        rows = [row for row in rows if row.point_key not in replaced] + layer_rows
+    gpus = _validated("gpus", merged["gpus"])
+    systems = _validated("systems", merged["systems"])
+    models = _validated("models", merged["models"])
+    for system_id, system in systems.items():
         if system.gpu not in gpus:
             raise PlannerInputError(
-                str(directory / "systems.yaml"),
-                f"systems[{index}:{system.id}].gpu",
+                str(merged["systems"][system_id].file), f"systems[{system_id}].gpu",
                 unknown_id_message("GPU", system.gpu, gpus, "planner catalog gpus"),
             )
-    rows: list[BenchmarkRow] = []
-    bench_dir = directory / "benchmarks"
-    for table in sorted(bench_dir.glob("*.csv")) if bench_dir.is_dir() else []:
-        for row in load_benchmark_table(table):
-            where = f"{table} line {row.line}"
-            if row.model not in models:
-                raise PlannerInputError(where, "model", unknown_id_message("model", row.model, models, "planner catalog models"))
-            if row.gpu not in gpus:
-                raise PlannerInputError(where, "gpu", unknown_id_message("GPU", row.gpu, gpus, "planner catalog gpus"))
-            rows.append(row)
-    defaults_file = directory / "defaults.yaml"
-    defaults = validate_model(_DefaultsFile, read_yaml(defaults_file), str(defaults_file)).defaults
-    return Catalog(directory=str(directory), defaults=defaults, gpus=gpus, systems=systems, models=models, benchmarks=tuple(rows))
+    for row in rows:
+        where = f"{row.path} line {row.line}"
+        if row.model not in models:
+            raise PlannerInputError(where, "model", unknown_id_message("model", row.model, models, "planner catalog models"))
+        if row.gpu not in gpus:
+            raise PlannerInputError(where, "gpu", unknown_id_message("GPU", row.gpu, gpus, "planner catalog gpus"))
+    defaults_files = sorted({str(file) for _, file in defaults_raw.values()})
+    defaults = validate_model(
+        _DefaultsFile, {"defaults": {name: value for name, (value, _) in defaults_raw.items()}}, " + ".join(defaults_files)
+    ).defaults
+    return Catalog(
+        directory=" + ".join(str(d) for d, _ in layers), layers=tuple(origin for _, origin in layers),
+        defaults=defaults, gpus=gpus, systems=systems, models=models, benchmarks=tuple(rows),
+    )

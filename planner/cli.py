@@ -31,7 +31,12 @@ EXIT_INFEASIBLE = 1
 EXIT_BAD_INPUT = 2
 
 CatalogOption = Annotated[
-    Optional[Path], typer.Option("--catalog", help="Catalog directory (default: the shipped catalogs).")
+    Optional[list[Path]],
+    typer.Option(
+        "--catalog",
+        help="User catalog directory layered over the shipped catalogs (repeatable; a catalog.yaml with "
+        "'base: none' makes it standalone).",
+    ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 ScenarioArgument = Annotated[Path, typer.Argument(help="Scenario YAML file.")]

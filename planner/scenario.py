@@ -169,6 +169,7 @@ class ScenarioSpec(StrictModel):
     engine: EngineSpec = Field(default_factory=EngineSpec)
     perf: PerfSpec = Field(default_factory=PerfSpec)
     solver: SolverSpec = Field(default_factory=SolverSpec)
+    catalog: str | list[str] | None = None  # user catalog directories layered over the shipped one
 
 
 @dataclass(frozen=True)
@@ -584,6 +585,26 @@ def load_scenario_deployments(path: Path | str, catalog: Catalog) -> dict[str, S
     }
     variants = {d: build_scenario(spec.model_copy(update={"deployment": d}), catalog, file) for d, ok in available.items() if ok}
     return variants
+
+
+def scenario_catalog_dirs(path: Path | str) -> list[Path]:
+    """The user catalog directories a scenario names (`catalog:`), relative to the scenario file."""
+    path = Path(path)
+    data = read_yaml(path)
+    named = data.get("catalog") if isinstance(data, dict) else None
+    if named is None:
+        return []
+    entries = [named] if isinstance(named, str) else named
+    if not isinstance(entries, list) or not all(isinstance(e, str) and e for e in entries):
+        raise PlannerInputError(str(path), "catalog", "expected a directory path or a list of them")
+    directories = []
+    for index, entry in enumerate(entries):
+        directory = Path(entry) if Path(entry).is_absolute() else path.parent / entry
+        if not directory.is_dir():
+            where = "catalog" if isinstance(named, str) else f"catalog[{index}]"
+            raise PlannerInputError(str(path), where, f"catalog directory '{entry}' not found (relative to the scenario file)")
+        directories.append(directory)
+    return directories
 
 
 def load_scenario(path: Path | str, catalog: Catalog) -> Scenario:

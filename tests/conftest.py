@@ -57,6 +57,7 @@ def make_catalog(tmp_path: Path, systems: list[dict], bench_rows: list[str]) -> 
     shipped = default_catalog_dir()
     for name in ("gpus.yaml", "models.yaml", "defaults.yaml"):
         shutil.copy(shipped / name, directory / name)
+    (directory / "catalog.yaml").write_text("name: test catalog\nbase: none\n")  # standalone, not layered
     (directory / "systems.yaml").write_text(yaml.safe_dump({"systems": systems}, sort_keys=False))
     (directory / "benchmarks" / "test.csv").write_text("\n".join([BENCH_HEADER, *bench_rows]) + "\n")
     return directory

@@ -73,7 +73,7 @@ def test_systems_gpu_must_exist(tmp_path):
     directory = make_catalog(tmp_path, [bad], [])
     with pytest.raises(PlannerInputError) as error:
         load_catalog(directory)
-    assert "systems[0:x].gpu" in str(error.value) and "H999" in str(error.value)
+    assert "systems[x].gpu" in str(error.value) and "H999" in str(error.value)
 
 
 def test_bad_benchmark_row_names_file_line_and_column(tmp_path):

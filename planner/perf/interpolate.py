@@ -78,7 +78,7 @@ def over_lengths(query: PerfQuery, catalog: Catalog) -> list[PerfResult]:
         same = [r for r in rows if getattr(r, fixed) == getattr(query, fixed)]
         keyed: dict[tuple, list[BenchmarkRow]] = {}
         for r in same:
-            keyed.setdefault((r.tp, r.precision, r.gpus, r.per, r.run_kind, r.concurrency, r.table), []).append(r)
+            keyed.setdefault((r.tp, r.precision, r.gpus, r.per, r.run_kind, r.concurrency, r.origin, r.table), []).append(r)
         for key in sorted(keyed, key=str):
             line = sorted(keyed[key], key=lambda r: getattr(r, moving))
             for low, high in zip(line, line[1:]):

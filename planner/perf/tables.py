@@ -29,7 +29,7 @@ def matching_rows(catalog: Catalog, query: PerfQuery) -> list[BenchmarkRow]:
 
 def engine_key(row: BenchmarkRow) -> tuple:
     """Rows of one engine variant differ only in load (concurrency / run kind)."""
-    return (row.tp or 0, row.precision or "", row.gpus, row.per, row.table)
+    return (row.tp or 0, row.precision or "", row.gpus, row.per, row.origin, row.table)
 
 
 def group_by_engine(rows: list[BenchmarkRow]) -> list[list[BenchmarkRow]]:
@@ -78,6 +78,6 @@ def result_from_row(row: BenchmarkRow, catalog: Catalog) -> PerfResult:
         ttft_ms=row.ttft_ms, itl_ms=row.itl_ms, e2e_ms=e2e,
         ttft_ms_bound=row.ttft_ms_bound, itl_ms_bound=row.itl_ms_bound,
         request_throughput_rps=rps, output_tokens_per_s=tokens_per_s,
-        provenance="measured", source=f"{row.source} ({row.table} line {row.line})",
+        provenance="measured", source=row.citation,
         memory=fit, derivations=tuple(derivations),
     )

@@ -202,8 +202,12 @@ def write_xlsx(bom: Bom, path: Path) -> None:
     workbook.properties.created = _EPOCH
     workbook.properties.modified = _EPOCH
     workbook.properties.creator = "planner"
+    from openpyxl.writer.excel import ExcelWriter
+
     buffer = io.BytesIO()
-    workbook.save(buffer)
+    # ExcelWriter directly: openpyxl's save() would stamp `modified` with the wall clock
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, allowZip64=True) as archive:
+        ExcelWriter(workbook, archive).write_data()
     path.write_bytes(_zip_with_fixed_times(buffer.getvalue()))
 
 
