@@ -265,3 +265,65 @@ def verify(plan: Plan, scenario_path: Path | str, catalog_dirs: CatalogDirs = No
 
     catalog = scenario_catalog(scenario_path, catalog_dirs)
     return simulate_plan(plan, load_scenario(scenario_path, catalog), catalog, duration_s, seed)
+
+
+@dataclass(frozen=True)
+class WorkloadFromTrace:
+    """`planner workload analyze`: the trace analysis and the scenario block made from it (and, with a base
+    scenario, the whole scenario with the workload in it, already checked against the catalog)."""
+
+    analysis: object  # planner.workload_analysis.TraceAnalysis
+    block: dict
+    scenario_document: dict | None
+
+
+def analyze_workload(
+    trace_path: Path | str, period: str = "hour", engines: int = 2, quantile: float | None = None,
+    name: str | None = None, model: str | None = None, mode: str = "streaming",
+    columns: tuple[str | None, str | None, str | None] = (None, None, None), time_unit: str = "s",
+    base_scenario: Path | str | None = None, catalog_dirs: CatalogDirs = None,
+) -> WorkloadFromTrace:
+    """Rates per period, the ISL x OSL histogram and engine variants of a request trace, as a scenario block."""
+    from planner.traces import load_trace
+    from planner.workload_analysis import analyze_trace, period_seconds, workload_block
+
+    catalog = load_catalog(catalog_dirs) if base_scenario is None else scenario_catalog(base_scenario, catalog_dirs)
+    if model is not None and model not in catalog.models:
+        raise PlannerInputError("--model", "model", unknown_id_message("model", model, catalog.models, "planner catalog models"))
+    if base_scenario is not None and model is None:
+        raise PlannerInputError("--model", "model", "required with --base: the workload must name a catalog model")
+    trace = load_trace(trace_path, *columns, time_unit=time_unit)
+    analysis = analyze_trace(
+        trace, period_seconds(period), engines,
+        quantile if quantile is not None else catalog.defaults.peak_quantile.value,
+    )  # fmt: skip
+    block = workload_block(analysis, name or Path(trace_path).stem, model or "set-a-model-id", mode)
+    document = None
+    if base_scenario is not None:
+        document = scenario_with_workload(base_scenario, block, catalog)
+    return WorkloadFromTrace(analysis, block, document)
+
+
+def scenario_with_workload(base_scenario: Path | str, block: dict, catalog: Catalog) -> dict:
+    """The base scenario with the block's workload added (or replacing the one of the same name) and its daily
+    profile as the scenario's periods; checked against the catalog before anything is written."""
+    from planner.loading import read_yaml, validate_model
+    from planner.scenario import ScenarioSpec, build_scenario
+
+    file = str(base_scenario)
+    document = read_yaml(Path(base_scenario))
+    if not isinstance(document, dict):
+        raise PlannerInputError(file, "", "expected a scenario (a YAML mapping)")
+    workload = block["workloads"][0]
+    workloads = [w for w in document.get("workloads") or [] if not (isinstance(w, dict) and w.get("name") == workload["name"])]
+    document = {**document, "workloads": [*workloads, workload]}
+    if "periods" in block:
+        if document.get("periods"):
+            raise PlannerInputError(
+                file, "periods",
+                "the base scenario has periods of its own; the trace's daily profile cannot be merged into them. "
+                "Paste the block by hand, or analyze with --period day",
+            )  # fmt: skip
+        document["periods"] = block["periods"]
+    build_scenario(validate_model(ScenarioSpec, document, file), catalog, file)
+    return document

@@ -150,7 +150,7 @@ def engine_lengths_by_model(scenario: Scenario) -> dict[str, list[tuple[int, int
     """Engine max (ISL, OSL) variants per model: every bucket cell, and each workload's envelope of its buckets."""
     lengths: dict[str, set[tuple[int, int]]] = defaultdict(set)
     for workload in scenario.workloads:
-        cells = {(b.isl_tokens, b.osl_tokens) for b in workload.buckets}
+        cells = {b.engine_lengths for b in workload.buckets}
         lengths[workload.model] |= cells
         lengths[workload.model].add((max(i for i, _ in cells), max(o for _, o in cells)))
     return {model: sorted(values) for model, values in lengths.items()}
@@ -221,7 +221,7 @@ class _Builder:
             if workload.precisions is not None and point.precision not in workload.precisions:
                 self.prune(workload, offer, f"precision {point.precision or 'unstated'} not in {list(workload.precisions)}")
                 continue
-            self.add(offer, workload, bucket_index, point, point.concurrency, (bucket.isl_tokens, bucket.osl_tokens))
+            self.add(offer, workload, bucket_index, point, point.concurrency, bucket.engine_lengths)
         return True
 
     def from_model(self, offer: SystemOffer, workload: Workload, bucket_index: int, bucket: Bucket) -> None:
@@ -238,7 +238,8 @@ class _Builder:
         if workload.precisions is not None:
             precisions = tuple(p for p in precisions if p in workload.precisions)
         query = self.query(workload, offer, bucket)
-        engines = [e for e in self.engines[workload.model] if e[0] >= bucket.isl_tokens and e[1] >= bucket.osl_tokens]
+        need_isl, need_osl = bucket.engine_lengths
+        engines = [e for e in self.engines[workload.model] if e[0] >= need_isl and e[1] >= need_osl]
         for tp in (t for t in self.scenario.tp_ladder if t <= system.gpus_per_node):
             for precision in precisions:
                 for lengths in engines:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+import yaml
 from rich.console import Console
 
 from planner import api
@@ -417,6 +418,51 @@ def catalog_list(
             sys.stdout.write(json_out.dumps({kind.value: entries}))
         else:
             text.print_catalog(kind.value, entries, _stdout())
+
+    _run(action, debug)
+
+
+workload_app = typer.Typer(help="Workloads from request traces.", no_args_is_help=True)
+app.add_typer(workload_app, name="workload")
+
+
+@workload_app.command("analyze")
+def workload_analyze(
+    trace: Annotated[Path, typer.Argument(help="Request trace: CSV, TSV or JSONL, one request per line.")],
+    period: Annotated[str, typer.Option("--period", help="Rate window: second, minute, hour, day or e.g. 15min.")] = "hour",
+    engines: Annotated[int, typer.Option("--engines", min=1, help="Engine variants (max ISL/OSL) to choose.")] = 2,
+    quantile: Annotated[Optional[float], typer.Option("--quantile", help="Peak quantile (default: catalog's).")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="Model id of the workload (planner catalog models).")] = None,
+    name: Annotated[Optional[str], typer.Option("--name", help="Workload name (default: the trace file's stem).")] = None,
+    mode: Annotated[str, typer.Option("--mode", help="streaming, sequential or offline.")] = "streaming",
+    time_column: Annotated[Optional[str], typer.Option("--time-column", help="Arrival time column.")] = None,
+    input_column: Annotated[Optional[str], typer.Option("--input-column", help="Input tokens column.")] = None,
+    output_column: Annotated[Optional[str], typer.Option("--output-column", help="Output tokens column.")] = None,
+    time_unit: Annotated[str, typer.Option("--time-unit", help="Unit of numeric timestamps: s, ms, us, ns.")] = "s",
+    base: Annotated[Optional[Path], typer.Option("--base", help="Scenario to add the workload to (needs --model).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Write the block (or, with --base, the scenario) here.")] = None,
+    json: JsonOption = False,
+    catalog: CatalogOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """Request rate per period, the ISL x OSL histogram and engine variants of a trace, as a scenario workload."""
+
+    def action() -> None:
+        if mode not in ("streaming", "sequential", "offline"):
+            raise PlannerInputError("--mode", "mode", f"unknown mode '{mode}'; allowed: streaming, sequential, offline")
+        answer = api.analyze_workload(
+            trace, period, engines, quantile, name, model, mode, (time_column, input_column, output_column), time_unit,
+            base, catalog,
+        )  # fmt: skip
+        document = answer.scenario_document if answer.scenario_document is not None else answer.block
+        block_yaml = yaml.safe_dump(document, sort_keys=False, width=120)
+        if out is not None:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(block_yaml, encoding="utf-8")
+        if json:
+            sys.stdout.write(json_out.dumps(json_out.workload_analysis_document(answer)))
+        else:
+            text.print_trace_analysis(answer, _stdout(), block_yaml, str(out) if out else None)
 
     _run(action, debug)
 

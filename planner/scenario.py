@@ -43,11 +43,22 @@ class UsersSpec(StrictModel):
 
 
 class BucketSpec(StrictModel):
-    """A cell of the workload's ISL x OSL histogram: `share` of its requests have these lengths."""
+    """A cell of the workload's ISL x OSL histogram: `share` of its requests have these lengths. With
+    `max_isl_tokens`/`max_osl_tokens` the bucket is a class of requests: throughput is priced at its (typical)
+    lengths, and an engine serving it must hold the maxima."""
 
     isl_tokens: int = Field(gt=0)
     osl_tokens: int = Field(gt=0)
     share: float = Field(gt=0, le=1)
+    max_isl_tokens: int | None = Field(default=None, gt=0)
+    max_osl_tokens: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _max_covers_length(self) -> "BucketSpec":
+        for length, maximum in (("isl_tokens", "max_isl_tokens"), ("osl_tokens", "max_osl_tokens")):
+            if getattr(self, maximum) is not None and getattr(self, maximum) < getattr(self, length):
+                raise ValueError(f"{maximum} ({getattr(self, maximum)}) must be >= {length} ({getattr(self, length)})")
+        return self
 
 
 class WorkloadSpec(StrictModel):
@@ -185,6 +196,13 @@ class Bucket:
     isl_tokens: int
     osl_tokens: int
     share: float
+    max_isl_tokens: int | None = None
+    max_osl_tokens: int | None = None
+
+    @property
+    def engine_lengths(self) -> tuple[int, int]:
+        """The (ISL, OSL) an engine serving this bucket must hold."""
+        return (self.max_isl_tokens or self.isl_tokens, self.max_osl_tokens or self.osl_tokens)
 
 
 @dataclass(frozen=True)
@@ -380,7 +398,7 @@ def check_prices_known(spec: ScenarioSpec, catalog: Catalog, file: str) -> None:
 def resolve_workload(spec: WorkloadSpec, words_per_token: float, default_quantile: float) -> Workload:
     """Lengths in tokens (words at `words_per_token`) and the peak rate to size for."""
     if spec.buckets is not None:
-        buckets = tuple(Bucket(b.isl_tokens, b.osl_tokens, b.share) for b in spec.buckets)
+        buckets = tuple(Bucket(b.isl_tokens, b.osl_tokens, b.share, b.max_isl_tokens, b.max_osl_tokens) for b in spec.buckets)
     else:
         isl = spec.isl_tokens if spec.isl_tokens is not None else words_to_tokens(spec.words_in, words_per_token)
         osl = spec.osl_tokens if spec.osl_tokens is not None else words_to_tokens(spec.words_out, words_per_token)

@@ -132,3 +132,11 @@ def simulation_document(checks) -> dict:
             "checks": [asdict(c) for c in check.checks], "stats": stats,
         })  # fmt: skip
     return {"workloads": items, "all_ok": all(c.ok for c in checks if c.ok is not None)}
+
+
+def workload_analysis_document(answer) -> dict:
+    """`planner workload analyze --json`: the analysis (windows, profile, histogram, variants) and the block."""
+    document = {"analysis": asdict(answer.analysis), "block": answer.block}
+    if answer.scenario_document is not None:
+        document["scenario"] = answer.scenario_document
+    return document

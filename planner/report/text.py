@@ -231,3 +231,49 @@ def print_simulation(checks, console: Console) -> None:
     console.print(table)
     for check in checks:
         console.print(f"- {check.workload} ({check.period}): {check.engines}", soft_wrap=True)
+
+
+def print_trace_analysis(answer, console: Console, block_yaml: str, written_to: str | None) -> None:
+    """One screen: traffic summary, the busiest periods (or the daily profile), lengths, engine variants."""
+    a = answer.analysis
+    console.print(
+        f"{a.path}: {a.requests:,} requests over {a.duration_s / 3600:.2f} h, mean {a.mean_rps:.4g} rps; "
+        f"ISL mean {a.isl_mean:.0f}, OSL mean {a.osl_mean:.0f} tokens"
+    )
+    b = a.busiest
+    console.print(
+        f"busiest period ({a.period_s:g} s): mean {b.mean_rps:.4g} rps; busiest second at P{a.quantile * 100:g}: "
+        f"{b.observed_peak_rps:g} seen, {b.poisson_peak_rps:g} by the Poisson rule"
+    )
+    if a.profile:
+        table = Table(title="Daily profile (scenario periods)")
+        for column in ("period", "hours/year", "mean rps", "demand factor"):
+            table.add_column(column, justify="left" if column == "period" else "right")
+        for slot in a.profile:
+            table.add_row(slot.name, f"{slot.hours_per_year:g}", f"{slot.mean_rps:.4g}", f"{slot.demand_factor:.3f}")
+        console.print(table)
+    histogram = Table(title="Requests by ISL (rows) x OSL (columns), tokens <= bin edge")
+    histogram.add_column("ISL \\ OSL", justify="right")
+    for edge in a.histogram.osl_edges:
+        histogram.add_column(f"{edge}", justify="right")
+    for edge, row in zip(a.histogram.isl_edges, a.histogram.counts):
+        histogram.add_row(f"{edge}", *(f"{c:,}" if c else "" for c in row))
+    console.print(histogram)
+    variants = Table(title=f"Engine variants ({len(a.variants)}): every request fits one")
+    for column in ("max ISL", "max OSL", "share", "mean ISL", "mean OSL"):
+        variants.add_column(column, justify="right")
+    for v in a.variants:
+        variants.add_row(f"{v.max_isl_tokens}", f"{v.max_osl_tokens}", f"{v.share:.1%}", f"{v.mean_isl_tokens:.0f}",
+                         f"{v.mean_osl_tokens:.0f}")  # fmt: skip
+    console.print(variants)
+    console.print(
+        f"padding waste: {a.padding_fraction:.1%} of reserved tokens "
+        f"(one variant at the maxima: {a.single_variant_padding_fraction:.1%})"
+    )
+    for note in a.notes:
+        console.print(f"note: {note}")
+    if written_to:
+        console.print(f"written: {written_to}")
+    else:
+        console.print("\nScenario block (paste into a scenario, or use --base SCENARIO --out FILE):")
+        console.print(block_yaml, markup=False, highlight=False, soft_wrap=True)
