@@ -327,3 +327,12 @@ def scenario_with_workload(base_scenario: Path | str, block: dict, catalog: Cata
         document["periods"] = block["periods"]
     build_scenario(validate_model(ScenarioSpec, document, file), catalog, file)
     return document
+
+
+def ingest_results(
+    tool: str, paths: list[Path | str], options, table: str = "ingested", catalog_dirs: CatalogDirs = None
+):
+    """Benchmark result files of genai-perf / vLLM / GuideLLM as catalog rows (planner.ingest.IngestResult)."""
+    from planner.ingest import ingest
+
+    return ingest(tool, paths, options, load_catalog(catalog_dirs), table)

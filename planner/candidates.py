@@ -209,7 +209,10 @@ class _Builder:
         if not data_sources:
             return False
         query = self.query(workload, offer, bucket)
-        points = operating_points(query, self.catalog, sources=data_sources, percentile=workload.slo.percentile)
+        points = operating_points(
+            query, self.catalog, precisions=tuple(workload.precisions) if workload.precisions else None,
+            sources=data_sources, percentile=workload.slo.percentile,
+        )  # fmt: skip
         if isinstance(points, PerfMiss):
             if points.reason.startswith("no benchmark row"):
                 return False

@@ -422,6 +422,49 @@ def catalog_list(
     _run(action, debug)
 
 
+class IngestTool(str, Enum):
+    genai_perf = "genai-perf"
+    vllm = "vllm"
+    guidellm = "guidellm"
+
+
+@app.command()
+def ingest(
+    tool: Annotated[IngestTool, typer.Argument(help="The tool that wrote the results.")],
+    paths: Annotated[list[Path], typer.Argument(help="Result files, or directories of a sweep (searched recursively).")],
+    model: Annotated[str, typer.Option("--model", help="Catalog model id the results are for.")],
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="Catalog GPU id (or give --node).")] = None,
+    tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor parallelism of the engine measured.")] = 1,
+    precision: Annotated[str, typer.Option("--precision", help="Engine precision: bf16, fp16, fp8, fp4.")] = "bf16",
+    node: Annotated[Optional[str], typer.Option("--node", help="Catalog system, when the benchmark loaded a whole node.")] = None,
+    statistic: Annotated[str, typer.Option("--statistic", help="Latency statistic: mean, median, p90, p95, p99.")] = "median",
+    isl: Annotated[Optional[int], typer.Option("--isl", min=1, help="Input length to record (default: from the files).")] = None,
+    osl: Annotated[Optional[int], typer.Option("--osl", min=1, help="Output length to record (default: from the files).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="CSV to write, e.g. my-catalog/benchmarks/NAME.csv.")] = None,
+    json: JsonOption = False,
+    catalog: CatalogOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """Turn benchmark results (genai-perf / AIPerf, vllm bench serve, GuideLLM) into catalog benchmark rows."""
+    from planner.ingest import IngestOptions
+
+    def action() -> None:
+        options = IngestOptions(model, gpu, tp, precision, node, statistic, isl, osl)
+        result = api.ingest_results(tool.value, paths, options, out.name if out else "ingested", catalog)
+        csv_text = result.csv_text()
+        if out is not None:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(csv_text, encoding="utf-8")
+        if json:
+            sys.stdout.write(json_out.dumps(json_out.ingest_document(result, str(out) if out else None)))
+        elif out is None:
+            sys.stdout.write(csv_text)
+        else:
+            text.print_ingest(result, str(out), _stdout())
+
+    _run(action, debug)
+
+
 workload_app = typer.Typer(help="Workloads from request traces.", no_args_is_help=True)
 app.add_typer(workload_app, name="workload")
 

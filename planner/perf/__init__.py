@@ -203,11 +203,13 @@ def operating_points(
     """The best point meeting the limits for each engine variant (TP, precision), from the first layer with data.
 
     `tps`/`precisions` are the variants the roofline may model (default: TP 1-8 and the GPU's precisions, or the
-    query's own TP/precision when it names them).
+    query's own TP/precision when it names them); `precisions` also filters table rows (a row that does not state
+    its precision is then left out).
     """
     reasons: list[str] = []
+    allowed = (lambda p: p.precision in precisions) if precisions else (lambda p: True)
     if "measured" in sources:
-        variants = _table_points(query, catalog, interpolate="interpolated" in sources)
+        variants = [v for v in _table_points(query, catalog, interpolate="interpolated" in sources) if allowed(v[0])]
         if variants:
             points = []
             for variant in variants:
@@ -215,7 +217,7 @@ def operating_points(
                 (reasons if isinstance(best, str) else points).append(best)
             return points if points else PerfMiss(query, "; ".join(sorted(set(reasons))))
     if "interpolated" in sources:
-        between = over_lengths(query, catalog)
+        between = [p for p in over_lengths(query, catalog) if allowed(p)]
         if query.concurrency is not None:
             between = [p for p in between if p.concurrency == query.concurrency]
         if between:

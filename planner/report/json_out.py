@@ -140,3 +140,9 @@ def workload_analysis_document(answer) -> dict:
     if answer.scenario_document is not None:
         document["scenario"] = answer.scenario_document
     return document
+
+
+def ingest_document(result, written_to: str | None) -> dict:
+    """`planner ingest --json`: the rows as they were written, and where."""
+    rows = [row.model_dump(exclude={"table", "line", "origin", "path"}) for row in result.rows]
+    return {"written": written_to, "rows": rows, "notes": list(result.notes)}

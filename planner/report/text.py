@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.console import Console
 from rich.table import Table
 
@@ -277,3 +279,26 @@ def print_trace_analysis(answer, console: Console, block_yaml: str, written_to: 
     else:
         console.print("\nScenario block (paste into a scenario, or use --base SCENARIO --out FILE):")
         console.print(block_yaml, markup=False, highlight=False, soft_wrap=True)
+
+
+def print_ingest(result, written_to: str, console: Console) -> None:
+    """The rows written, and how to plan with them."""
+    table = Table(title=f"{len(result.rows)} benchmark rows -> {written_to}")
+    for column in ("ISL/OSL", "concurrency", "TTFT ms", "ITL ms", "rps", "output tok/s", "source"):
+        table.add_column(column, justify="left" if column == "source" else "right")
+    for row in result.rows:
+        table.add_row(
+            f"{row.isl}/{row.osl}", str(row.concurrency or row.run_kind), _ms(row.ttft_ms), _ms(row.itl_ms),
+            f"{row.request_throughput_rps:.4g}", f"{row.output_tokens_per_s:,.0f}" if row.output_tokens_per_s else "-",
+            row.source,
+        )  # fmt: skip
+    console.print(table)
+    for note in result.notes:
+        console.print(f"note: {note}")
+    folder = Path(written_to).parent
+    catalog_dir = folder.parent if folder.name == "benchmarks" else None
+    if catalog_dir is not None:
+        console.print(f"plan with them: planner plan SCENARIO --catalog {catalog_dir}")
+    else:
+        console.print("the planner reads rows from <catalog>/benchmarks/*.csv: move the file there, then "
+                      "planner plan SCENARIO --catalog <catalog>")  # fmt: skip

@@ -1,0 +1,105 @@
+"""`vllm bench serve --save-result` (and the older `benchmarks/benchmark_serving.py`): one flat JSON per run.
+
+Keys (vLLM 0.33.0 `vllm/benchmarks/serve.py`; see tests/fixtures/ingest/vllm/FORMAT.md): `model_id`,
+`max_concurrency` (null = unbounded), `request_rate` (float or the string "inf"), `completed`, `duration` (s),
+`total_input_tokens`, `total_output_tokens`, `request_throughput`, `output_throughput`, and per metric
+`{mean,median,std}_{ttft,tpot,itl,e2el}_ms` plus `p{P}_..._ms`. ISL/OSL = totals / completed. `--append-result`
+files hold one object per line; a sweep's `summary.json` holds a list of runs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from planner.errors import PlannerInputError
+from planner.ingest import Run, little_concurrency, number, require
+
+WHAT = "vllm bench serve result"
+_STAT_PREFIX = {"mean": "mean", "median": "median", "p90": "p90", "p95": "p95", "p99": "p99"}
+
+
+def is_result_file(path: Path) -> bool:
+    return path.suffix == ".json" and not path.name.endswith(".pytorch.json")
+
+
+def _objects(path: Path) -> list[dict]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PlannerInputError(str(path), "", f"cannot read: {exc}") from None
+    try:
+        document = json.loads(text)
+        objects = document if isinstance(document, list) else [document]
+    except json.JSONDecodeError as whole:
+        try:  # --append-result: one object per line
+            objects = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except json.JSONDecodeError:
+            raise PlannerInputError(
+                str(path), f"line {whole.lineno}", f"not valid JSON ({whole.msg}): not a {WHAT}, or a truncated one"
+            ) from None
+    if not objects or not all(isinstance(o, dict) for o in objects):
+        raise PlannerInputError(str(path), "", f"expected a JSON object: not a {WHAT}")
+    return objects
+
+
+def _latency(result: dict, metric: str, statistic: str, file: str, required: bool) -> float | None:
+    key = f"{_STAT_PREFIX[statistic]}_{metric}_ms"
+    if key in result and result[key] is not None:
+        return number(result[key], file, key)
+    if statistic.startswith("p") and any(k.endswith(f"_{metric}_ms") for k in result):
+        percentiles = sorted(k for k in result if k.startswith("p") and k.endswith(f"_{metric}_ms"))
+        raise PlannerInputError(
+            file, key, f"the run did not record this percentile (it has: {', '.join(percentiles) or 'none'}); "
+            "re-run with --metric-percentiles, or ingest with --statistic mean/median",
+        )  # fmt: skip
+    if required:
+        raise PlannerInputError(file, key, f"missing key '{key}': not a {WHAT} with {metric} (see --percentile-metrics)")
+    return None
+
+
+def parse_result(result: dict, file: str, statistic: str) -> Run:
+    model_id = require(result, "model_id", file, WHAT)
+    completed = number(require(result, "completed", file, WHAT), file, "completed")
+    if completed <= 0:
+        raise PlannerInputError(file, "completed", "no request completed in this run: nothing to ingest")
+    duration_s = number(require(result, "duration", file, WHAT), file, "duration")
+    isl = number(require(result, "total_input_tokens", file, WHAT), file, "total_input_tokens") / completed
+    osl = number(require(result, "total_output_tokens", file, WHAT), file, "total_output_tokens") / completed
+    rps = number(require(result, "request_throughput", file, WHAT), file, "request_throughput")
+    tokens_per_s = result.get("output_throughput")
+    ttft = _latency(result, "ttft", statistic, file, required=True)
+    # TPOT is per request ((E2E - TTFT) / (OSL - 1)), the planner's ITL; pooled ITL gaps are the fallback
+    itl = _latency(result, "tpot", statistic, file, required=False)
+    if itl is None:
+        itl = _latency(result, "itl", statistic, file, required=False)
+    e2e_mean = result.get("mean_e2el_ms")
+    notes = [f"ISL/OSL = total tokens / {int(completed)} completed requests"]
+    if result.get("failed"):
+        notes.append(f"{result['failed']} requests failed")
+    raw_rate = result.get("request_rate")
+    rate = None if raw_rate in (None, "inf") else number(raw_rate, file, "request_rate")
+    concurrency = result.get("max_concurrency")
+    run_kind = "online"
+    if concurrency is None:
+        latency = number(e2e_mean, file, "mean_e2el_ms") if e2e_mean is not None else None
+        if latency is None and ttft is not None and itl is not None:
+            latency = ttft + (osl - 1) * itl  # E2E = TTFT + (OSL - 1) x ITL
+        if rate is None:
+            run_kind = "max-throughput"
+            notes.append("no --max-concurrency and rate inf: every request sent at once")
+        else:
+            concurrency = little_concurrency(rps, latency)
+            notes.append("concurrency = request_throughput x mean E2E (Little's law): the run set a rate, not a concurrency")
+    return Run(
+        tool="vllm bench serve", tool_version=None, file=file, model_name=str(model_id),
+        concurrency=int(concurrency) if concurrency is not None else None, request_rate=rate, isl=isl, osl=osl,
+        ttft_ms=ttft, itl_ms=itl, request_throughput_rps=rps,
+        output_tokens_per_s=number(tokens_per_s, file, "output_throughput") if tokens_per_s is not None else None,
+        statistic=statistic, run_kind=run_kind, notes=tuple(notes),
+    )  # fmt: skip
+
+
+def parse_file(path: Path, statistic: str) -> list[Run]:
+    """Every run in a result file (one, or several with --append-result / a sweep summary)."""
+    return [parse_result(obj, str(path), statistic) for obj in _objects(path)]

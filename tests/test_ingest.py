@@ -1,0 +1,152 @@
+"""Ingesting benchmark results (vllm bench serve, genai-perf, GuideLLM) into catalog rows, and planning with them.
+
+Fixtures under tests/fixtures/ingest/<tool>/ are shaped from each tool's own exporter source (FORMAT.md there).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from planner.api import plan_file
+from planner.catalog import load_benchmark_table, load_catalog
+from planner.errors import PlannerInputError
+from planner.ingest import IngestOptions, ingest
+from tests.conftest import write_scenario
+
+FIXTURES = Path(__file__).parent / "fixtures" / "ingest"
+VLLM = FIXTURES / "vllm"
+H100 = "H100-SXM-80GB"
+
+
+def options(**overrides) -> IngestOptions:
+    values = dict(model="llama-3.1-8b", gpu=H100, tp=1, precision="bf16")
+    values.update(overrides)
+    return IngestOptions(**values)
+
+
+# ---- vllm bench serve ----
+
+
+def test_vllm_sweep_directory_gives_one_row_per_concurrency(catalog):
+    result = ingest("vllm", [VLLM / "sweep"], options(), catalog)
+    assert [row.concurrency for row in result.rows] == [1, 8, 32]
+    assert {(row.isl, row.osl) for row in result.rows} == {(1024, 128)}
+    c8 = result.rows[1]
+    raw = json.loads(next((VLLM / "sweep").glob("*concurrency8-*")).read_text())
+    assert c8.ttft_ms == raw["median_ttft_ms"] and c8.itl_ms == raw["median_tpot_ms"]
+    assert c8.request_throughput_rps == raw["request_throughput"] and c8.output_tokens_per_s == raw["output_throughput"]
+    assert c8.source.startswith("vllm bench serve") and "concurrency8" in c8.source
+    assert "meta-llama/Llama-3.1-8B-Instruct" in c8.notes and "latencies: median" in c8.notes
+    assert (c8.gpus, c8.tp, c8.per) == (1, 1, "instance")
+
+
+def test_vllm_statistic_choice_and_missing_percentile(catalog):
+    result = ingest("vllm", [VLLM / "sweep" / next(p.name for p in (VLLM / "sweep").glob("*concurrency8-*"))],
+                    options(statistic="p90"), catalog)  # fmt: skip
+    raw = json.loads(next((VLLM / "sweep").glob("*concurrency8-*")).read_text())
+    assert result.rows[0].ttft_ms == raw["p90_ttft_ms"]
+    with pytest.raises(PlannerInputError) as error:  # the c1 run recorded only p99
+        ingest("vllm", [next((VLLM / "sweep").glob("*concurrency1-*"))], options(statistic="p90"), catalog)
+    assert error.value.field == "p90_ttft_ms" and "p99_ttft_ms" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "name, field, words",
+    [
+        ("missing_ttft.json", "median_ttft_ms", "missing key 'median_ttft_ms'"),
+        ("truncated.json", "line 1", "not valid JSON"),
+        ("genai_perf_instead.json", "model_id", "missing key 'model_id'"),
+    ],
+)
+def test_vllm_malformed_files_name_the_missing_key(catalog, name, field, words):
+    with pytest.raises(PlannerInputError) as error:
+        ingest("vllm", [VLLM / "malformed" / name], options(), catalog)
+    assert error.value.field == field and words in str(error.value)
+
+
+def test_rate_driven_run_gets_littles_law_concurrency(tmp_path, catalog):
+    raw = json.loads(next((VLLM / "sweep").glob("*concurrency8-*")).read_text())
+    raw.update(max_concurrency=None, request_rate=8.0)
+    path = tmp_path / "rate.json"
+    path.write_text(json.dumps(raw))
+    row = ingest("vllm", [path], options(), catalog).rows[0]
+    assert row.concurrency == round(raw["request_throughput"] * raw["mean_e2el_ms"] / 1000)
+    assert "Little's law" in row.notes
+
+
+def test_options_are_checked_against_the_catalog(catalog):
+    with pytest.raises(PlannerInputError, match="unknown model 'llama-9b'"):
+        ingest("vllm", [VLLM / "sweep"], options(model="llama-9b"), catalog)
+    with pytest.raises(PlannerInputError, match="does not support fp4"):
+        ingest("vllm", [VLLM / "sweep"], options(precision="fp4"), catalog)
+    with pytest.raises(PlannerInputError, match="required"):
+        ingest("vllm", [VLLM / "sweep"], options(gpu=None), catalog)
+
+
+def test_node_option_measures_a_whole_system(catalog):
+    row = ingest("vllm", [VLLM / "sweep"], options(gpu=None, node="dgx-h100"), catalog).rows[0]
+    assert (row.gpu, row.gpus, row.per) == (H100, 8, "node")
+
+
+def test_cli_writes_a_table_the_catalog_loader_reads(tmp_path, cli):
+    out = tmp_path / "my-lab" / "benchmarks" / "vllm.csv"
+    code, stdout, err = cli("ingest", "vllm", VLLM / "sweep", "--model", "llama-3.1-8b", "--gpu", H100, "--out", out)
+    assert code == 0, err
+    assert f"--catalog {tmp_path / 'my-lab'}" in stdout
+    rows = load_benchmark_table(out)
+    assert [r.concurrency for r in rows] == [1, 8, 32]
+
+
+def test_cli_bad_file_exits_2_and_writes_nothing(tmp_path, cli):
+    out = tmp_path / "rows.csv"
+    code, stdout, err = cli("ingest", "vllm", VLLM / "malformed" / "truncated.json", "--model", "llama-3.1-8b",
+                            "--gpu", H100, "--out", out)  # fmt: skip
+    assert code == 2 and "truncated.json" in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_same_files_same_bytes(catalog):
+    first = ingest("vllm", [VLLM / "sweep"], options(), catalog).csv_text()
+    assert first == ingest("vllm", [VLLM / "sweep"], options(), catalog).csv_text()
+
+
+# ---- the loop: ingest, then plan with the user's rows ----
+
+
+def _scenario(tmp_path: Path) -> Path:
+    document = {
+        "name": "byo-llama-8b",
+        "workloads": [{
+            "name": "chat", "model": "llama-3.1-8b", "isl_tokens": 1024, "osl_tokens": 128, "peak_rps": 30,
+            "precisions": ["bf16"], "slo": {"ttft_ms": 300, "itl_ms": 20},
+        }],
+        "sites": {"on_prem": {"systems": ["dgx-h100"]}},
+    }  # fmt: skip
+    return write_scenario(tmp_path, document)
+
+
+def test_planning_with_ingested_rows_switches_provenance_to_them(tmp_path, catalog):
+    scenario = _scenario(tmp_path)
+    before = plan_file(scenario)
+    assert {a.provenance for w in before.workloads for a in w.assignments} == {"modeled"}
+
+    user = tmp_path / "my-lab"
+    (user / "benchmarks").mkdir(parents=True)
+    (user / "catalog.yaml").write_text("name: my-lab\n")
+    (user / "benchmarks" / "vllm-sweep.csv").write_text(ingest("vllm", [VLLM / "sweep"], options(), catalog).csv_text())
+    after = plan_file(scenario, [user])
+    assignments = [a for w in after.workloads for a in w.assignments]
+    assert assignments and all(a.provenance in ("measured", "interpolated") for a in assignments)
+    assert all("[my-lab] vllm bench serve" in a.source for a in assignments)
+    assert load_catalog([user]).layers == ("shipped", "my-lab")
+
+
+def test_fixture_directories_are_not_modified(tmp_path, catalog):
+    copy = tmp_path / "sweep"
+    shutil.copytree(VLLM / "sweep", copy)
+    ingest("vllm", [copy], options(), catalog)
+    assert sorted(p.name for p in copy.iterdir()) == sorted(p.name for p in (VLLM / "sweep").iterdir())
