@@ -440,6 +440,9 @@ def ingest(
     statistic: Annotated[str, typer.Option("--statistic", help="Latency statistic: mean, median, p90, p95, p99.")] = "median",
     isl: Annotated[Optional[int], typer.Option("--isl", min=1, help="Input length to record (default: from the files).")] = None,
     osl: Annotated[Optional[int], typer.Option("--osl", min=1, help="Output length to record (default: from the files).")] = None,
+    concurrency: Annotated[
+        Optional[int], typer.Option("--concurrency", min=1, help="Concurrency of a single run whose file lacks it.")
+    ] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="CSV to write, e.g. my-catalog/benchmarks/NAME.csv.")] = None,
     json: JsonOption = False,
     catalog: CatalogOption = None,
@@ -449,7 +452,7 @@ def ingest(
     from planner.ingest import IngestOptions
 
     def action() -> None:
-        options = IngestOptions(model, gpu, tp, precision, node, statistic, isl, osl)
+        options = IngestOptions(model, gpu, tp, precision, node, statistic, isl, osl, concurrency)
         result = api.ingest_results(tool.value, paths, options, out.name if out else "ingested", catalog)
         csv_text = result.csv_text()
         if out is not None:

@@ -150,3 +150,98 @@ def test_fixture_directories_are_not_modified(tmp_path, catalog):
     shutil.copytree(VLLM / "sweep", copy)
     ingest("vllm", [copy], options(), catalog)
     assert sorted(p.name for p in copy.iterdir()) == sorted(p.name for p in (VLLM / "sweep").iterdir())
+
+
+# ---- genai-perf / AIPerf ----
+
+GENAI = FIXTURES / "genai-perf"
+
+
+def test_genai_perf_new_layout_sweep(catalog):
+    result = ingest("genai-perf", [GENAI / "new-layout"], options(), catalog)
+    assert [row.concurrency for row in result.rows] == [1, 8, 32]
+    assert {(row.isl, row.osl) for row in result.rows} == {(2048, 128)}
+    run_dir = next((GENAI / "new-layout").glob("*-concurrency8"))
+    raw = json.loads((run_dir / "profile_export_genai_perf.json").read_text())
+    c8 = result.rows[1]
+    assert c8.ttft_ms == raw["time_to_first_token"]["p50"] and c8.itl_ms == raw["inter_token_latency"]["p50"]
+    assert c8.request_throughput_rps == raw["request_throughput"]["avg"]
+    assert c8.output_tokens_per_s == raw["output_token_throughput"]["avg"]
+    assert c8.source == f"genai-perf (version not recorded): {run_dir.name}/profile_export_genai_perf.json"
+    # a directory holding both exports is read once, from the JSON
+    assert len(result.rows) == len(list((GENAI / "new-layout").glob("*/profile_export_genai_perf.json")))
+
+
+@pytest.mark.parametrize("layout", ["old-layout", "old-layout-0.0.8"])
+def test_genai_perf_old_flat_layout(catalog, layout):
+    raw = json.loads((GENAI / layout / "profile_export_genai_perf.json").read_text())
+    row = ingest("genai-perf", [GENAI / layout], options(statistic="mean"), catalog).rows[0]
+    assert row.concurrency == raw["input_config"]["concurrency"] == 16
+    assert row.ttft_ms == raw["time_to_first_token"]["avg"] and "latencies: mean" in row.notes
+
+
+def test_genai_perf_analyze_sweep_reads_concurrency_from_the_run_directory(catalog):
+    rows = ingest("genai-perf", [GENAI / "analyze-sweep"], options(), catalog).rows
+    assert [row.concurrency for row in rows] == [8, 16, 32]
+    assert all("directory's name" in row.notes for row in rows)
+
+
+def test_aiperf_export_names_its_version(catalog):
+    row = ingest("genai-perf", [GENAI / "aiperf"], options(), catalog).rows[0]
+    assert row.source.startswith("aiperf (0.13.0)") and row.concurrency == 8
+
+
+def test_non_streaming_run_records_no_latencies(catalog):
+    row = ingest("genai-perf", [GENAI / "non-streaming"], options(), catalog).rows[0]
+    assert row.ttft_ms is None and row.itl_ms is None and "non-streaming" in row.notes
+
+
+def test_genai_perf_csv_with_quoted_numbers(tmp_path, catalog):
+    run = tmp_path / "meta-llama_Llama-3.1-8B-Instruct-openai-chat-concurrency32"
+    run.mkdir()
+    shutil.copy(GENAI / "csv" / "profile_export_genai_perf.csv", run)
+    row = ingest("genai-perf", [run], options(), catalog).rows[0]
+    assert row.concurrency == 32 and row.isl == 2048  # "2,047.98" read as 2047.98
+    assert row.ttft_ms == 245.18 and row.output_tokens_per_s == 1688.48  # quoted "1,688.48"
+    json_row = ingest("genai-perf", [GENAI / "new-layout"], options(), catalog).rows[-1]
+    assert row.request_throughput_rps == pytest.approx(json_row.request_throughput_rps, abs=0.01)
+
+
+def test_genai_perf_csv_without_concurrency_needs_the_option(catalog):
+    path = GENAI / "csv" / "profile_export_genai_perf_0.0.8.csv"
+    with pytest.raises(PlannerInputError, match="records no concurrency"):
+        ingest("genai-perf", [path], options(), catalog)
+    row = ingest("genai-perf", [path], options(concurrency=16), catalog).rows[0]
+    assert row.concurrency == 16 and row.itl_ms == 11.53
+
+
+def test_rate_run_gets_littles_law_concurrency(catalog):
+    row = ingest("genai-perf", [GENAI / "malformed" / "no_concurrency.json"], options(), catalog).rows[0]
+    assert "Little's law" in row.notes and row.concurrency >= 1
+
+
+@pytest.mark.parametrize(
+    "name, field, words",
+    [
+        ("missing_ttft.json", "time_to_first_token", "missing key 'time_to_first_token'"),
+        ("not_json.json", "line 1", "not valid JSON"),
+    ],
+)
+def test_genai_perf_malformed_files(catalog, name, field, words):
+    with pytest.raises(PlannerInputError) as error:
+        ingest("genai-perf", [GENAI / "malformed" / name], options(), catalog)
+    assert error.value.field == field and words in str(error.value)
+
+
+def test_a_vllm_file_is_not_a_genai_perf_export(tmp_path, catalog):
+    source = next((VLLM / "sweep").glob("*concurrency8-*"))
+    target = tmp_path / "profile_export_genai_perf.json"
+    shutil.copy(source, target)
+    with pytest.raises(PlannerInputError) as error:
+        ingest("genai-perf", [target], options(), catalog)
+    assert error.value.field == "input_config" and "missing key 'input_config'" in str(error.value)
+
+
+def test_concurrency_option_needs_a_single_run(catalog):
+    with pytest.raises(PlannerInputError, match="applies to one run"):
+        ingest("genai-perf", [GENAI / "new-layout"], options(concurrency=4), catalog)

@@ -54,6 +54,7 @@ class IngestOptions:
     statistic: str = "median"
     isl: int | None = None  # override the lengths read from the files
     osl: int | None = None
+    concurrency: int | None = None  # for a single run whose file does not record it (a genai-perf CSV)
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,12 @@ def _snap(values: list[float]) -> tuple[list[int], str | None]:
     return snapped, None
 
 
+def _short_path(file: str) -> str:
+    """'run-directory/file': genai-perf names every run's export alike, its directory tells them apart."""
+    path = Path(file)
+    return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
+
+
 def runs_to_rows(runs: list[Run], options: IngestOptions, catalog: Catalog, table: str = "ingested") -> IngestResult:
     """Benchmark rows from runs, with the options' ids; every row validated as the catalog loader would."""
     gpu, gpus, per = _check_options(options, catalog)
@@ -173,7 +180,7 @@ def runs_to_rows(runs: list[Run], options: IngestOptions, catalog: Catalog, tabl
             remarks.append(f"offered {run.request_rate:g} rps")
         remarks += list(run.notes)
         values = {
-            "table": table, "line": line, "source": f"{run.tool} ({version}): {Path(run.file).name}",
+            "table": table, "line": line, "source": f"{run.tool} ({version}): {_short_path(run.file)}",
             "model": options.model, "gpu": gpu, "gpus": gpus, "tp": options.tp, "precision": options.precision,
             "isl": max(1, isl), "osl": max(1, osl), "concurrency": run.concurrency, "run_kind": run.run_kind,
             "ttft_ms": run.ttft_ms or None, "itl_ms": run.itl_ms or None,
@@ -192,10 +199,12 @@ def ingest(tool: str, paths: list[Path | str], options: IngestOptions, catalog: 
         raise PlannerInputError("ingest", "tool", f"unknown tool '{tool}'; allowed: {', '.join(TOOLS)}")
     _check_options(options, catalog)
     parser = importlib.import_module(f"planner.ingest.{tool.replace('-', '_')}")
+    files = files_of([Path(p) for p in paths], parser.is_result_file)
+    if options.concurrency is not None and len(files) > 1:
+        raise PlannerInputError("--concurrency", "concurrency", f"applies to one run; {len(files)} result files were found")
     runs: list[Run] = []
-    for file in files_of([Path(p) for p in paths], parser.is_result_file):
-        runs.extend(parser.parse_file(file, options.statistic))
-    runs = [r for r in runs if r is not None]
+    for file in files:
+        runs.extend(parser.parse_file(file, options.statistic, options.concurrency))
     return runs_to_rows(runs, options, catalog, table)
 
 

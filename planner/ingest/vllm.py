@@ -58,7 +58,7 @@ def _latency(result: dict, metric: str, statistic: str, file: str, required: boo
     return None
 
 
-def parse_result(result: dict, file: str, statistic: str) -> Run:
+def parse_result(result: dict, file: str, statistic: str, concurrency_override: int | None = None) -> Run:
     model_id = require(result, "model_id", file, WHAT)
     completed = number(require(result, "completed", file, WHAT), file, "completed")
     if completed <= 0:
@@ -79,7 +79,7 @@ def parse_result(result: dict, file: str, statistic: str) -> Run:
         notes.append(f"{result['failed']} requests failed")
     raw_rate = result.get("request_rate")
     rate = None if raw_rate in (None, "inf") else number(raw_rate, file, "request_rate")
-    concurrency = result.get("max_concurrency")
+    concurrency = result.get("max_concurrency") if concurrency_override is None else concurrency_override
     run_kind = "online"
     if concurrency is None:
         latency = number(e2e_mean, file, "mean_e2el_ms") if e2e_mean is not None else None
@@ -100,6 +100,6 @@ def parse_result(result: dict, file: str, statistic: str) -> Run:
     )  # fmt: skip
 
 
-def parse_file(path: Path, statistic: str) -> list[Run]:
+def parse_file(path: Path, statistic: str, concurrency_override: int | None = None) -> list[Run]:
     """Every run in a result file (one, or several with --append-result / a sweep summary)."""
-    return [parse_result(obj, str(path), statistic) for obj in _objects(path)]
+    return [parse_result(obj, str(path), statistic, concurrency_override) for obj in _objects(path)]
