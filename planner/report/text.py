@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from planner.api import CurveAnswer, DeploymentResult, PeakAnswer, PerfAnswer, UsersAnswer
@@ -24,6 +26,15 @@ def _engine(line) -> str:
     if unstated:
         stated = (stated + " " if stated else "") + f"({'/'.join(unstated)} n/s)"
     return f"{stated} {line.engine_isl}/{line.engine_osl}"
+
+
+_ORIGIN = re.compile(r"(?:^|between |and )\[([^\]]+)\]")
+
+
+def _origins(workload) -> str:
+    """' [my-lab]' when rows of user catalogs served the workload (their citations start with '[name]')."""
+    names = sorted({name for a in workload.assignments for name in _ORIGIN.findall(a.source)})
+    return escape(f" [{', '.join(names)}]") if names else ""
 
 
 def print_plan(plan: Plan, console: Console) -> None:
@@ -54,7 +65,7 @@ def print_plan(plan: Plan, console: Console) -> None:
     for w in plan.workloads:
         loads.add_row(
             w.name, f"{w.isl_tokens}/{w.osl_tokens}", f"{w.demand_rps:,.4g}", f"{w.capacity_rps:,.4g}",
-            _ms(w.ttft_ms), _ms(w.itl_ms), _ms(w.e2e_ms), w.provenance,
+            _ms(w.ttft_ms), _ms(w.itl_ms), _ms(w.e2e_ms), w.provenance + _origins(w),
         )
     console.print(loads)
     if len(plan.periods) > 1:
@@ -67,7 +78,7 @@ def print_plan(plan: Plan, console: Console) -> None:
         console.print(by_period)
     console.print("[bold]Why[/bold]")
     for w in plan.workloads:
-        console.print(f"- {w.name}: demand {w.demand_note}; {w.why}", soft_wrap=True)
+        console.print(escape(f"- {w.name}: demand {w.demand_note}; {w.why}"), soft_wrap=True)
     for limit in plan.binding_limits:
         console.print(f"- binding: {limit}", soft_wrap=True)
     stats = plan.candidates
@@ -126,9 +137,9 @@ def print_perf(answer: PerfAnswer, gpus_per_node: int, console: Console) -> None
     )
     if result.memory is not None:
         console.print(f"memory: {result.memory.reason}; max concurrency by memory {result.memory.max_concurrency_by_memory}")
-    console.print(f"provenance: {result.provenance} - {result.source}", soft_wrap=True)
+    console.print(escape(f"provenance: {result.provenance} - {result.source}"), soft_wrap=True)
     for note in result.derivations:
-        console.print(f"  ({note})", soft_wrap=True)
+        console.print(escape(f"  ({note})"), soft_wrap=True)
 
 
 def print_peak(answer: PeakAnswer, console: Console) -> None:
@@ -150,7 +161,7 @@ _CATALOG_COLUMNS = {
     "gpus": ("id", "memory_gb", "mem_bw_tb_per_s", "tflops_by_precision", "link", "tdp_w"),
     "systems": ("id", "kind", "gpu", "gpus_per_node", "price_usd", "usd_per_hour", "power_kw", "rack_units"),
     "models": ("id", "params_b", "layers", "hidden", "heads", "kv_heads", "head_dim", "max_context"),
-    "benchmarks": ("model", "gpu", "tp", "precision", "isl", "osl", "concurrency", "ttft_ms", "itl_ms",
+    "benchmarks": ("origin", "model", "gpu", "tp", "precision", "isl", "osl", "concurrency", "ttft_ms", "itl_ms",
                    "request_throughput_rps", "output_tokens_per_s", "per", "table"),
 }  # fmt: skip
 
@@ -161,7 +172,7 @@ def print_catalog(kind: str, entries: list[dict], console: Console) -> None:
     for column in columns:
         table.add_column(column)
     for entry in entries:
-        table.add_row(*("" if entry.get(c) is None else str(entry.get(c)) for c in columns))
+        table.add_row(*("" if entry.get(c) is None else escape(str(entry.get(c))) for c in columns))
     console.print(table)
     console.print("Each entry names its source: see --json.")
 
@@ -273,7 +284,7 @@ def print_trace_analysis(answer, console: Console, block_yaml: str, written_to: 
         f"(one variant at the maxima: {a.single_variant_padding_fraction:.1%})"
     )
     for note in a.notes:
-        console.print(f"note: {note}")
+        console.print(escape(f"note: {note}"))
     if written_to:
         console.print(f"written: {written_to}")
     else:
@@ -294,7 +305,7 @@ def print_ingest(result, written_to: str, console: Console) -> None:
         )  # fmt: skip
     console.print(table)
     for note in result.notes:
-        console.print(f"note: {note}")
+        console.print(escape(f"note: {note}"))
     folder = Path(written_to).parent
     catalog_dir = folder.parent if folder.name == "benchmarks" else None
     if catalog_dir is not None:
