@@ -274,6 +274,9 @@ class CatalogManifest(StrictModel):
     name: str | None = Field(default=None, min_length=1)
     base: Literal["shipped", "none"] = "shipped"
     description: str = ""
+    # the benchmark tables that are this catalog's own; another CSV dropped into its benchmarks/ (e.g. by
+    # `planner ingest --out catalogs/benchmarks/x.csv`) is cited as 'local', not as this catalog's
+    tables: list[str] | None = None
 
 
 CatalogDirs = Path | str | Sequence[Path | str] | None
@@ -379,9 +382,10 @@ def load_catalog(directories: CatalogDirs = None) -> Catalog:
                 raise PlannerInputError(str(defaults_file), "defaults", "expected a mapping with the single key 'defaults'")
             defaults_raw.update({name: (value, defaults_file) for name, value in data["defaults"].items()})
         bench_dir = directory / "benchmarks"
+        own_tables = _manifest(directory).tables
         layer_rows = [
             row for table in (sorted(bench_dir.glob("*.csv")) if bench_dir.is_dir() else [])
-            for row in load_benchmark_table(table, origin)
+            for row in load_benchmark_table(table, origin if own_tables is None or table.name in own_tables else "local")
         ]  # fmt: skip
         replaced = {row.point_key for row in layer_rows}
         rows = [row for row in rows if row.point_key not in replaced] + layer_rows

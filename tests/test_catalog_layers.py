@@ -153,3 +153,18 @@ def test_a_row_with_more_fields_than_the_header_is_refused(tmp_path):
     with pytest.raises(PlannerInputError) as error:
         load_catalog(directory)
     assert error.value.field == "line 2" and "quote a field" in str(error.value)
+
+
+def test_a_table_dropped_into_the_shipped_catalog_is_cited_as_local(tmp_path):
+    import shutil
+
+    from planner.catalog import default_catalog_dir
+
+    copy = tmp_path / "catalogs"
+    shutil.copytree(default_catalog_dir(), copy)
+    (copy / "benchmarks" / "ours.csv").write_text(BENCH_HEADER + "\n" + c1_row(3.1) + "\n")
+    (copy / "catalog.yaml").write_text((copy / "catalog.yaml").read_text() + "base: none\n")
+    layered = load_catalog(copy)
+    ours = [r for r in layered.benchmarks if r.table == "ours.csv"]
+    assert ours and all(r.origin == "local" and r.citation.startswith("[local]") for r in ours)
+    assert all(r.origin == "shipped" for r in layered.benchmarks if r.table == "public.csv")
