@@ -245,3 +245,61 @@ def test_a_vllm_file_is_not_a_genai_perf_export(tmp_path, catalog):
 def test_concurrency_option_needs_a_single_run(catalog):
     with pytest.raises(PlannerInputError, match="applies to one run"):
         ingest("genai-perf", [GENAI / "new-layout"], options(concurrency=4), catalog)
+
+
+# ---- GuideLLM ----
+
+GUIDELLM = FIXTURES / "guidellm"
+
+
+def test_guidellm_report_gives_one_row_per_benchmark(catalog):
+    report = json.loads((GUIDELLM / "benchmarks.json").read_text())
+    rows = ingest("guidellm", [GUIDELLM / "benchmarks.json"], options(), catalog).rows
+    assert len(rows) == len(report["benchmarks"])
+    assert {(row.isl, row.osl) for row in rows} == {(512, 256)}
+    first = report["benchmarks"][0]
+    synchronous = next(row for row in rows if "strategy synchronous" in row.notes)
+    metrics = first["metrics"]
+    assert synchronous.concurrency == 1
+    assert synchronous.ttft_ms == metrics["time_to_first_token_ms"]["successful"]["median"]
+    assert synchronous.itl_ms == metrics["inter_token_latency_ms"]["successful"]["median"]
+    assert synchronous.request_throughput_rps == metrics["requests_per_second"]["successful"]["mean"]
+    assert synchronous.source == "guidellm (0.8.1): guidellm/benchmarks.json"
+    # rate-driven strategies take the measured mean concurrency
+    for benchmark in report["benchmarks"][1:]:
+        expected = round(benchmark["metrics"]["request_concurrency"]["successful"]["mean"])
+        assert any(row.concurrency == max(1, expected) for row in rows)
+
+
+def test_guidellm_percentile_statistic(catalog):
+    report = json.loads((GUIDELLM / "benchmarks.json").read_text())
+    row = next(r for r in ingest("guidellm", [GUIDELLM / "benchmarks.json"], options(statistic="p95"), catalog).rows
+               if r.concurrency == 1)  # fmt: skip
+    assert row.ttft_ms == report["benchmarks"][0]["metrics"]["time_to_first_token_ms"]["successful"]["percentiles"]["p95"]
+
+
+@pytest.mark.parametrize(
+    "name, field, words",
+    [
+        ("no_metrics.json", "benchmarks[0].metrics", "missing key 'metrics'"),
+        ("empty_benchmarks.json", "benchmarks", "holds no benchmarks"),
+        ("wrong_tool.json", "benchmarks", "missing key 'benchmarks'"),
+    ],
+)
+def test_guidellm_malformed_reports(catalog, name, field, words):
+    with pytest.raises(PlannerInputError) as error:
+        ingest("guidellm", [GUIDELLM / "malformed" / name], options(), catalog)
+    assert error.value.field == field and words in str(error.value)
+
+
+def test_guidellm_yaml_report(tmp_path, catalog):
+    import yaml
+
+    report = json.loads((GUIDELLM / "benchmarks.json").read_text())
+    (tmp_path / "benchmarks.yaml").write_text(yaml.safe_dump(report))
+    def numbers(rows):
+        return [(r.concurrency, r.isl, r.osl, r.ttft_ms, r.itl_ms, r.request_throughput_rps, r.output_tokens_per_s) for r in rows]
+
+    from_yaml = ingest("guidellm", [tmp_path], options(), catalog).rows
+    from_json = ingest("guidellm", [GUIDELLM / "benchmarks.json"], options(), catalog).rows
+    assert numbers(from_yaml) == numbers(from_json) and from_yaml[0].source.endswith("benchmarks.yaml")
