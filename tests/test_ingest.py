@@ -303,3 +303,14 @@ def test_guidellm_yaml_report(tmp_path, catalog):
     from_yaml = ingest("guidellm", [tmp_path], options(), catalog).rows
     from_json = ingest("guidellm", [GUIDELLM / "benchmarks.json"], options(), catalog).rows
     assert numbers(from_yaml) == numbers(from_json) and from_yaml[0].source.endswith("benchmarks.yaml")
+
+
+def test_guidellm_legacy_layout(catalog):
+    report = json.loads((GUIDELLM / "old" / "benchmarks.json").read_text())
+    rows = ingest("guidellm", [GUIDELLM / "old"], options(), catalog).rows
+    assert len(rows) == len(report["benchmarks"])
+    first = report["benchmarks"][0]
+    assert first["worker"]["backend_model"] in rows[0].notes  # the model from the 0.3 layout
+    synchronous = next(row for row in rows if "strategy synchronous" in row.notes)
+    assert synchronous.ttft_ms == first["metrics"]["time_to_first_token_ms"]["successful"]["median"]
+    assert synchronous.source == "guidellm (version not recorded): old/benchmarks.json"
