@@ -314,3 +314,31 @@ def test_guidellm_legacy_layout(catalog):
     synchronous = next(row for row in rows if "strategy synchronous" in row.notes)
     assert synchronous.ttft_ms == first["metrics"]["time_to_first_token_ms"]["successful"]["median"]
     assert synchronous.source == "guidellm (version not recorded): old/benchmarks.json"
+
+
+@pytest.mark.parametrize(
+    "tool, path, isl, osl",
+    [
+        ("vllm", VLLM / "sweep", 1024, 128),
+        ("genai-perf", GENAI / "new-layout", 2048, 128),
+        ("guidellm", GUIDELLM / "benchmarks.json", 512, 256),
+    ],
+)
+def test_cli_loop_ingest_then_plan_on_the_users_rows(tmp_path, cli, tool, path, isl, osl):
+    catalog_dir = tmp_path / "my-lab"
+    code, out, err = cli("ingest", tool, path, "--model", "llama-3.1-8b", "--gpu", H100, "--precision", "bf16",
+                         "--out", catalog_dir / "benchmarks" / f"{tool}.csv")  # fmt: skip
+    assert code == 0, err
+    document = {
+        "name": "loop", "catalog": "my-lab",
+        "workloads": [{"name": "chat", "model": "llama-3.1-8b", "isl_tokens": isl, "osl_tokens": osl, "peak_rps": 20,
+                       "precisions": ["bf16"], "slo": {"ttft_ms": 1000, "itl_ms": 60}}],
+        "sites": {"on_prem": {"systems": ["dgx-h100"]}},
+    }  # fmt: skip
+    scenario = write_scenario(tmp_path, document)
+    code, out, err = cli("plan", scenario, "--json")
+    assert code == 0, err
+    assignments = [a for w in json.loads(out)["workloads"] for a in w["assignments"]]
+    assert assignments and all(a["provenance"] in ("measured", "interpolated") for a in assignments)
+    assert all(f"[{catalog_dir}] {tool}" in a["source"] or f"[{catalog_dir}] vllm bench serve" in a["source"]
+               for a in assignments)  # fmt: skip
