@@ -27,13 +27,35 @@ def plan_file(
     solver: str | None = None,
     time_limit_s: float | None = None,
     progress=None,
+    perf_margin: float | None = None,
 ) -> Plan:
     """Load the catalog and a scenario file, then size the fleet (raises InfeasiblePlanError with a diagnosis).
-    `progress(done, total)` follows the candidate enumeration, the long part of big scenarios."""
+    `progress(done, total)` follows the candidate enumeration, the long part of big scenarios. A perf margin
+    (argument or the scenario's `robustness:`) or demand forecasts make it a robust plan priced against the nominal."""
     catalog = scenario_catalog(scenario_path, catalog_dirs)
-    return solve_plan(
-        load_scenario(scenario_path, catalog), catalog, solver=solver, time_limit_s=time_limit_s, progress=progress
-    )
+    scenario = with_perf_margin(load_scenario(scenario_path, catalog), perf_margin)
+    return solve_scenario(scenario, catalog, solver, time_limit_s, progress)
+
+
+def with_perf_margin(scenario: Scenario, perf_margin: float | None) -> Scenario:
+    """The scenario with `--perf-margin` applied (it overrides the scenario's `robustness.perf_margin`)."""
+    import dataclasses
+
+    if perf_margin is None:
+        return scenario
+    if not 0 <= perf_margin < 1:
+        raise PlannerInputError("--perf-margin", "perf_margin", f"must be in [0, 1) (got {perf_margin:g})")
+    return dataclasses.replace(scenario, perf_margin=perf_margin)
+
+
+def solve_scenario(scenario: Scenario, catalog: Catalog, solver: str | None = None, time_limit_s: float | None = None,
+                   progress=None) -> Plan:  # fmt: skip
+    """The nominal plan, or the robust one (with its cost against the nominal) when the scenario asks for it."""
+    from planner.robustness import is_robust, plan_robust
+
+    if is_robust(scenario):
+        return plan_robust(scenario, catalog, solver, time_limit_s, progress)
+    return solve_plan(scenario, catalog, solver=solver, time_limit_s=time_limit_s, progress=progress)
 
 
 def validate_file(scenario_path: Path | str, catalog_dirs: CatalogDirs = None) -> Scenario:
@@ -223,11 +245,11 @@ class PlannedScenario:
 
 def plan_in_context(
     scenario_path: Path | str, catalog_dirs: CatalogDirs = None, solver: str | None = None,
-    time_limit_s: float | None = None, progress=None,
+    time_limit_s: float | None = None, progress=None, perf_margin: float | None = None,
 ) -> PlannedScenario:
     catalog = scenario_catalog(scenario_path, catalog_dirs)
-    scenario = load_scenario(scenario_path, catalog)
-    result = solve_plan(scenario, catalog, solver=solver, time_limit_s=time_limit_s, progress=progress)
+    scenario = with_perf_margin(load_scenario(scenario_path, catalog), perf_margin)
+    result = solve_scenario(scenario, catalog, solver, time_limit_s, progress)
     return PlannedScenario(result, scenario, catalog)
 
 
@@ -336,3 +358,17 @@ def ingest_results(
     from planner.ingest import ingest
 
     return ingest(tool, paths, options, load_catalog(catalog_dirs), table)
+
+
+def sensitivity(
+    scenario_path: Path | str, catalog_dirs: CatalogDirs = None, throughput_scales=(1.0, 0.9, 0.8, 0.7),
+    demand_scales=(1.0, 1.25, 1.5, 2.0), latency_scales=(1.0,), solver: str | None = None,
+    time_limit_s: float | None = None, progress=None,
+):
+    """Where the scenario's nominal plan breaks over a grid of scales, and what a plan for each point costs."""
+    from planner.robustness import sensitivity as run_sensitivity
+
+    catalog = scenario_catalog(scenario_path, catalog_dirs)
+    scenario = load_scenario(scenario_path, catalog)
+    return run_sensitivity(scenario, catalog, tuple(throughput_scales), tuple(demand_scales), tuple(latency_scales),
+                           solver, time_limit_s, progress)  # fmt: skip

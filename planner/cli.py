@@ -151,6 +151,10 @@ def plan(
     scenario: ScenarioArgument,
     json: JsonOption = False,
     verify: Annotated[bool, typer.Option("--verify", help="Simulate the plan under Poisson arrivals and flag SLO misses.")] = False,
+    perf_margin: Annotated[
+        Optional[float],
+        typer.Option("--perf-margin", help="Robust plan: derate every throughput by this fraction (e.g. 0.2)."),
+    ] = None,
     solver: SolverOption = None,
     time_limit: TimeLimitOption = None,
     catalog: CatalogOption = None,
@@ -160,7 +164,7 @@ def plan(
 
     def action() -> None:
         with _progress(json) as progress:
-            result = api.plan_file(scenario, catalog, solver.value if solver else None, time_limit, progress)
+            result = api.plan_file(scenario, catalog, solver.value if solver else None, time_limit, progress, perf_margin)
         checks = api.verify(result, scenario, catalog) if verify else None
         if json:
             document = json_out.plan_document(result)
@@ -418,6 +422,43 @@ def catalog_list(
             sys.stdout.write(json_out.dumps({kind.value: entries}))
         else:
             text.print_catalog(kind.value, entries, _stdout())
+
+    _run(action, debug)
+
+
+def _scales(text: str, flag: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise PlannerInputError(flag, flag.lstrip("-"), f"expected comma-separated numbers such as 1,0.9,0.8 (got '{text}')") from None
+
+
+@app.command()
+def sensitivity(
+    scenario: ScenarioArgument,
+    throughput: Annotated[str, typer.Option("--throughput", help="Throughput scales, comma-separated.")] = "1,0.9,0.8,0.7",
+    demand: Annotated[str, typer.Option("--demand", help="Demand scales, comma-separated.")] = "1,1.25,1.5,2",
+    latency: Annotated[str, typer.Option("--latency", help="Latency-limit scales (0.8 = 20% tighter).")] = "1",
+    out: Annotated[Optional[Path], typer.Option("--out", help="Also write the grid as CSV here.")] = None,
+    json: JsonOption = False,
+    solver: SolverOption = None,
+    time_limit: TimeLimitOption = None,
+    catalog: CatalogOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """Where the nominal plan breaks (less throughput, more demand, tighter limits) and what a plan for each point costs."""
+
+    def action() -> None:
+        scales = (_scales(throughput, "--throughput"), _scales(demand, "--demand"), _scales(latency, "--latency"))
+        with _progress(json) as progress:
+            result = api.sensitivity(scenario, catalog, *scales, solver.value if solver else None, time_limit, progress)
+        if out is not None:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json_out.sensitivity_csv(result), encoding="utf-8")
+        if json:
+            sys.stdout.write(json_out.dumps(json_out.sensitivity_document(result)))
+        else:
+            text.print_sensitivity(result, _stdout())
 
     _run(action, debug)
 

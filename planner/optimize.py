@@ -374,8 +374,16 @@ def plan(
     solver = solver or scenario.solver
     if solver not in SOLVERS:
         raise PlannerInputError("--solver", "solver", f"unknown solver '{solver}'; allowed: {', '.join(SOLVERS)}")
-    time_limit_s = time_limit_s if time_limit_s is not None else scenario.time_limit_s
     cset = enumerate_candidates(scenario, catalog, progress)
+    return solve_candidates(scenario, cset, catalog, solver, time_limit_s)
+
+
+def solve_candidates(
+    scenario: Scenario, cset: CandidateSet, catalog: Catalog, solver: str | None = None, time_limit_s: float | None = None
+) -> Plan:
+    """The integer program over a candidate set already priced (the robust and sensitivity modes reuse one)."""
+    solver = solver or scenario.solver
+    time_limit_s = time_limit_s if time_limit_s is not None else scenario.time_limit_s
     check_every_workload_has_options(scenario, cset)
     model = build_fleet_model(scenario, cset, catalog)
     outcome = solve_model(model, solver, time_limit_s)

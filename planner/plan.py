@@ -134,6 +134,18 @@ class CandidateStats:
 
 
 @dataclass(frozen=True)
+class RobustnessSummary:
+    """A robust plan's terms (capacity derate, demand forecasts) and its cost against the nominal plan."""
+
+    perf_margin: float
+    demand_scales: dict[str, float]  # per workload: the largest factor of any forecast
+    forecasts: tuple[str, ...]
+    nominal_objective_usd_per_year: float | None  # None: the nominal scenario has no feasible plan
+    cost_of_robustness_usd_per_year: float | None
+    nominal_demand_multiplier_limit: float | None  # the nominal plan holds iff demand x d / throughput x t <= this
+
+
+@dataclass(frozen=True)
 class Plan:
     scenario: str
     deployment: str
@@ -149,6 +161,7 @@ class Plan:
     candidates: CandidateStats
     periods: tuple[str, ...]
     routing: tuple[Route, ...]
+    robustness: RobustnessSummary | None = None
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict with the names of design.md."""
@@ -175,4 +188,8 @@ def plan_from_document(document: dict) -> Plan:
         routing=tuple(Route(**r) for r in document["routing"]),
     )  # fmt: skip
     fields.pop("verification", None)
+    if fields.get("robustness"):
+        robustness = dict(fields["robustness"])
+        robustness["forecasts"] = tuple(robustness["forecasts"])
+        fields["robustness"] = RobustnessSummary(**robustness)
     return Plan(**fields)

@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from planner.catalog import Catalog, Precision
-from planner.errors import PlannerInputError, unknown_id_message
+from planner.errors import PlannerInputError, did_you_mean, unknown_id_message
 from planner.loading import StrictModel, read_yaml, validate_model
 from planner.requirements import peak_rps_from_mean, rps_from_users, words_to_tokens
 
@@ -163,6 +163,20 @@ class PerfSpec(StrictModel):
     sources: list[PerfSource] = Field(default_factory=lambda: ["measured", "interpolated", "modeled"], min_length=1)
 
 
+class ForecastSpec(StrictModel):
+    """One demand forecast: each named workload's demand x its factor (workloads not named keep 1)."""
+
+    name: str = Field(min_length=1)
+    scale: dict[str, float] = Field(default_factory=dict)
+
+
+class RobustnessSpec(StrictModel):
+    """Plan on purpose for being wrong: capacity derated by `perf_margin`, demand for every forecast."""
+
+    perf_margin: float = Field(default=0.0, ge=0, lt=1)
+    demand_forecasts: list[ForecastSpec] = Field(default_factory=list)
+
+
 class SolverSpec(StrictModel):
     name: SolverName = "cbc"
     time_limit_s: float = Field(default=60.0, gt=0)
@@ -181,6 +195,7 @@ class ScenarioSpec(StrictModel):
     perf: PerfSpec = Field(default_factory=PerfSpec)
     solver: SolverSpec = Field(default_factory=SolverSpec)
     catalog: str | list[str] | None = None  # user catalog directories layered over the shipped one
+    robustness: RobustnessSpec = Field(default_factory=RobustnessSpec)
 
 
 @dataclass(frozen=True)
@@ -290,6 +305,8 @@ class Scenario:
     tp_ladder: tuple[int, ...]
     solver: str
     time_limit_s: float
+    perf_margin: float = 0.0  # plan for throughput (1 - margin) x what the perf model says
+    demand_forecasts: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = ()  # (name, ((workload, factor), ...))
 
 
 # ---- checks against the catalog: one function per rule, all raising PlannerInputError ----
@@ -390,6 +407,24 @@ def check_prices_known(spec: ScenarioSpec, catalog: Catalog, file: str) -> None:
                     file, f"sites.cloud.systems: {system_id}",
                     f"the catalog has no hourly price for '{system_id}'; give sites.cloud.usd_per_hour.{system_id}",
                 )
+
+
+def check_forecasts(spec: ScenarioSpec, file: str) -> None:
+    names = {w.name for w in spec.workloads}
+    seen: set[str] = set()
+    for index, forecast in enumerate(spec.robustness.demand_forecasts):
+        where = f"robustness.demand_forecasts[{index}:{forecast.name}]"
+        if forecast.name in seen:
+            raise PlannerInputError(file, f"{where}.name", f"duplicate forecast name '{forecast.name}'")
+        seen.add(forecast.name)
+        for workload, factor in forecast.scale.items():
+            if workload not in names:
+                raise PlannerInputError(
+                    file, f"{where}.scale.{workload}",
+                    f"unknown workload '{workload}'.{did_you_mean(workload, names)} Workloads: {', '.join(sorted(names))}",
+                )  # fmt: skip
+            if factor < 0:
+                raise PlannerInputError(file, f"{where}.scale.{workload}", f"must be >= 0 (got {factor:g})")
 
 
 # ---- resolution ----
@@ -552,6 +587,7 @@ def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str) -> Scenario:
     check_prices_known(spec, catalog, file)
     check_periods(spec, file)
     check_limits(spec, catalog, file)
+    check_forecasts(spec, file)
     defaults = catalog.defaults
     words_per_token = spec.words_per_token if spec.words_per_token is not None else defaults.words_per_token.value
     workloads = [resolve_workload(w, words_per_token, defaults.peak_quantile.value) for w in spec.workloads]
@@ -589,6 +625,10 @@ def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str) -> Scenario:
         tp_ladder=tuple(sorted(set(spec.engine.tp_ladder))),
         solver=spec.solver.name,
         time_limit_s=spec.solver.time_limit_s,
+        perf_margin=spec.robustness.perf_margin,
+        demand_forecasts=tuple(
+            (f.name, tuple(sorted(f.scale.items()))) for f in spec.robustness.demand_forecasts
+        ),
     )
 
 

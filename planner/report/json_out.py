@@ -146,3 +146,15 @@ def ingest_document(result, written_to: str | None) -> dict:
     """`planner ingest --json`: the rows as they were written, and where."""
     rows = [row.model_dump(exclude={"table", "line", "origin", "path"}) for row in result.rows]
     return {"written": written_to, "rows": rows, "notes": list(result.notes)}
+
+
+def sensitivity_document(result) -> dict:
+    """`planner sensitivity --json`: the nominal plan's break point and one record per grid point."""
+    return asdict(result)
+
+
+def sensitivity_csv(result) -> str:
+    import pandas as pd
+
+    frame = pd.DataFrame([asdict(point) for point in result.points])
+    return frame.to_csv(index=False, lineterminator="\n")

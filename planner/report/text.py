@@ -68,6 +68,22 @@ def print_plan(plan: Plan, console: Console) -> None:
             _ms(w.ttft_ms), _ms(w.itl_ms), _ms(w.e2e_ms), w.provenance + _origins(w),
         )
     console.print(loads)
+    if plan.robustness is not None:
+        r = plan.robustness
+        terms = []
+        if r.perf_margin:
+            terms.append(f"throughput derated {r.perf_margin:.0%}")
+        if r.forecasts:
+            terms.append(f"demand of forecasts {', '.join(r.forecasts)} (x " +
+                         ", ".join(f"{w} {f:g}" for w, f in sorted(r.demand_scales.items())) + ")")
+        if r.nominal_objective_usd_per_year is None:
+            console.print(f"Robust plan ({'; '.join(terms)}); the nominal scenario itself has no feasible plan")
+        else:
+            console.print(
+                f"Robust plan ({'; '.join(terms)}): {r.cost_of_robustness_usd_per_year:+,.0f} USD/year against the nominal "
+                f"plan's {r.nominal_objective_usd_per_year:,.0f}, which holds up to {r.nominal_demand_multiplier_limit:.3g} x "
+                "demand / throughput"
+            )
     if len(plan.periods) > 1:
         by_period = Table(title="Demand / capacity (rps) per period", title_justify="left")
         by_period.add_column("period")
@@ -313,3 +329,32 @@ def print_ingest(result, written_to: str, console: Console) -> None:
     else:
         console.print("the planner reads rows from <catalog>/benchmarks/*.csv: move the file there, then "
                       "planner plan SCENARIO --catalog <catalog>")  # fmt: skip
+
+
+def print_sensitivity(result, console: Console) -> None:
+    """One grid per latency scale: rows throughput scale, columns demand scale; each cell says whether the
+    nominal plan holds and what a plan made for that point costs."""
+    console.print(
+        f"Nominal plan for {result.scenario}: {result.nominal_nodes} nodes, {result.nominal_objective_usd_per_year:,.0f} "
+        f"USD/year. It serves up to {result.demand_multiplier_limit:.3g} x the demand at nominal throughput: it holds "
+        "where demand scale / throughput scale <= that."
+    )
+    for latency in sorted({p.latency_scale for p in result.points}, reverse=True):
+        points = [p for p in result.points if p.latency_scale == latency]
+        demands = sorted({p.demand_scale for p in points})
+        table = Table(title=f"latency limits x {latency:g}: nominal plan holds? / cost of a plan for the point (USD/year)")
+        table.add_column("throughput x", justify="right")
+        for d in demands:
+            table.add_column(f"demand x {d:g}", justify="right")
+        for t in sorted({p.throughput_scale for p in points}, reverse=True):
+            cells = []
+            for d in demands:
+                p = next(q for q in points if q.throughput_scale == t and q.demand_scale == d)
+                cost = f"{p.plan_objective_usd_per_year:,.0f}" if p.plan_objective_usd_per_year is not None else p.plan_status
+                cells.append(("ok" if p.nominal_holds else "[bold red]breaks[/bold red]") + f" / {cost}")
+            table.add_row(f"{t:g}", *cells)
+        console.print(table)
+    broken = [p for p in result.points if not p.nominal_holds and p.nominal_reason]
+    if broken:
+        console.print(escape(f"first break: throughput x {broken[0].throughput_scale:g}, demand x {broken[0].demand_scale:g}, "
+                             f"latency x {broken[0].latency_scale:g}: {broken[0].nominal_reason}"), soft_wrap=True)

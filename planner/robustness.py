@@ -1,0 +1,220 @@
+"""Plans that survive being wrong: derated capacity, several demand forecasts, and where a plan breaks.
+
+- Robust planning: capacity per node x (1 - perf_margin), and each workload's demand x the largest factor any
+  forecast gives it (a fixed fleet that serves the element-wise largest demand serves every forecast: scale
+  each cell's routes down). The nominal plan is solved alongside to price the robustness.
+- Break point of a plan: the largest uniform demand multiplier lambda* its fixed fleet can serve (an LP over the
+  routing with the plan's node counts). Throughput x t and demand x d hold iff d / t <= lambda*.
+- Sensitivity: over a grid of throughput, demand and latency-limit scales, whether the nominal plan holds and
+  what a plan made for that point costs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import pulp
+
+from planner.candidates import CandidateSet, enumerate_candidates
+from planner.catalog import Catalog
+from planner.errors import InfeasiblePlanError, PlannerInputError
+from planner.plan import Plan, RobustnessSummary
+from planner.scenario import Scenario
+
+
+def derate(cset: CandidateSet, perf_margin: float) -> CandidateSet:
+    """Every option's rps per node x (1 - perf_margin): plan as if the perf model were that optimistic."""
+    if perf_margin == 0:
+        return cset
+    factor = 1.0 - perf_margin
+    options = tuple(dataclasses.replace(o, rps_per_node=o.rps_per_node * factor) for o in cset.options)
+    return dataclasses.replace(cset, options=options)
+
+
+def demand_scales(scenario: Scenario) -> dict[str, float]:
+    """Per workload, the largest factor of the scenario's forecasts (1 for a workload no forecast names)."""
+    scales = {w.name: 1.0 for w in scenario.workloads}
+    if scenario.demand_forecasts:
+        scales = {name: 0.0 for name in scales}
+        for _, factors in scenario.demand_forecasts:
+            given = dict(factors)
+            for name in scales:
+                scales[name] = max(scales[name], given.get(name, 1.0))
+    return scales
+
+
+def scale_demand(scenario: Scenario, scales: dict[str, float]) -> Scenario:
+    """The scenario with each workload's demand (peak to size for) in every period x its scale."""
+    periods = tuple(
+        dataclasses.replace(p, demand_rps={w: rps * scales.get(w, 1.0) for w, rps in p.demand_rps.items()})
+        for p in scenario.periods
+    )
+    return dataclasses.replace(scenario, periods=periods)
+
+
+def robust_scenario(scenario: Scenario) -> Scenario:
+    return scale_demand(scenario, demand_scales(scenario))
+
+
+def is_robust(scenario: Scenario) -> bool:
+    return scenario.perf_margin > 0 or bool(scenario.demand_forecasts)
+
+
+def _plan_identity(line) -> tuple:
+    pricing = {"bought": "capex", "spare": "capex", "reserved": "reserved", "on-demand": "on-demand"}[line.role]
+    return (line.site, pricing, line.system, line.model, line.tp, line.precision, line.max_batch, line.engine_isl,
+            line.engine_osl)  # fmt: skip
+
+
+def _candidate_identity(c) -> tuple:
+    return (c.site, c.pricing, c.system, c.model, c.tp, c.precision, c.max_batch, c.engine_isl, c.engine_osl)
+
+
+def demand_multiplier_limit(plan: Plan, scenario: Scenario, cset: CandidateSet) -> float:
+    """lambda* = max lambda such that the plan's node counts route lambda x every bucket's demand in every period
+    (capacity: sum x / r <= nodes of the plan line, per configuration and period). Spares are not counted."""
+    from planner.optimize import bucket_demand
+
+    nodes: dict[tuple, int] = {}
+    for line in plan.lines:
+        if line.role == "spare":
+            continue
+        period = line.period if line.role == "on-demand" else None
+        nodes[(_plan_identity(line), period)] = nodes.get((_plan_identity(line), period), 0) + line.nodes
+    demand = bucket_demand(scenario)
+    problem = pulp.LpProblem("demand_multiplier", pulp.LpMaximize)
+    scale = pulp.LpVariable("lambda", lowBound=0)
+    problem += scale
+    by_cell: dict[tuple, list] = {}
+    load: dict[tuple, list] = {}
+    for index, option in enumerate(cset.options):
+        candidate = cset.candidate(option.candidate)
+        for period in scenario.periods:
+            cell = (option.workload, option.bucket, period.name)
+            if cell not in demand:
+                continue
+            period_key = period.name if candidate.pricing == "on-demand" else None
+            available = nodes.get((_candidate_identity(candidate), period_key), 0)
+            if available == 0:
+                continue
+            routed = pulp.LpVariable(f"x_{index}_{period.name}".replace(" ", "_").replace(":", "_").replace("-", "_"), lowBound=0)
+            by_cell.setdefault(cell, []).append(routed)
+            load.setdefault((_candidate_identity(candidate), period_key, period.name), []).append(routed * (1.0 / option.rps_per_node))
+    for index, (cell, value) in enumerate(sorted(demand.items())):
+        problem += pulp.lpSum(by_cell.get(cell, [])) == value * scale, f"demand_{index}"
+    for index, ((identity, period_key, period), terms) in enumerate(sorted(load.items(), key=str)):
+        problem += pulp.lpSum(terms) <= nodes[(identity, period_key)], f"capacity_{index}"
+    problem.solve(pulp.PULP_CBC_CMD(msg=False))
+    if pulp.LpStatus[problem.status] != "Optimal" or scale.value() is None:
+        return 0.0
+    return float(scale.value())
+
+
+def plan_robust(scenario: Scenario, catalog: Catalog, solver: str | None = None, time_limit_s: float | None = None,
+                progress=None) -> Plan:  # fmt: skip
+    """The robust plan (capacity derated, every forecast served), with what it costs against the nominal plan."""
+    from planner.optimize import solve_candidates
+
+    cset = enumerate_candidates(scenario, catalog, progress)
+    robust = solve_candidates(robust_scenario(scenario), derate(cset, scenario.perf_margin), catalog, solver, time_limit_s)
+    try:
+        nominal = solve_candidates(scenario, cset, catalog, solver, time_limit_s)
+        nominal_cost = nominal.objective_usd_per_year
+        breaks_at = demand_multiplier_limit(nominal, scenario, cset)
+    except InfeasiblePlanError:
+        nominal_cost, breaks_at = None, None
+    summary = RobustnessSummary(
+        perf_margin=scenario.perf_margin, demand_scales=demand_scales(scenario),
+        forecasts=tuple(name for name, _ in scenario.demand_forecasts), nominal_objective_usd_per_year=nominal_cost,
+        cost_of_robustness_usd_per_year=None if nominal_cost is None else robust.objective_usd_per_year - nominal_cost,
+        nominal_demand_multiplier_limit=breaks_at,
+    )  # fmt: skip
+    return dataclasses.replace(robust, robustness=summary)
+
+
+@dataclass(frozen=True)
+class SensitivityPoint:
+    throughput_scale: float
+    demand_scale: float
+    latency_scale: float
+    nominal_holds: bool
+    nominal_reason: str  # why it breaks ('' when it holds)
+    plan_status: str  # of the plan made for this point: optimal | feasible | infeasible
+    plan_objective_usd_per_year: float | None
+    plan_nodes: int | None
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    scenario: str
+    nominal_objective_usd_per_year: float
+    nominal_nodes: int
+    demand_multiplier_limit: float  # lambda*: the nominal plan holds iff demand_scale / throughput_scale <= it
+    points: tuple[SensitivityPoint, ...]
+
+
+def _tightened(scenario: Scenario, factor: float) -> Scenario:
+    workloads = tuple(
+        dataclasses.replace(w, slo=dataclasses.replace(
+            w.slo, **{k: (getattr(w.slo, k) * factor if getattr(w.slo, k) is not None else None)
+                      for k in ("ttft_ms", "itl_ms", "e2e_ms")}))
+        for w in scenario.workloads
+    )  # fmt: skip
+    return dataclasses.replace(scenario, workloads=workloads)
+
+
+def _latency_misses(plan: Plan, scenario: Scenario) -> list[str]:
+    """Assignments of the plan whose operating point misses a (tightened) limit."""
+    slo = {w.name: w.slo for w in scenario.workloads}
+    misses = []
+    for workload in plan.workloads:
+        limits = slo[workload.name]
+        for a in workload.assignments:
+            for metric in ("ttft_ms", "itl_ms", "e2e_ms"):
+                value, limit = getattr(a, metric), getattr(limits, metric)
+                if value is not None and limit is not None and value > limit * (1 + 1e-9):
+                    misses.append(f"{workload.name} on {a.system}: {metric} {value:.4g} > {limit:.4g}")
+    return misses
+
+
+def sensitivity(
+    scenario: Scenario, catalog: Catalog, throughput_scales=(1.0, 0.9, 0.8, 0.7), demand_scales=(1.0, 1.25, 1.5, 2.0),
+    latency_scales=(1.0,), solver: str | None = None, time_limit_s: float | None = None, progress=None,
+) -> Sensitivity:
+    """Where the nominal plan breaks over a grid, and what a plan made for each point costs."""
+    from planner.optimize import solve_candidates
+
+    for flag, values, low, high in (("--throughput", throughput_scales, 0.0, 10.0), ("--demand", demand_scales, 0.0, 100.0),
+                                    ("--latency", latency_scales, 0.0, 10.0)):  # fmt: skip
+        bad = [v for v in values if not low < v <= high]
+        if not values or bad:
+            raise PlannerInputError(flag, flag.lstrip("-"), f"scales must be in ({low:g}, {high:g}] (got {list(values)})")
+    nominal_cset = enumerate_candidates(scenario, catalog)
+    nominal = solve_candidates(scenario, nominal_cset, catalog, solver, time_limit_s)
+    limit = demand_multiplier_limit(nominal, scenario, nominal_cset)
+    grid = [(t, d, s) for s in latency_scales for t in throughput_scales for d in demand_scales]
+    points = []
+    csets = {1.0: nominal_cset}
+    for done, (t, d, s) in enumerate(grid):
+        if s not in csets:
+            csets[s] = enumerate_candidates(_tightened(scenario, s), catalog)
+        reasons = []
+        if d / t > limit * (1 + 1e-9):
+            reasons.append(f"demand x {d:g} / throughput x {t:g} = {d / t:.3g} > {limit:.3g}, the most the fleet serves")
+        if s != 1.0:
+            reasons += _latency_misses(nominal, _tightened(scenario, s))[:3]
+        point_scenario = scale_demand(_tightened(scenario, s), {w.name: d for w in scenario.workloads})
+        try:
+            replanned = solve_candidates(point_scenario, derate(csets[s], 1.0 - t), catalog, solver, time_limit_s)
+            status, cost = replanned.status, replanned.objective_usd_per_year
+            nodes = sum(line.nodes for line in replanned.lines if line.role != "on-demand") + max(
+                (sum(line.nodes for line in replanned.lines if line.role == "on-demand" and line.period == p.name)
+                 for p in scenario.periods), default=0)  # fmt: skip
+        except InfeasiblePlanError:
+            status, cost, nodes = "infeasible", None, None
+        points.append(SensitivityPoint(t, d, s, not reasons, "; ".join(reasons), status, cost, nodes))
+        if progress:
+            progress(done + 1, len(grid))
+    nominal_nodes = sum(line.nodes for line in nominal.lines)
+    return Sensitivity(scenario.name, nominal.objective_usd_per_year, nominal_nodes, limit, tuple(points))
