@@ -372,3 +372,22 @@ def sensitivity(
     scenario = load_scenario(scenario_path, catalog)
     return run_sensitivity(scenario, catalog, tuple(throughput_scales), tuple(demand_scales), tuple(latency_scales),
                            solver, time_limit_s, progress)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    sweep: object  # planner.sweep.Sweep
+    records: tuple[dict, ...]
+    front: tuple[dict, ...]  # the Pareto front when the sweep names one
+
+
+def sweep(sweep_path: Path | str, executor: str | None = None, workers: int | None = None, progress=None) -> SweepResult:
+    """Plan every point of a sweep file (grid or Monte Carlo) in parallel; records in point order."""
+    from planner.sweep import load_sweep, pareto_front, run_sweep
+
+    loaded = load_sweep(sweep_path)
+    if workers is not None and workers < 1:
+        raise PlannerInputError("--workers", "workers", f"must be >= 1 (got {workers})")
+    records = run_sweep(loaded, executor, workers, progress)
+    front = pareto_front(records, loaded.pareto.x, loaded.pareto.y) if loaded.pareto else []
+    return SweepResult(loaded, tuple(records), tuple(front))

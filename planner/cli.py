@@ -69,7 +69,7 @@ def _stdout() -> Console:
 
 
 @contextmanager
-def _progress(quiet: bool):
+def _progress(quiet: bool, description: str = "pricing candidates (workload x system)"):
     """A progress bar on stderr for the candidate enumeration, only on a terminal and never in --json mode."""
     if quiet or not sys.stderr.isatty():
         yield None
@@ -78,7 +78,7 @@ def _progress(quiet: bool):
 
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:  # fmt: skip
-        task = bar.add_task("pricing candidates (workload x system)", total=None)
+        task = bar.add_task(description, total=None)
 
         def update(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
@@ -459,6 +459,40 @@ def sensitivity(
             sys.stdout.write(json_out.dumps(json_out.sensitivity_document(result)))
         else:
             text.print_sensitivity(result, _stdout())
+
+    _run(action, debug)
+
+
+@app.command("sweep")
+def sweep_command(
+    sweep_file: Annotated[Path, typer.Argument(help="Sweep YAML: a scenario and the fields to vary (grid / monte_carlo).")],
+    executor: Annotated[Optional[str], typer.Option("--executor", help="process (default) or ray.")] = None,
+    workers: Annotated[Optional[int], typer.Option("--workers", help="Local worker processes (default 1).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Results table: .csv or .parquet.")] = None,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="Pareto plot PNG (needs pareto: in the sweep).")] = None,
+    json: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Plan many variants of a scenario in parallel: one table row per point, and the cost / latency Pareto front."""
+
+    def action() -> None:
+        if out is not None and out.suffix.lower() not in (".csv", ".parquet"):
+            raise PlannerInputError("--out", "out", f"unknown table type '{out.suffix}'; allowed: .csv, .parquet")
+        with _progress(json, "planning sweep points") as progress:
+            result = api.sweep(sweep_file, executor, workers, progress)
+        if out is not None:
+            json_out.write_sweep_table(result.records, out)
+        if plot is not None:
+            if result.sweep.pareto is None:
+                raise PlannerInputError(str(sweep_file), "pareto", "--plot needs a pareto: {x: FIELD} entry in the sweep")
+            from planner.report.plots import pareto_figure, save_figure
+
+            save_figure(pareto_figure(list(result.records), result.sweep.pareto.x, result.sweep.pareto.y,
+                                      list(result.front)), plot)  # fmt: skip
+        if json:
+            sys.stdout.write(json_out.dumps({"points": list(result.records), "pareto_front": list(result.front)}))
+        else:
+            text.print_sweep(result, _stdout(), str(out) if out else None)
 
     _run(action, debug)
 

@@ -174,3 +174,28 @@ def test_random_text_never_gives_a_traceback(tmp_path_factory, text):
     result = CliRunner().invoke(app, ["validate", str(file)])
     assert result.exit_code in (0, 2), result.output
     assert "Traceback" not in result.output
+
+
+# ---- determinism: the same inputs give the same bytes ----
+
+
+@pytest.mark.parametrize("scenario", ["daily-hybrid.yaml", "chat-and-summarize.yaml"])
+def test_plan_json_is_the_same_bytes_but_for_the_solve_time(cli, scenario):
+    runs = []
+    for _ in range(2):
+        code, out, err = cli("plan", SCENARIOS / scenario, "--json")
+        assert code == 0, err
+        document = json.loads(out)
+        assert isinstance(document.pop("solve_seconds"), float)  # the one wall-clock field (design.md asks for it)
+        runs.append(json.dumps(document, sort_keys=False))
+    assert runs[0] == runs[1]
+
+
+def test_csv_outputs_are_the_same_bytes(tmp_path, cli):
+    outputs = []
+    for run in range(2):
+        bom, grid = tmp_path / f"bom{run}.csv", tmp_path / f"grid{run}.csv"
+        assert cli("bom", SCENARIOS / "daily-hybrid.yaml", "--format", "csv", "--out", bom)[0] == 0
+        assert cli("sensitivity", C1, "--throughput", "1,0.8", "--demand", "1,1.5", "--out", grid)[0] == 0
+        outputs.append((bom.read_bytes(), grid.read_bytes()))
+    assert outputs[0] == outputs[1]

@@ -158,3 +158,22 @@ def sensitivity_csv(result) -> str:
 
     frame = pd.DataFrame([asdict(point) for point in result.points])
     return frame.to_csv(index=False, lineterminator="\n")
+
+
+def write_sweep_table(records, path) -> None:
+    """The sweep's points as CSV or Parquet (Parquet needs the optional pyarrow: planner[parquet])."""
+    import pandas as pd
+
+    from planner.errors import PlannerInputError
+
+    frame = pd.DataFrame(list(records))
+    if str(path).lower().endswith(".parquet"):
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise PlannerInputError("--out", "out", "Parquet needs pyarrow: pip install 'planner[parquet]' (or write .csv)") from None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        frame.to_parquet(path, index=False)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(frame.to_csv(index=False, lineterminator="\n"), encoding="utf-8")

@@ -151,3 +151,23 @@ def lengths_figure(plan, scenario) -> Figure:
     axes.legend(fontsize=8)
     figure.tight_layout()
     return figure
+
+
+def pareto_figure(records: list[dict], x: str, y: str, front: list[dict]) -> Figure:
+    """Every sweep point (cost vs the varied field), the Pareto front drawn over them."""
+    figure = Figure(figsize=(7, 4.5))
+    axes = figure.add_subplot()
+    feasible = [r for r in records if r.get(y) is not None]
+    axes.scatter([r[x] for r in feasible], [r[y] for r in feasible], s=14, alpha=0.5, label="sweep points")
+    if front:
+        axes.plot([r[x] for r in front], [r[y] for r in front], "o-", color="C3", label="Pareto front")
+    infeasible = [r for r in records if r.get(y) is None]
+    if infeasible:
+        axes.scatter([r[x] for r in infeasible], [0] * len(infeasible), marker="x", color="grey", label="no plan")
+    axes.set_xlabel(x)
+    axes.set_ylabel(y.replace("_", " "))
+    axes.set_title(f"{y.replace('_', ' ')} vs {x}")
+    axes.grid(True, alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    return figure

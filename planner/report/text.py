@@ -358,3 +358,24 @@ def print_sensitivity(result, console: Console) -> None:
     if broken:
         console.print(escape(f"first break: throughput x {broken[0].throughput_scale:g}, demand x {broken[0].demand_scale:g}, "
                              f"latency x {broken[0].latency_scale:g}: {broken[0].nominal_reason}"), soft_wrap=True)
+
+
+def print_sweep(result, console: Console, written_to: str | None) -> None:
+    """Counts by status, the cheapest points, and the Pareto front."""
+    records = list(result.records)
+    statuses: dict[str, int] = {}
+    for r in records:
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    console.print(f"{len(records)} points: " + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())))
+    fields = list(result.sweep.points[0])
+    shown = result.front or sorted((r for r in records if r.get("objective_usd_per_year") is not None),
+                                   key=lambda r: r["objective_usd_per_year"])[:10]  # fmt: skip
+    table = Table(title="Pareto front" if result.front else "Cheapest points")
+    for column in ("point", *fields, "status", "USD/year", "nodes", "GPUs"):
+        table.add_column(column, justify="right")
+    for r in shown:
+        table.add_row(str(r["point"]), *(f"{r[f]:.4g}" if isinstance(r[f], float) else str(r[f]) for f in fields),
+                      r["status"], f"{r['objective_usd_per_year']:,.0f}", str(r["nodes"]), str(r["gpus"]))  # fmt: skip
+    console.print(table)
+    if written_to:
+        console.print(f"all points: {written_to}")
