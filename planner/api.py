@@ -28,13 +28,25 @@ def plan_file(
     time_limit_s: float | None = None,
     progress=None,
     perf_margin: float | None = None,
+    perf_source: str | None = None,
 ) -> Plan:
     """Load the catalog and a scenario file, then size the fleet (raises InfeasiblePlanError with a diagnosis).
     `progress(done, total)` follows the candidate enumeration, the long part of big scenarios. A perf margin
     (argument or the scenario's `robustness:`) or demand forecasts make it a robust plan priced against the nominal."""
     catalog = scenario_catalog(scenario_path, catalog_dirs)
-    scenario = with_perf_margin(load_scenario(scenario_path, catalog), perf_margin)
+    scenario = with_perf_source(with_perf_margin(load_scenario(scenario_path, catalog), perf_margin), perf_source)
     return solve_scenario(scenario, catalog, solver, time_limit_s, progress)
+
+
+def with_perf_source(scenario: Scenario, perf_source: str | None) -> Scenario:
+    """The scenario with `--perf-source` applied (it overrides the scenario's perf sources)."""
+    import dataclasses
+
+    if perf_source is None:
+        if "aic" in scenario.perf_sources and scenario.perf_sources == ("aic",):
+            perf_layers("aic")  # asked for alone in the scenario: the same clear message when not installed
+        return scenario
+    return dataclasses.replace(scenario, perf_sources=perf_layers(perf_source))
 
 
 def with_perf_margin(scenario: Scenario, perf_margin: float | None) -> Scenario:
@@ -72,11 +84,25 @@ class PerfAnswer:
     miss_reason: str | None
 
 
-def perf_point(query: PerfQuery, catalog_dirs: CatalogDirs = None) -> PerfAnswer:
+def perf_layers(perf_source: str | None) -> tuple[str, ...]:
+    """The layers a `--perf-source` choice asks for (None: the default, rows then the roofline)."""
+    from planner.perf import PERF_SOURCE_LAYERS, SOURCES
+    from planner.perf.__init__ import aic_unavailable_message
+
+    if perf_source is None:
+        return SOURCES
+    if perf_source not in PERF_SOURCE_LAYERS:
+        raise PlannerInputError("--perf-source", "perf_source", f"unknown '{perf_source}'; allowed: {', '.join(PERF_SOURCE_LAYERS)}")
+    if perf_source == "aic" and aic_unavailable_message():
+        raise PlannerInputError("--perf-source", "aic", aic_unavailable_message())
+    return PERF_SOURCE_LAYERS[perf_source]
+
+
+def perf_point(query: PerfQuery, catalog_dirs: CatalogDirs = None, perf_source: str | None = None) -> PerfAnswer:
     """Latency and throughput of one engine config, with provenance (or why there is no answer)."""
     catalog = load_catalog(catalog_dirs)
     _check_query_ids(query, catalog)
-    answer = estimate(query, catalog)
+    answer = estimate(query, catalog, sources=perf_layers(perf_source))
     if isinstance(answer, PerfMiss):
         return PerfAnswer(query, None, answer.reason)
     return PerfAnswer(query, answer, None)
@@ -161,26 +187,40 @@ class CurveAnswer:
     miss_reason: str | None
 
 
-def curve(query: PerfQuery, gpus_per_node: int = 8, catalog_dirs: CatalogDirs = None) -> CurveAnswer:
+def curve(query: PerfQuery, gpus_per_node: int = 8, catalog_dirs: CatalogDirs = None,
+          perf_source: str | None = None) -> CurveAnswer:  # fmt: skip
     """Points over concurrency for one engine (model, GPU, TP, precision, ISL/OSL) and the best under the limits."""
     catalog = load_catalog(catalog_dirs)
     _check_query_ids(query, catalog)
-    return curve_in_catalog(query, catalog, gpus_per_node)
+    return curve_in_catalog(query, catalog, gpus_per_node, perf_layers(perf_source))
 
 
-def curve_in_catalog(query: PerfQuery, catalog: Catalog, gpus_per_node: int = 8) -> CurveAnswer:
+def curve_in_catalog(query: PerfQuery, catalog: Catalog, gpus_per_node: int = 8, sources: tuple[str, ...] | None = None) -> CurveAnswer:
     import dataclasses
 
     from planner.perf import modeled_curve
     from planner.perf.tables import matching_rows, result_from_row
 
     open_query = dataclasses.replace(query, concurrency=None, ttft_ms=None, itl_ms=None, e2e_ms=None)
-    rows = matching_rows(catalog, open_query)
-    data = tuple(sorted((result_from_row(r, catalog) for r in rows), key=lambda p: p.concurrency or 0))
+    from planner.perf import SOURCES
+
+    sources = sources or SOURCES
+    rows = matching_rows(catalog, open_query) if "measured" in sources else []
+    data = [result_from_row(r, catalog) for r in rows]
+    if "aic" in sources and query.tp and query.precision:
+        from planner.perf import aic
+
+        if aic.available():
+            answer = aic.aic_points(open_query, catalog.gpus[query.gpu].memory_gb, query.tp, query.precision)
+            data += [] if isinstance(answer, str) else answer
+    data = tuple(sorted(data, key=lambda p: (p.concurrency or 0, p.provenance)))
     # the roofline needs the engine's TP and precision; a row that does not state them gets no modeled curve
-    modeled = modeled_curve(open_query, catalog) if query.tp and query.precision else PerfMiss(query, "TP/precision not stated")
+    modeled = (
+        modeled_curve(open_query, catalog) if query.tp and query.precision and "modeled" in sources
+        else PerfMiss(query, "TP/precision not stated" if not (query.tp and query.precision) else "roofline not asked for")
+    )  # fmt: skip
     modeled_points = () if isinstance(modeled, PerfMiss) else tuple(modeled)
-    chosen = estimate(dataclasses.replace(query, concurrency=None), catalog)
+    chosen = estimate(dataclasses.replace(query, concurrency=None), catalog, sources=sources)
     miss = chosen.reason if isinstance(chosen, PerfMiss) else None
     if not data and not modeled_points:
         miss = modeled.reason if isinstance(modeled, PerfMiss) else miss
@@ -245,10 +285,10 @@ class PlannedScenario:
 
 def plan_in_context(
     scenario_path: Path | str, catalog_dirs: CatalogDirs = None, solver: str | None = None,
-    time_limit_s: float | None = None, progress=None, perf_margin: float | None = None,
+    time_limit_s: float | None = None, progress=None, perf_margin: float | None = None, perf_source: str | None = None,
 ) -> PlannedScenario:
     catalog = scenario_catalog(scenario_path, catalog_dirs)
-    scenario = with_perf_margin(load_scenario(scenario_path, catalog), perf_margin)
+    scenario = with_perf_source(with_perf_margin(load_scenario(scenario_path, catalog), perf_margin), perf_source)
     result = solve_scenario(scenario, catalog, solver, time_limit_s, progress)
     return PlannedScenario(result, scenario, catalog)
 

@@ -40,6 +40,10 @@ CatalogOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+PerfSourceOption = Annotated[
+    Optional[str],
+    typer.Option("--perf-source", help="auto (rows, then aic if installed, then roofline) | tables | model | aic."),
+]
 ScenarioArgument = Annotated[Path, typer.Argument(help="Scenario YAML file.")]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")]
 TimeLimitOption = Annotated[Optional[float], typer.Option("--time-limit", min=0.001, help="Solver time limit, seconds.")]
@@ -155,6 +159,7 @@ def plan(
         Optional[float],
         typer.Option("--perf-margin", help="Robust plan: derate every throughput by this fraction (e.g. 0.2)."),
     ] = None,
+    perf_source: PerfSourceOption = None,
     solver: SolverOption = None,
     time_limit: TimeLimitOption = None,
     catalog: CatalogOption = None,
@@ -164,7 +169,8 @@ def plan(
 
     def action() -> None:
         with _progress(json) as progress:
-            result = api.plan_file(scenario, catalog, solver.value if solver else None, time_limit, progress, perf_margin)
+            result = api.plan_file(scenario, catalog, solver.value if solver else None, time_limit, progress, perf_margin,
+                                   perf_source)  # fmt: skip
         checks = api.verify(result, scenario, catalog) if verify else None
         if json:
             document = json_out.plan_document(result)
@@ -293,6 +299,7 @@ def perf(
     e2e_ms: Annotated[Optional[float], typer.Option("--e2e-ms", min=0.0, help="End-to-end limit.")] = None,
     gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", min=1, help="GPUs per node for normalization.")] = 8,
     json: JsonOption = False,
+    perf_source: PerfSourceOption = None,
     catalog: CatalogOption = None,
     debug: DebugOption = False,
 ) -> None:
@@ -304,7 +311,7 @@ def perf(
     def action() -> None:
         _check_precision(precision)
         query = PerfQuery(model, gpu, isl, osl, tp, precision, concurrency, ttft_ms, itl_ms, e2e_ms)
-        answer = api.perf_point(query, catalog)
+        answer = api.perf_point(query, catalog, perf_source)
         if json:
             sys.stdout.write(json_out.dumps(json_out.perf_document(answer, gpus_per_node)))
         else:
@@ -340,6 +347,7 @@ def curve(
     png: Annotated[Optional[Path], typer.Option("--png", help="Write the plot to this PNG file.")] = None,
     gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", min=1, help="GPUs per node for normalization.")] = 8,
     json: JsonOption = False,
+    perf_source: PerfSourceOption = None,
     catalog: CatalogOption = None,
     debug: DebugOption = False,
 ) -> None:
@@ -348,7 +356,7 @@ def curve(
     def action() -> None:
         _check_precision(precision)
         query = PerfQuery(model, gpu, isl, osl, tp, precision, None, ttft_ms, itl_ms, e2e_ms)
-        answer = api.curve(query, gpus_per_node, catalog)
+        answer = api.curve(query, gpus_per_node, catalog, perf_source)
         if png is not None:
             from planner.report import plots
 

@@ -153,14 +153,23 @@ class EngineSpec(StrictModel):
     tp_ladder: list[Literal[1, 2, 4, 8]] = Field(default_factory=lambda: [1, 2, 4, 8], min_length=1)
 
 
-PerfSource = Literal["measured", "interpolated", "modeled"]
+PerfSource = Literal["measured", "interpolated", "aic", "modeled"]
+PerfSourceChoice = Literal["auto", "tables", "model", "aic"]
 
 
 class PerfSpec(StrictModel):
     """Which layers of the performance model may answer (data first: a layer answers only where those before it
-    have nothing for the workload on that system)."""
+    have nothing for the workload on that system). `source` is the short form of `--perf-source`: auto (rows,
+    then aic where installed and supported, then the roofline), tables, model or aic."""
 
     sources: list[PerfSource] = Field(default_factory=lambda: ["measured", "interpolated", "modeled"], min_length=1)
+    source: PerfSourceChoice | None = None
+
+    @model_validator(mode="after")
+    def _one_way(self) -> "PerfSpec":
+        if self.source is not None and "sources" in self.model_fields_set:
+            raise ValueError("give perf.source (auto, tables, model, aic) or perf.sources (a list of layers), not both")
+        return self
 
 
 class ForecastSpec(StrictModel):
@@ -409,6 +418,12 @@ def check_prices_known(spec: ScenarioSpec, catalog: Catalog, file: str) -> None:
                 )
 
 
+def perf_layers(source: str) -> tuple[str, ...]:
+    from planner.perf import PERF_SOURCE_LAYERS
+
+    return PERF_SOURCE_LAYERS[source]
+
+
 def check_forecasts(spec: ScenarioSpec, file: str) -> None:
     names = {w.name for w in spec.workloads}
     seen: set[str] = set()
@@ -620,7 +635,7 @@ def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str) -> Scenario:
             limits.headroom_fraction, limits.power_kw, limits.rack_units, limits.capex_usd, dict(limits.max_gpus),
             limits.spare_nodes_per_system, limits.max_engine_variants,
         ),
-        perf_sources=tuple(spec.perf.sources),
+        perf_sources=perf_layers(spec.perf.source) if spec.perf.source else tuple(spec.perf.sources),
         max_batch_ladder=tuple(sorted(set(spec.engine.max_batch_ladder))),
         tp_ladder=tuple(sorted(set(spec.engine.tp_ladder))),
         solver=spec.solver.name,

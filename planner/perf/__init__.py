@@ -3,7 +3,8 @@
 Layers (design.md), tried in order, data first:
 1. measured      a benchmark row matches exactly (model, GPU, ISL, OSL; TP, precision, concurrency when asked);
 2. interpolated  between measured rows (log-log over concurrency, ISL or OSL), never beyond them;
-3. modeled       the roofline (`roofline.py`) with efficiencies calibrated on the rows (`calibration.py`).
+3. aic           NVIDIA's operator-level database (`aic.py`, the optional extra planner[aic]), when asked for;
+4. modeled       the roofline (`roofline.py`) with efficiencies calibrated on the rows (`calibration.py`).
 Where data exists for a query, the model does not overrule it: a limit the data misses is a miss with its reason.
 """
 
@@ -25,12 +26,19 @@ from planner.perf.tables import group_by_engine, instance_memory, matching_rows,
 from planner.perf.types import MemoryFit, PerfMiss, PerfQuery, PerfResult
 
 __all__ = [
-    "MemoryFit", "PerfMiss", "PerfQuery", "PerfResult", "SOURCES", "TP_LADDER",
+    "MemoryFit", "PerfMiss", "PerfQuery", "PerfResult", "SOURCES", "PERF_SOURCE_LAYERS", "TP_LADDER",
     "estimate", "operating_points", "limit_violation", "throughput_key", "modeled_curve", "model_precisions",
     "modeled_points", "best_point",
 ]  # fmt: skip
 
 SOURCES = ("measured", "interpolated", "modeled")
+# --perf-source names -> layers, in order (aic only where installed and supported, except when asked alone)
+PERF_SOURCE_LAYERS = {
+    "auto": ("measured", "interpolated", "aic", "modeled"),
+    "tables": ("measured", "interpolated"),
+    "model": ("modeled",),
+    "aic": ("aic",),
+}
 TP_LADDER = (1, 2, 4, 8)
 
 
@@ -226,6 +234,17 @@ def operating_points(
                 best = _best([point], query)
                 (reasons if isinstance(best, str) else points).append(best)
             return points if points else PerfMiss(query, "; ".join(sorted(set(reasons))))
+    if "aic" in sources:
+        answer = _aic_points(query, catalog, tps, precisions, explicit=sources == ("aic",))
+        if answer is not None:
+            points = []
+            for variant in answer:
+                best = variant if isinstance(variant, str) else _best(variant, query)
+                (reasons if isinstance(best, str) else points).append(best)
+            if points:
+                return points
+            if "modeled" not in sources:
+                return PerfMiss(query, "; ".join(dict.fromkeys(reasons)))
     if "modeled" in sources:
         tps = (query.tp,) if query.tp else (tps or TP_LADDER)
         precisions = (query.precision,) if query.precision else (precisions or model_precisions(catalog, query.gpu))
@@ -241,6 +260,40 @@ def operating_points(
         if points:
             return points
     return PerfMiss(query, "; ".join(dict.fromkeys(reasons)) or _no_data_reason(query, sources))
+
+
+def _aic_points(query: PerfQuery, catalog: Catalog, tps, precisions, explicit: bool) -> list | None:
+    """Per (TP, precision): aic points or why none. None when the package cannot answer for this model/GPU at
+    all (not installed, not supported), so that the next layer answers; asked for alone, that is an error."""
+    from planner.errors import PlannerInputError
+    from planner.perf import aic
+
+    if not aic.available():
+        if explicit:
+            raise PlannerInputError("--perf-source", "aic", aic_unavailable_message())
+        return None
+    tps = (query.tp,) if query.tp else (tps or TP_LADDER)
+    precisions = (query.precision,) if query.precision else (precisions or model_precisions(catalog, query.gpu))
+    supported = [p for p in precisions if aic.unsupported_reason(query.model, query.gpu, p) is None]
+    if not supported:
+        reason = aic.unsupported_reason(query.model, query.gpu, precisions[0])
+        return [reason] if explicit else None
+    memory_gb = catalog.gpus[query.gpu].memory_gb
+    variants = []
+    for tp in tps:
+        for precision in supported:
+            variants.append(aic.aic_points(query, memory_gb, tp, precision))
+    return variants
+
+
+def aic_unavailable_message() -> str:
+    from planner.perf import aic
+
+    try:
+        aic.package_version()
+    except aic.AicUnavailable as error:
+        return str(error)
+    return ""
 
 
 def _no_data_reason(query: PerfQuery, sources: tuple[str, ...]) -> str:

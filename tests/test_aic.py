@@ -1,0 +1,124 @@
+"""The aic perf source (aiconfigurator-core, the optional extra planner[aic]).
+
+Without the extra these tests are skipped (except the one that checks the message a user gets); `.ci/run`
+installs the extra and runs this file once more.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import yaml
+
+from planner.perf import PerfQuery
+from tests.conftest import SCENARIOS, write_scenario
+
+INSTALLED = importlib.util.find_spec("aiconfigurator_core") is not None
+needs_aic = pytest.mark.skipif(not INSTALLED, reason="the optional extra planner[aic] (aiconfigurator-core) is not installed")
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PLANNER_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_without_the_extra_asking_for_aic_says_how_to_get_it(cli):
+    if INSTALLED:
+        pytest.skip("the extra is installed: the tests below cover the source")
+    code, out, err = cli("perf", "--model", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--tp", "1", "--precision", "fp8",
+                         "--isl", "1024", "--osl", "128", "--perf-source", "aic")  # fmt: skip
+    assert code == 2 and "pip install 'planner[aic]'" in err and "Traceback" not in err
+    # and everything else works as before: auto falls through to the roofline
+    code, out, err = cli("perf", "--model", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--tp", "1", "--precision", "fp8",
+                         "--isl", "1024", "--osl", "128", "--perf-source", "auto")  # fmt: skip
+    assert code == 0 and "modeled" in out
+
+
+def _package_estimate(model_name, system, tp, gemm, kv, batch, isl, osl):
+    """The package's own estimate, called as its `cli estimate` does (agg mode), independently of the adapter."""
+    from aiconfigurator_core.sdk.backends.factory import get_backend
+    from aiconfigurator_core.sdk.config import RuntimeConfig
+    from aiconfigurator_core.sdk.config_builders import build_model_config
+    from aiconfigurator_core.sdk.models import get_model, resolve_context_fmha_by_data, resolve_nvfp4_for_system
+    from aiconfigurator_core.sdk.perf_database import get_database_view, get_latest_database_version
+
+    version = get_latest_database_version(system=system, backend="trtllm")
+    database = get_database_view(system, "trtllm", version, allow_missing_data=False, database_mode="SILICON")
+    config = build_model_config(tp, 1, 1, None, None, gemm, kv, None, None, None)
+    resolve_context_fmha_by_data(config, model_name, database, "trtllm", is_context_role=True)
+    resolve_nvfp4_for_system(config, system, model_name, backend_name="trtllm")
+    summary = get_backend("trtllm").run_agg(get_model(model_name, config, "trtllm"), database,
+                                            RuntimeConfig(isl=isl, osl=osl, batch_size=batch), ctx_tokens=isl)  # fmt: skip
+    return summary.get_result_dict()
+
+
+@needs_aic
+def test_adapter_answer_equals_the_packages_own_estimate():
+    from planner.perf import aic
+
+    query = PerfQuery(model="llama-3.1-8b", gpu="H100-SXM-80GB", isl=1024, osl=128, concurrency=8)
+    [point] = aic.aic_points(query, 80.0, 1, "fp8")
+    reference = _package_estimate("meta-llama/Meta-Llama-3.1-8B", "h100_sxm", 1, "fp8", "fp8", 8, 1024, 128)
+    assert point.ttft_ms == pytest.approx(float(reference["ttft"]), rel=1e-9)
+    assert point.itl_ms == pytest.approx(float(reference["tpot"]), rel=1e-9)
+    assert point.output_tokens_per_s == pytest.approx(float(reference["tokens/s"]), rel=1e-9)
+    assert point.request_throughput_rps == pytest.approx(float(reference["tokens/s"]) / 128, rel=1e-9)
+    assert point.provenance.startswith(f"aic:{aic.package_version()}:trtllm:")
+
+
+@needs_aic
+@pytest.mark.parametrize(
+    "model, gpu, precision, words",
+    [
+        ("llama-2-70b", "H100-SXM-80GB", "bf16", "not mapped to an aiconfigurator model"),
+        ("llama-3.1-8b", "L4-24GB", "bf16", "no measured trtllm database for l4"),
+    ],
+)
+def test_unsupported_combinations_say_why(cli, model, gpu, precision, words):
+    code, out, err = cli("perf", "--model", model, "--gpu", gpu, "--tp", "1", "--precision", precision,
+                         "--isl", "1024", "--osl", "128", "--perf-source", "aic", "--json")  # fmt: skip
+    assert code == 0, err
+    import json
+
+    document = json.loads(out)
+    assert document["provenance"] == "none" and words in document["reason"]
+
+
+@needs_aic
+def test_an_unsupported_precision_is_a_miss_with_the_packages_reason():
+    from planner.perf import aic
+
+    answer = aic.aic_points(PerfQuery(model="llama-3.1-8b", gpu="A100-SXM-80GB", isl=1024, osl=128), 80.0, 1, "fp8")
+    assert isinstance(answer, str) and "MissingSystemFlopsError" in answer
+
+
+@needs_aic
+def test_cache_answers_again_without_calling_the_package(tmp_path):
+    from planner.perf import aic
+
+    query = PerfQuery(model="llama-3.1-8b", gpu="H100-SXM-80GB", isl=512, osl=64)
+    cache = aic.EstimateCache(tmp_path / "estimates.sqlite")
+    first = aic.aic_points(query, 80.0, 1, "bf16", batches=(1, 4), cache=cache)
+    assert cache.calls == 2
+    second = aic.aic_points(query, 80.0, 1, "bf16", batches=(1, 4), cache=cache)
+    assert cache.calls == 2 and second == first
+    reopened = aic.EstimateCache(tmp_path / "estimates.sqlite")  # persistent: a new process would not call either
+    assert aic.aic_points(query, 80.0, 1, "bf16", batches=(1, 4), cache=reopened) == first and reopened.calls == 0
+
+
+@needs_aic
+def test_multi_workload_plan_and_report_with_aic(tmp_path, cli):
+    document = yaml.safe_load((SCENARIOS / "chat-and-summarize.yaml").read_text())
+    document["perf"] = {"source": "aic"}
+    scenario = write_scenario(tmp_path, document)
+    code, out, err = cli("report", scenario, "--out", tmp_path / "report")
+    assert code == 0, err
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "aic:" in report
+    code, out, err = cli("plan", SCENARIOS / "chat-and-summarize.yaml", "--perf-source", "aic", "--json")
+    assert code == 0, err
+    import json
+
+    provenances = {a["provenance"] for w in json.loads(out)["workloads"] for a in w["assignments"]}
+    assert provenances and all(p.startswith("aic:") for p in provenances)
