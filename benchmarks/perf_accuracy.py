@@ -1,9 +1,11 @@
-"""Accuracy of the performance model, leave-one-out over the shipped benchmark rows.
+"""Accuracy of every perf source against the shipped measured benchmark rows, side by side.
 
-For every row the roofline can reproduce (architecture known, TP and precision stated), the calibration is
-refitted without that row and the row is predicted; for every measured point with measured neighbours on the same
-engine (concurrency series), it is interpolated from them. Prints median and worst relative error per source and
-metric. Run:  python benchmarks/perf_accuracy.py [--markdown]
+- roofline: for every row it can reproduce (architecture known, TP and precision stated), the calibration is
+  refitted without that row and the row is predicted (leave-one-out);
+- interpolation: every measured point with measured neighbours on the same engine, from them (leave-one-out);
+- aic (when the extra planner[aic] is installed): NVIDIA's operator-level estimate for the row's model, GPU, TP,
+  precision, ISL/OSL, at its concurrency (max-throughput rows: the best throughput over the batch ladder).
+Prints median and worst relative error per source and metric. Run:  python benchmarks/perf_accuracy.py [--markdown]
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def roofline_errors(catalog) -> list[tuple[str, str, float]]:
 
 def table_errors(catalog) -> list[tuple[str, str, float]]:
     errors = []
-    for group in group_by_engine(list(catalog.benchmarks)):
+    for group in group_by_engine([r for r in catalog.benchmarks if r.is_measurement]):
         series = sorted((r for r in group if r.concurrency is not None and r.isl is not None), key=lambda r: (r.isl, r.osl or 0, r.concurrency))
         for row in series:
             neighbours = [r for r in series if (r.isl, r.osl) == (row.isl, row.osl) and r is not row]
@@ -48,6 +50,34 @@ def table_errors(catalog) -> list[tuple[str, str, float]]:
                 guess = getattr(point, metric)
                 if guess is not None:
                     errors.append((row.source, LABEL[metric], guess / value - 1))
+    return errors
+
+
+def aic_errors(catalog) -> list[tuple[str, str, float]]:
+    """The aic estimate of every measured row it supports (TP, precision, ISL and OSL stated)."""
+    from planner.perf import PerfQuery, aic
+
+    if not aic.available():
+        return []
+    errors = []
+    for row in catalog.benchmarks:
+        if not row.is_measurement or None in (row.tp, row.precision, row.isl, row.osl):
+            continue
+        if aic.unsupported_reason(row.model, row.gpu, row.precision) is not None:
+            continue
+        query = PerfQuery(model=row.model, gpu=row.gpu, isl=row.isl, osl=row.osl, concurrency=row.concurrency)
+        points = aic.aic_points(query, catalog.gpus[row.gpu].memory_gb, row.tp, row.precision)
+        if isinstance(points, str) or not points:
+            continue
+        point = max(points, key=lambda p: p.output_tokens_per_s or 0)
+        per_instance = row.gpus // row.tp if row.per == "node" else 1  # rows per node hold several instances
+        for metric, value in measured_metrics(row).items():
+            guess = getattr(point, metric)
+            if guess is None:
+                continue
+            if metric in ("request_throughput_rps", "output_tokens_per_s"):
+                guess *= per_instance
+            errors.append((row.source, LABEL[metric], guess / value - 1))
     return errors
 
 
@@ -68,8 +98,10 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     catalog = load_catalog()
-    rows = summarize(roofline_errors(catalog), "roofline (LOO calibration)") + summarize(
-        table_errors(catalog), "interpolation (LOO)"
+    rows = (
+        summarize(roofline_errors(catalog), "roofline (LOO calibration)")
+        + summarize(table_errors(catalog), "interpolation (LOO)")
+        + summarize(aic_errors(catalog), "aic (aiconfigurator-core)")
     )
     seconds = time.perf_counter() - started
     if args.markdown:

@@ -431,3 +431,36 @@ def sweep(sweep_path: Path | str, executor: str | None = None, workers: int | No
     records = run_sweep(loaded, executor, workers, progress)
     front = pareto_front(records, loaded.pareto.x, loaded.pareto.y) if loaded.pareto else []
     return SweepResult(loaded, tuple(records), tuple(front))
+
+
+@dataclass(frozen=True)
+class TablesBuild:
+    rows: tuple
+    skipped: tuple[str, ...]
+
+    def csv_text(self) -> str:
+        from planner.catalog import benchmark_csv_text
+
+        return benchmark_csv_text(self.rows)
+
+
+def tables_build(
+    models: list[str], gpus: list[str], tps=(1, 2, 4, 8), precisions=("bf16", "fp8", "fp4"), concurrencies=(1, 8, 32, 128),
+    lengths=((1024, 128), (4096, 512)), source: str = "aic", catalog_dirs: CatalogDirs = None, progress=None,
+) -> TablesBuild:
+    """Benchmark-table rows from a perf source over a grid (today: aic), so that catalogs carry them."""
+    from planner.perf import aic
+
+    if source != "aic":
+        raise PlannerInputError("--source", "source", f"unknown source '{source}'; allowed: aic")
+    perf_layers("aic")  # the clear message when the extra is not installed
+    catalog = load_catalog(catalog_dirs)
+    for model in models:
+        if model not in catalog.models:
+            raise PlannerInputError("--models", "models", unknown_id_message("model", model, catalog.models, "planner catalog models"))
+    for gpu in gpus:
+        if gpu not in catalog.gpus:
+            raise PlannerInputError("--gpus", "gpus", unknown_id_message("GPU", gpu, catalog.gpus, "planner catalog gpus"))
+    rows, skipped = aic.table_rows(catalog, models, gpus, tuple(tps), tuple(precisions), tuple(concurrencies),
+                                   tuple(lengths), progress=progress)  # fmt: skip
+    return TablesBuild(tuple(rows), tuple(skipped))

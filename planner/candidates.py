@@ -210,7 +210,8 @@ class _Builder:
             return False
         query = self.query(workload, offer, bucket)
         points = operating_points(
-            query, self.catalog, precisions=tuple(workload.precisions) if workload.precisions else None,
+            query, self.catalog, tps=tuple(self.scenario.tp_ladder),
+            precisions=tuple(workload.precisions) if workload.precisions else None,
             sources=data_sources, percentile=workload.slo.percentile,
         )  # fmt: skip
         if isinstance(points, PerfMiss):

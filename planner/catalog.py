@@ -125,6 +125,13 @@ class BenchmarkRow(StrictModel):
     output_tokens_per_s: float | None = Field(default=None, gt=0)
     per: Literal["instance", "node"]
     notes: str = ""
+    # empty: a measurement. 'aic:<package>:<backend>:<db>': an estimate of NVIDIA's operator-level database
+    # materialized by `planner tables build` (never used to calibrate the roofline)
+    provenance: str | None = Field(default=None, pattern=r"^(measured|aic:[^,]+)$")
+
+    @property
+    def is_measurement(self) -> bool:
+        return self.provenance in (None, "measured")
 
     @property
     def point_key(self) -> tuple:
@@ -198,9 +205,18 @@ class Catalog(StrictModel):
 BENCHMARK_COLUMNS: tuple[str, ...] = (
     "source", "model", "gpu", "gpus", "tp", "precision", "isl", "osl", "concurrency", "run_kind",
     "ttft_ms", "ttft_ms_bound", "itl_ms", "itl_ms_bound", "request_throughput_rps", "output_tokens_per_s",
-    "per", "notes",
+    "per", "notes", "provenance",
 )  # fmt: skip
 _REQUIRED_BENCHMARK_COLUMNS = ("source", "model", "gpu", "gpus", "per")
+
+
+def benchmark_csv_text(rows) -> str:
+    """Rows as a benchmark table (the columns above, whole numbers without decimals), for writing."""
+    records = [{c: getattr(row, c) for c in BENCHMARK_COLUMNS} for row in rows]
+    frame = pd.DataFrame(records, columns=list(BENCHMARK_COLUMNS))
+    for column in ("gpus", "tp", "isl", "osl", "concurrency"):
+        frame[column] = frame[column].astype("Int64")
+    return frame.to_csv(index=False, lineterminator="\n", float_format="%.6g")
 
 
 def default_catalog_dir() -> Path:

@@ -551,6 +551,49 @@ def ingest(
     _run(action, debug)
 
 
+tables_app = typer.Typer(help="Benchmark tables made from a perf source.", no_args_is_help=True)
+app.add_typer(tables_app, name="tables")
+
+
+@tables_app.command("build")
+def tables_build(
+    models: Annotated[str, typer.Option("--models", help="Catalog model ids, comma-separated.")],
+    gpus: Annotated[str, typer.Option("--gpus", help="Catalog GPU ids, comma-separated.")],
+    out: Annotated[Path, typer.Option("--out", help="CSV to write, e.g. catalogs/benchmarks/aic-llama.csv.")],
+    source: Annotated[str, typer.Option("--source", help="Perf source: aic.")] = "aic",
+    tp: Annotated[str, typer.Option("--tp", help="TP degrees, comma-separated.")] = "1,2,4,8",
+    precisions: Annotated[str, typer.Option("--precisions", help="Precisions, comma-separated.")] = "bf16,fp8,fp4",
+    concurrency: Annotated[str, typer.Option("--concurrency", help="Concurrencies (batch), comma-separated.")] = "1,8,32,128",
+    lengths: Annotated[str, typer.Option("--lengths", help="ISLxOSL pairs, comma-separated.")] = "1024x128,4096x512",
+    catalog: CatalogOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """Materialize table rows (provenance aic:...) over TP x precision x concurrency x ISL/OSL."""
+
+    def action() -> None:
+        def integers(text: str, flag: str) -> tuple[int, ...]:
+            return tuple(int(v) for v in _scales(text, flag))
+
+        try:
+            pairs = tuple(tuple(int(x) for x in pair.lower().split("x")) for pair in lengths.split(","))
+            assert all(len(pair) == 2 and min(pair) > 0 for pair in pairs)
+        except (ValueError, AssertionError):
+            raise PlannerInputError("--lengths", "lengths", f"expected ISLxOSL pairs such as 1024x128,4096x512 (got '{lengths}')") from None
+        with _progress(False, "estimating grid points") as progress:
+            result = api.tables_build(
+                [m.strip() for m in models.split(",")], [g.strip() for g in gpus.split(",")], integers(tp, "--tp"),
+                tuple(p.strip() for p in precisions.split(",")), integers(concurrency, "--concurrency"), pairs, source,
+                catalog, progress,
+            )  # fmt: skip
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(result.csv_text(), encoding="utf-8")
+        print(f"{len(result.rows)} rows -> {out}; {len(result.skipped)} combinations skipped")
+        for line in result.skipped[:20]:
+            print(f"- skipped {line}")
+
+    _run(action, debug)
+
+
 workload_app = typer.Typer(help="Workloads from request traces.", no_args_is_help=True)
 app.add_typer(workload_app, name="workload")
 

@@ -16,7 +16,7 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 class StrictModel(BaseModel):
     """Frozen, unknown fields rejected: a typo in a YAML key is an error, not silently ignored."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def read_yaml(path: Path) -> Any:

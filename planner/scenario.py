@@ -64,10 +64,10 @@ class BucketSpec(StrictModel):
 class WorkloadSpec(StrictModel):
     name: str = Field(min_length=1)
     model: str
-    isl_tokens: int | None = Field(default=None, gt=0)
-    osl_tokens: int | None = Field(default=None, gt=0)
-    words_in: float | None = Field(default=None, gt=0)
-    words_out: float | None = Field(default=None, gt=0)
+    isl_tokens: int | None = Field(default=None, gt=0, le=100_000_000)
+    osl_tokens: int | None = Field(default=None, gt=0, le=100_000_000)
+    words_in: float | None = Field(default=None, gt=0, le=100_000_000)
+    words_out: float | None = Field(default=None, gt=0, le=100_000_000)
     buckets: list[BucketSpec] | None = Field(default=None, min_length=1)
     peak_rps: float | None = Field(default=None, ge=0)
     mean_rps: float | None = Field(default=None, ge=0)

@@ -32,7 +32,7 @@ def test_without_the_extra_asking_for_aic_says_how_to_get_it(cli):
     # and everything else works as before: auto falls through to the roofline
     code, out, err = cli("perf", "--model", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--tp", "1", "--precision", "fp8",
                          "--isl", "1024", "--osl", "128", "--perf-source", "auto")  # fmt: skip
-    assert code == 0 and "modeled" in out
+    assert code == 0 and "provenance: aic" not in out and "provenance: " in out
 
 
 def _package_estimate(model_name, system, tp, gemm, kv, batch, isl, osl):

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from planner.catalog import BENCHMARK_COLUMNS, BenchmarkRow, Catalog
+from planner.catalog import BenchmarkRow, Catalog, benchmark_csv_text
 from planner.errors import PlannerInputError, unknown_id_message
 from planner.loading import validate_model
 
@@ -64,13 +64,7 @@ class IngestResult:
     notes: tuple[str, ...]
 
     def csv_text(self) -> str:
-        import pandas as pd
-
-        records = [{c: getattr(row, c) for c in BENCHMARK_COLUMNS} for row in self.rows]
-        frame = pd.DataFrame(records, columns=list(BENCHMARK_COLUMNS))
-        for column in ("gpus", "tp", "isl", "osl", "concurrency"):
-            frame[column] = frame[column].astype("Int64")
-        return frame.to_csv(index=False, lineterminator="\n", float_format="%.6g")
+        return benchmark_csv_text(self.rows)
 
 
 def require(mapping: dict, key: str, file: str, what: str, where: str = ""):

@@ -215,7 +215,11 @@ def operating_points(
     its precision is then left out).
     """
     reasons: list[str] = []
-    allowed = (lambda p: p.precision in precisions) if precisions else (lambda p: True)
+    def allowed(point) -> bool:
+        """A table point of an engine the caller allows (a row that states no TP passes the TP filter)."""
+        precision_ok = not precisions or point.precision in precisions
+        return precision_ok and (not tps or point.tp is None or point.tp in tps)
+
     if "measured" in sources:
         variants = [v for v in _table_points(query, catalog, interpolate="interpolated" in sources) if allowed(v[0])]
         if variants:

@@ -240,3 +240,37 @@ def aic_points(query: PerfQuery, gpu_memory_gb: float, tp: int, precision: str, 
 
 def miss(query: PerfQuery, reason: str) -> PerfMiss:
     return PerfMiss(query, reason)
+
+
+def table_rows(catalog, models: list[str], gpus: list[str], tps: tuple[int, ...], precisions: tuple[str, ...],
+               concurrencies: tuple[int, ...], lengths: tuple[tuple[int, int], ...], backend: str = DEFAULT_BACKEND,
+               progress=None) -> tuple[list, list[str]]:  # fmt: skip
+    """Benchmark rows (provenance aic:...) over a grid, for `planner tables build`; and what was skipped, why."""
+    from planner.catalog import BenchmarkRow
+
+    rows, skipped = [], []
+    grid = [(m, g, tp, p, length) for m in models for g in gpus for tp in tps for p in precisions for length in lengths]
+    for done, (model, gpu, tp, precision, (isl, osl)) in enumerate(grid, start=1):
+        if progress:
+            progress(done, len(grid))
+        if precision not in catalog.gpus[gpu].precisions:
+            continue
+        reason = unsupported_reason(model, gpu, precision, backend)
+        if reason:
+            skipped.append(f"{model} on {gpu} {precision}: {reason}")
+            continue
+        query = PerfQuery(model=model, gpu=gpu, isl=isl, osl=osl)
+        points = aic_points(query, catalog.gpus[gpu].memory_gb, tp, precision, backend, batches=concurrencies)
+        if isinstance(points, str):
+            skipped.append(f"{model} on {gpu} TP{tp} {precision} {isl}/{osl}: {points}")
+            continue
+        for point in points:
+            rows.append(BenchmarkRow(
+                table="aic", line=len(rows) + 2, source=point.source, model=model, gpu=gpu, gpus=tp, tp=tp,
+                precision=precision, isl=isl, osl=osl, concurrency=point.concurrency, run_kind="online",
+                ttft_ms=round(point.ttft_ms, 4), itl_ms=round(point.itl_ms, 4),
+                request_throughput_rps=round(point.request_throughput_rps, 6),
+                output_tokens_per_s=round(point.output_tokens_per_s, 4), per="instance",
+                notes=f"estimate, not a measurement: {point.memory.reason}", provenance=point.provenance,
+            ))  # fmt: skip
+    return rows, list(dict.fromkeys(skipped))

@@ -113,7 +113,8 @@ def measured_metrics(row: BenchmarkRow) -> dict[str, float]:
 def calibration_rows(catalog: Catalog, architecture: str, exclude: frozenset = frozenset()) -> list[BenchmarkRow]:
     return [
         row for row in catalog.benchmarks
-        if catalog.gpus[row.gpu].architecture == architecture
+        if row.is_measurement  # estimates (aic tables) never calibrate the roofline
+        and catalog.gpus[row.gpu].architecture == architecture
         and (row.table, row.line) not in exclude
         and shape_for_row(row, catalog) is not None
         and measured_metrics(row)

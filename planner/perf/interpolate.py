@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from planner.catalog import BenchmarkRow, Catalog
-from planner.perf.tables import instance_memory, result_from_row
+from planner.perf.tables import instance_memory, measurements_first, result_from_row
 from planner.perf.types import PerfQuery, PerfResult
 
 _METRICS = ("ttft_ms", "itl_ms", "request_throughput_rps", "output_tokens_per_s")
@@ -35,7 +35,9 @@ def _blend(low: PerfResult, high: PerfResult, axis: str, value: float, low_x: fl
         gpus_per_instance=low.gpus_per_instance, ttft_ms=metrics["ttft_ms"], itl_ms=metrics["itl_ms"], e2e_ms=e2e,
         ttft_ms_bound=None, itl_ms_bound=None,
         request_throughput_rps=metrics["request_throughput_rps"], output_tokens_per_s=metrics["output_tokens_per_s"],
-        provenance="interpolated", source=f"between {low.source} and {high.source}",
+        # between estimates it is still an estimate: keep whose
+        provenance=f"{low.provenance} interpolated" if low.provenance.startswith("aic:") else "interpolated",
+        source=f"between {low.source} and {high.source}",
         memory=fields.get("memory", low.memory),
         derivations=(f"log-log interpolation over {axis} between {low_x:g} and {high_x:g}",),
     )  # fmt: skip
@@ -72,6 +74,7 @@ def over_lengths(query: PerfQuery, catalog: Catalog) -> list[PerfResult]:
         if r.model == query.model and r.gpu == query.gpu and r.isl is not None and r.osl is not None
         and (query.tp is None or r.tp == query.tp) and (query.precision is None or r.precision == query.precision)
     ]  # fmt: skip
+    rows = measurements_first(rows)
     results: dict[tuple, PerfResult] = {}
     for fixed, moving in (("osl", "isl"), ("isl", "osl")):
         target = getattr(query, moving)

@@ -24,7 +24,14 @@ def matching_rows(catalog: Catalog, query: PerfQuery) -> list[BenchmarkRow]:
         if query.concurrency is not None and row.concurrency != query.concurrency:
             continue
         rows.append(row)
-    return rows
+    return measurements_first(rows)
+
+
+def measurements_first(rows: list[BenchmarkRow]) -> list[BenchmarkRow]:
+    """Estimates (aic table rows) only for engines (TP, precision) that no measured row covers: a measurement of
+    an engine outranks an estimate of it."""
+    measured = {(r.tp, r.precision) for r in rows if r.is_measurement}
+    return [r for r in rows if r.is_measurement or (r.tp, r.precision) not in measured]
 
 
 def engine_key(row: BenchmarkRow) -> tuple:
@@ -78,6 +85,6 @@ def result_from_row(row: BenchmarkRow, catalog: Catalog) -> PerfResult:
         ttft_ms=row.ttft_ms, itl_ms=row.itl_ms, e2e_ms=e2e,
         ttft_ms_bound=row.ttft_ms_bound, itl_ms_bound=row.itl_ms_bound,
         request_throughput_rps=rps, output_tokens_per_s=tokens_per_s,
-        provenance="measured", source=row.citation,
+        provenance=row.provenance or "measured", source=row.citation,
         memory=fit, derivations=tuple(derivations),
     )
