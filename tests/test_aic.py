@@ -122,3 +122,39 @@ def test_multi_workload_plan_and_report_with_aic(tmp_path, cli):
 
     provenances = {a["provenance"] for w in json.loads(out)["workloads"] for a in w["assignments"]}
     assert provenances and all(p.startswith("aic:") for p in provenances)
+
+
+@needs_aic
+def test_tables_build_rows_carry_the_aic_provenance(tmp_path, cli):
+    out = tmp_path / "aic.csv"
+    code, stdout, err = cli("tables", "build", "--models", "llama-3.1-8b", "--gpus", "H100-SXM-80GB,L4-24GB", "--tp", "1",
+                            "--precisions", "bf16", "--concurrency", "1,8", "--lengths", "512x64", "--out", out)  # fmt: skip
+    assert code == 0, err
+    from planner.catalog import load_benchmark_table
+
+    rows = load_benchmark_table(out)
+    assert [r.concurrency for r in rows] == [1, 8] and all(r.provenance.startswith("aic:") for r in rows)
+    assert "skipped llama-3.1-8b on L4-24GB bf16: aic: no measured trtllm database for l4" in stdout
+
+
+def test_shipped_estimates_never_calibrate_and_yield_to_measurements(catalog, tmp_path):
+    from planner.perf.calibration import calibration_rows
+    from planner.perf.tables import matching_rows
+
+    estimates = [r for r in catalog.benchmarks if r.table == "aic-llama.csv"]
+    assert estimates and all(r.provenance.startswith("aic:") and not r.is_measurement for r in estimates)
+    for architecture in ("hopper", "blackwell", "ampere", "ada"):
+        assert all(r.is_measurement for r in calibration_rows(catalog, architecture))
+    # a user's measurement of one engine (TP1 bf16) hides the estimates of that engine, not of the others
+    from planner.catalog import load_catalog
+    from tests.conftest import BENCH_HEADER
+
+    user = tmp_path / "lab"
+    (user / "benchmarks").mkdir(parents=True)
+    row = "our run,llama-3.1-8b,H100-SXM-80GB,1,1,bf16,1024,128,4,online,50,,8,,10.0,,instance,"
+    (user / "benchmarks" / "ours.csv").write_text(BENCH_HEADER + "\n" + row + "\n")
+    layered = load_catalog([user])
+    query = PerfQuery(model="llama-3.1-8b", gpu="H100-SXM-80GB", isl=1024, osl=128)
+    rows = matching_rows(layered, query)
+    assert [r.source for r in rows if r.tp == 1 and r.precision == "bf16"] == ["our run"]
+    assert any(not r.is_measurement for r in rows if r.tp == 2)
