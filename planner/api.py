@@ -43,7 +43,7 @@ def with_perf_source(scenario: Scenario, perf_source: str | None) -> Scenario:
     import dataclasses
 
     if perf_source is None:
-        if "aic" in scenario.perf_sources and scenario.perf_sources == ("aic",):
+        if scenario.perf_sources == ("aic",):
             perf_layers("aic")  # asked for alone in the scenario: the same clear message when not installed
         return scenario
     return dataclasses.replace(scenario, perf_sources=perf_layers(perf_source))
@@ -86,8 +86,7 @@ class PerfAnswer:
 
 def perf_layers(perf_source: str | None) -> tuple[str, ...]:
     """The layers a `--perf-source` choice asks for (None: the default, rows then the roofline)."""
-    from planner.perf import PERF_SOURCE_LAYERS, SOURCES
-    from planner.perf.__init__ import aic_unavailable_message
+    from planner.perf import PERF_SOURCE_LAYERS, SOURCES, aic_unavailable_message
 
     if perf_source is None:
         return SOURCES

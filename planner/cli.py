@@ -574,11 +574,13 @@ def tables_build(
         def integers(text: str, flag: str) -> tuple[int, ...]:
             return tuple(int(v) for v in _scales(text, flag))
 
+        bad_lengths = PlannerInputError("--lengths", "lengths", f"expected ISLxOSL pairs such as 1024x128,4096x512 (got '{lengths}')")
         try:
             pairs = tuple(tuple(int(x) for x in pair.lower().split("x")) for pair in lengths.split(","))
-            assert all(len(pair) == 2 and min(pair) > 0 for pair in pairs)
-        except (ValueError, AssertionError):
-            raise PlannerInputError("--lengths", "lengths", f"expected ISLxOSL pairs such as 1024x128,4096x512 (got '{lengths}')") from None
+        except ValueError:
+            raise bad_lengths from None
+        if not all(len(pair) == 2 and min(pair) > 0 for pair in pairs):
+            raise bad_lengths
         with _progress(False, "estimating grid points") as progress:
             result = api.tables_build(
                 [m.strip() for m in models.split(",")], [g.strip() for g in gpus.split(",")], integers(tp, "--tp"),

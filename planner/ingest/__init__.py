@@ -8,7 +8,6 @@ The formats were read from the tools' own exporters: `tests/fixtures/ingest/<too
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -208,9 +207,6 @@ def little_concurrency(rps: float, latency_ms: float | None) -> int | None:
         return None
     return max(1, int(round(rps * latency_ms / 1000.0)))
 
-
-def finite_or_none(value: float | None) -> float | None:
-    return None if value is None or not math.isfinite(value) else value
 
 
 __all__ = ["IngestOptions", "IngestResult", "Run", "TOOLS", "STATISTICS", "ingest", "runs_to_rows"]

@@ -28,7 +28,7 @@ from planner.perf.types import MemoryFit, PerfMiss, PerfQuery, PerfResult
 __all__ = [
     "MemoryFit", "PerfMiss", "PerfQuery", "PerfResult", "SOURCES", "PERF_SOURCE_LAYERS", "TP_LADDER",
     "estimate", "operating_points", "limit_violation", "throughput_key", "modeled_curve", "model_precisions",
-    "modeled_points", "best_point",
+    "modeled_points", "best_point", "aic_unavailable_message",
 ]  # fmt: skip
 
 SOURCES = ("measured", "interpolated", "modeled")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from planner.perf.types import MemoryFit, PerfMiss, PerfQuery, PerfResult
+from planner.perf.types import MemoryFit, PerfQuery, PerfResult
 
 PACKAGE = "aiconfigurator-core"
 DEFAULT_BACKEND = "trtllm"
@@ -237,9 +237,6 @@ def aic_points(query: PerfQuery, gpu_memory_gb: float, tp: int, precision: str, 
         ))  # fmt: skip
     return points
 
-
-def miss(query: PerfQuery, reason: str) -> PerfMiss:
-    return PerfMiss(query, reason)
 
 
 def table_rows(catalog, models: list[str], gpus: list[str], tps: tuple[int, ...], precisions: tuple[str, ...],
