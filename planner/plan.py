@@ -28,6 +28,13 @@ class PlanLine:
     cost_note: str
 
 
+def configuration_key(item, role: str | None = None) -> tuple:
+    """What identifies one engine configuration across a plan line, a route and a candidate (whose `role` comes
+    from its pricing): site, role, system, model, TP, precision, batch cap, engine ISL and OSL."""
+    return (item.site, role or item.role, item.system, item.model, item.tp, item.precision, item.max_batch,
+            item.engine_isl, item.engine_osl)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Assignment:
     """Part of a workload's demand (one length bucket) routed to one configuration (its busiest period)."""
@@ -120,6 +127,11 @@ class Totals:
     rack_units: int
     annual_cost_usd: float
     cost_breakdown: CostBreakdown
+
+    @property
+    def nodes(self) -> int:
+        """All nodes: bought, reserved and spare ones once, on-demand ones at their peak per system."""
+        return sum(self.nodes_by_system.values())
 
 
 @dataclass(frozen=True)

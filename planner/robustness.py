@@ -19,7 +19,7 @@ import pulp
 from planner.candidates import CandidateSet, enumerate_candidates
 from planner.catalog import Catalog
 from planner.errors import InfeasiblePlanError, PlannerInputError
-from planner.plan import Plan, RobustnessSummary
+from planner.plan import Plan, RobustnessSummary, configuration_key
 from planner.scenario import Scenario
 
 
@@ -61,27 +61,17 @@ def is_robust(scenario: Scenario) -> bool:
     return scenario.perf_margin > 0 or bool(scenario.demand_forecasts)
 
 
-def _plan_identity(line) -> tuple:
-    pricing = {"bought": "capex", "spare": "capex", "reserved": "reserved", "on-demand": "on-demand"}[line.role]
-    return (line.site, pricing, line.system, line.model, line.tp, line.precision, line.max_batch, line.engine_isl,
-            line.engine_osl)  # fmt: skip
-
-
-def _candidate_identity(c) -> tuple:
-    return (c.site, c.pricing, c.system, c.model, c.tp, c.precision, c.max_batch, c.engine_isl, c.engine_osl)
-
-
 def demand_multiplier_limit(plan: Plan, scenario: Scenario, cset: CandidateSet) -> float:
     """lambda* = max lambda such that the plan's node counts route lambda x every bucket's demand in every period
     (capacity: sum x / r <= nodes of the plan line, per configuration and period). Spares are not counted."""
-    from planner.optimize import bucket_demand
+    from planner.optimize import _ROLE, bucket_demand
 
     nodes: dict[tuple, int] = {}
     for line in plan.lines:
         if line.role == "spare":
             continue
-        period = line.period if line.role == "on-demand" else None
-        nodes[(_plan_identity(line), period)] = nodes.get((_plan_identity(line), period), 0) + line.nodes
+        key = (configuration_key(line), line.period if line.role == "on-demand" else None)
+        nodes[key] = nodes.get(key, 0) + line.nodes
     demand = bucket_demand(scenario)
     problem = pulp.LpProblem("demand_multiplier", pulp.LpMaximize)
     scale = pulp.LpVariable("lambda", lowBound=0)
@@ -90,17 +80,17 @@ def demand_multiplier_limit(plan: Plan, scenario: Scenario, cset: CandidateSet) 
     load: dict[tuple, list] = {}
     for index, option in enumerate(cset.options):
         candidate = cset.candidate(option.candidate)
-        for period in scenario.periods:
+        identity = configuration_key(candidate, role=_ROLE[candidate.pricing])
+        for t, period in enumerate(scenario.periods):
             cell = (option.workload, option.bucket, period.name)
             if cell not in demand:
                 continue
             period_key = period.name if candidate.pricing == "on-demand" else None
-            available = nodes.get((_candidate_identity(candidate), period_key), 0)
-            if available == 0:
+            if not nodes.get((identity, period_key)):
                 continue
-            routed = pulp.LpVariable(f"x_{index}_{period.name}".replace(" ", "_").replace(":", "_").replace("-", "_"), lowBound=0)
+            routed = pulp.LpVariable(f"x_{index}_{t}", lowBound=0)
             by_cell.setdefault(cell, []).append(routed)
-            load.setdefault((_candidate_identity(candidate), period_key, period.name), []).append(routed * (1.0 / option.rps_per_node))
+            load.setdefault((identity, period_key, period.name), []).append(routed * (1.0 / option.rps_per_node))
     for index, (cell, value) in enumerate(sorted(demand.items())):
         problem += pulp.lpSum(by_cell.get(cell, [])) == value * scale, f"demand_{index}"
     for index, ((identity, period_key, period), terms) in enumerate(sorted(load.items(), key=str)):
@@ -195,26 +185,21 @@ def sensitivity(
     limit = demand_multiplier_limit(nominal, scenario, nominal_cset)
     grid = [(t, d, s) for s in latency_scales for t in throughput_scales for d in demand_scales]
     points = []
-    csets = {1.0: nominal_cset}
+    tightened = {s: scenario if s == 1.0 else _tightened(scenario, s) for s in latency_scales}
+    csets = {s: nominal_cset if s == 1.0 else enumerate_candidates(tightened[s], catalog) for s in latency_scales}
     for done, (t, d, s) in enumerate(grid):
-        if s not in csets:
-            csets[s] = enumerate_candidates(_tightened(scenario, s), catalog)
         reasons = []
         if d / t > limit * (1 + 1e-9):
             reasons.append(f"demand x {d:g} / throughput x {t:g} = {d / t:.3g} > {limit:.3g}, the most the fleet serves")
         if s != 1.0:
-            reasons += _latency_misses(nominal, _tightened(scenario, s))[:3]
-        point_scenario = scale_demand(_tightened(scenario, s), {w.name: d for w in scenario.workloads})
+            reasons += _latency_misses(nominal, tightened[s])[:3]
+        point_scenario = scale_demand(tightened[s], {w.name: d for w in scenario.workloads})
         try:
             replanned = solve_candidates(point_scenario, derate(csets[s], 1.0 - t), catalog, solver, time_limit_s)
-            status, cost = replanned.status, replanned.objective_usd_per_year
-            nodes = sum(line.nodes for line in replanned.lines if line.role != "on-demand") + max(
-                (sum(line.nodes for line in replanned.lines if line.role == "on-demand" and line.period == p.name)
-                 for p in scenario.periods), default=0)  # fmt: skip
+            status, cost, nodes = replanned.status, replanned.objective_usd_per_year, replanned.totals.nodes
         except InfeasiblePlanError:
             status, cost, nodes = "infeasible", None, None
         points.append(SensitivityPoint(t, d, s, not reasons, "; ".join(reasons), status, cost, nodes))
         if progress:
             progress(done + 1, len(grid))
-    nominal_nodes = sum(line.nodes for line in nominal.lines)
-    return Sensitivity(scenario.name, nominal.objective_usd_per_year, nominal_nodes, limit, tuple(points))
+    return Sensitivity(scenario.name, nominal.objective_usd_per_year, nominal.totals.nodes, limit, tuple(points))

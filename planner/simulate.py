@@ -27,6 +27,7 @@ from typing import Protocol
 import numpy as np
 
 from planner.perf.roofline import Efficiency, EngineShape, decode_step_ms, prefill_ms
+from planner.plan import configuration_key
 
 
 class StepModel(Protocol):
@@ -492,7 +493,7 @@ def simulate_plan(plan, scenario, catalog, duration_s: float = 600.0, seed: int 
         routes = [r for r in plan.routing if r.period == period.name]
         config_total: dict[tuple, float] = {}
         for r in routes:
-            key = _config_key(r)
+            key = configuration_key(r)
             config_total[key] = config_total.get(key, 0.0) + r.rps
         for workload in plan.workloads:
             mine = [r for r in routes if r.workload == workload.name]
@@ -503,7 +504,7 @@ def simulate_plan(plan, scenario, catalog, duration_s: float = 600.0, seed: int 
             for route in mine:
                 line_nodes = _line_nodes(plan, route)
                 assignment = next(a for a in workload.assignments if _assignment_matches(a, route))
-                engines, note = _engines_for(route, assignment, line_nodes, route.rps / config_total[_config_key(route)], catalog, scenario)
+                engines, note = _engines_for(route, assignment, line_nodes, route.rps / config_total[configuration_key(route)], catalog, scenario)
                 notes.append(f"{route.system}: {note}")
                 if not engines:
                     continue
@@ -527,16 +528,9 @@ def simulate_plan(plan, scenario, catalog, duration_s: float = 600.0, seed: int 
     return tuple(checks)
 
 
-def _config_key(route) -> tuple:
-    return (route.site, route.role, route.system, route.model, route.tp, route.precision, route.max_batch,
-            route.engine_isl, route.engine_osl)  # fmt: skip
-
-
 def _line_nodes(plan, route) -> int:
     for line in plan.lines:
-        identity = (line.site, line.role, line.system, line.model, line.tp, line.precision, line.max_batch,
-                    line.engine_isl, line.engine_osl)  # fmt: skip
-        if identity == _config_key(route) and (line.role != "on-demand" or line.period == route.period):
+        if configuration_key(line) == configuration_key(route) and (line.role != "on-demand" or line.period == route.period):
             return line.nodes
     raise ValueError(f"no plan line serves route {route}")
 

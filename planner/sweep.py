@@ -163,12 +163,9 @@ def run_point(task: tuple) -> dict:
         document.pop("catalog", None)
         scenario = build_scenario(validate_model(ScenarioSpec, document, file), catalog, file)
         result = plan(scenario, catalog)
-        on_demand_peak = max(
-            (sum(l.nodes for l in result.lines if l.role == "on-demand" and l.period == p) for p in result.periods), default=0
-        )  # fmt: skip
         record.update(
             status=result.status, objective_usd_per_year=result.objective_usd_per_year, mip_gap=result.mip_gap,
-            nodes=sum(l.nodes for l in result.lines if l.role != "on-demand") + on_demand_peak,
+            nodes=result.totals.nodes,
             gpus=result.totals.gpus, capex_usd=result.totals.capex_usd, error="",
         )  # fmt: skip
     except InfeasiblePlanError as error:

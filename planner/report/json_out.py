@@ -112,7 +112,7 @@ def compare_document(results: tuple[DeploymentResult, ...]) -> dict:
             "usd_per_million_output_tokens": _round(r.usd_per_million_output_tokens, 4),
             "output_tokens_per_year": round(r.output_tokens_per_year, 1),
             "gpus": plan.totals.gpus if plan else None,
-            "peak_nodes": sum(plan.totals.nodes_by_system.values()) if plan else None,
+            "peak_nodes": plan.totals.nodes if plan else None,
             "nodes_by_system": plan.totals.nodes_by_system if plan else None,
             "capex_usd": plan.totals.capex_usd if plan else None,
             "cost_breakdown": asdict(plan.totals.cost_breakdown) if plan else None,

@@ -50,7 +50,7 @@ def print_plan(plan: Plan, console: Console) -> None:
                     f"{line.annual_cost_usd:,.0f}")  # fmt: skip
     console.print(buy)
     totals = plan.totals
-    nodes = sum(totals.nodes_by_system.values())
+    nodes = totals.nodes
     console.print(
         f"Total: {nodes} node{'s' if nodes != 1 else ''} (cloud counted at its peak), {totals.gpus} GPUs, "
         f"capex {totals.capex_usd:,.0f} USD, {totals.power_kw:,.1f} kW, {totals.rack_units} RU: "
@@ -228,7 +228,7 @@ def print_compare(results: tuple[DeploymentResult, ...], console: Console) -> No
         table.add_row(
             r.deployment, plan.status, f"{plan.objective_usd_per_year:,.0f}",
             "-" if per_million is None else f"{per_million:,.3f}", str(plan.totals.gpus),
-            str(sum(plan.totals.nodes_by_system.values())), f"{plan.totals.capex_usd:,.0f}",
+            str(plan.totals.nodes), f"{plan.totals.capex_usd:,.0f}",
         )
     console.print(table)
     for r in results:
