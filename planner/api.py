@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from planner.catalog import Catalog, CatalogDirs, load_catalog
+from planner.catalog import Catalog, CatalogDirs, as_directory_list, load_catalog
 from planner.errors import PlannerInputError, unknown_id_message
 from planner.optimize import plan as solve_plan
 from planner.perf import PerfMiss, PerfQuery, PerfResult, estimate
@@ -17,8 +17,7 @@ from planner.scenario import Scenario, load_scenario, scenario_catalog_dirs
 def scenario_catalog(scenario_path: Path | str, catalog_dirs: CatalogDirs = None) -> Catalog:
     """The catalog a scenario plans with: shipped, then the scenario's `catalog:` directories, then `catalog_dirs`
     (the CLI's `--catalog`), each layer adding to or overriding the ones below."""
-    given = [] if catalog_dirs is None else [catalog_dirs] if isinstance(catalog_dirs, (str, Path)) else list(catalog_dirs)
-    return load_catalog([*scenario_catalog_dirs(scenario_path), *given])
+    return load_catalog([*scenario_catalog_dirs(scenario_path), *as_directory_list(catalog_dirs)])
 
 
 def plan_file(

@@ -352,25 +352,43 @@ def _manifest(directory: Path) -> CatalogManifest:
     return validate_model(CatalogManifest, read_yaml(file), str(file))
 
 
-def catalog_layers(directories: CatalogDirs) -> list[tuple[Path, str]]:
-    """(directory, origin label) from the bottom layer up: the shipped catalog unless the first user catalog
-    says `base: none`, then each user directory in the order given."""
+def as_directory_list(directories: CatalogDirs) -> list[Path]:
+    """None, one directory or several, as a list."""
     if directories is None:
-        directories = []
-    elif isinstance(directories, (str, Path)):
-        directories = [directories]
-    user = [Path(d) for d in directories]
+        return []
+    if isinstance(directories, (str, Path)):
+        return [Path(directories)]
+    return [Path(d) for d in directories]
+
+
+@dataclass(frozen=True)
+class CatalogLayer:
+    directory: Path
+    origin: str  # 'shipped' or the user catalog's name: how its rows are cited
+    own_tables: tuple[str, ...] | None  # the manifest's `tables` (other CSVs there are cited as 'local')
+
+
+def catalog_layers(directories: CatalogDirs) -> list[CatalogLayer]:
+    """The layers from the bottom up: the shipped catalog unless the first user catalog says `base: none`, then
+    each user directory in the order given. Each manifest is read once."""
+    user = as_directory_list(directories)
     for directory in user:
         if not directory.is_dir():
             raise PlannerInputError(str(directory), "", "catalog directory not found")
-    layers: list[tuple[Path, str]] = []
-    if not user or _manifest(user[0]).base == "shipped":
-        layers.append((default_catalog_dir(), SHIPPED_LAYER))
-    for directory in user:
-        if directory.resolve() == default_catalog_dir().resolve() and layers and layers[0][1] == SHIPPED_LAYER:
+    manifests = [_manifest(directory) for directory in user]
+    layers: list[CatalogLayer] = []
+    if not user or manifests[0].base == "shipped":
+        shipped = _manifest(default_catalog_dir())
+        layers.append(CatalogLayer(default_catalog_dir(), SHIPPED_LAYER, _tables(shipped)))
+    for directory, manifest in zip(user, manifests):
+        if directory.resolve() == default_catalog_dir().resolve() and layers and layers[0].origin == SHIPPED_LAYER:
             continue  # the shipped catalog named explicitly: nothing to add
-        layers.append((directory, _manifest(directory).name or str(directory)))
+        layers.append(CatalogLayer(directory, manifest.name or str(directory), _tables(manifest)))
     return layers
+
+
+def _tables(manifest: CatalogManifest) -> tuple[str, ...] | None:
+    return None if manifest.tables is None else tuple(manifest.tables)
 
 
 def load_catalog(directories: CatalogDirs = None) -> Catalog:
@@ -385,7 +403,8 @@ def load_catalog(directories: CatalogDirs = None) -> Catalog:
     merged: dict[str, dict[str, _Entry]] = {key: {} for key in _ENTRY_MODELS}
     defaults_raw: dict = {}
     rows: list[BenchmarkRow] = []
-    for depth, (directory, origin) in enumerate(layers):
+    for depth, layer in enumerate(layers):
+        directory, origin, own_tables = layer.directory, layer.origin, layer.own_tables
         overlay = depth > 0
         for key in _ENTRY_MODELS:
             file = directory / f"{key}.yaml"
@@ -398,7 +417,6 @@ def load_catalog(directories: CatalogDirs = None) -> Catalog:
                 raise PlannerInputError(str(defaults_file), "defaults", "expected a mapping with the single key 'defaults'")
             defaults_raw.update({name: (value, defaults_file) for name, value in data["defaults"].items()})
         bench_dir = directory / "benchmarks"
-        own_tables = _manifest(directory).tables
         layer_rows = [
             row for table in (sorted(bench_dir.glob("*.csv")) if bench_dir.is_dir() else [])
             for row in load_benchmark_table(table, origin if own_tables is None or table.name in own_tables else "local")
@@ -425,6 +443,6 @@ def load_catalog(directories: CatalogDirs = None) -> Catalog:
         _DefaultsFile, {"defaults": {name: value for name, (value, _) in defaults_raw.items()}}, " + ".join(defaults_files)
     ).defaults
     return Catalog(
-        directory=" + ".join(str(d) for d, _ in layers), layers=tuple(origin for _, origin in layers),
+        directory=" + ".join(str(layer.directory) for layer in layers), layers=tuple(layer.origin for layer in layers),
         defaults=defaults, gpus=gpus, systems=systems, models=models, benchmarks=tuple(rows),
     )

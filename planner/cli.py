@@ -90,6 +90,12 @@ def _progress(quiet: bool, description: str = "pricing candidates (workload x sy
         yield update
 
 
+def _write_text(path: Path, text: str) -> None:
+    """Write an output file (its folder created), only once the command's work has succeeded."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
 def _run(action, debug: bool) -> None:
     """Run one command body, turning the planner's own errors into messages and exit codes."""
     try:
@@ -461,8 +467,7 @@ def sensitivity(
         with _progress(json) as progress:
             result = api.sensitivity(scenario, catalog, *scales, solver.value if solver else None, time_limit, progress)
         if out is not None:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(json_out.sensitivity_csv(result), encoding="utf-8")
+            _write_text(out, json_out.sensitivity_csv(result))
         if json:
             sys.stdout.write(json_out.dumps(json_out.sensitivity_document(result)))
         else:
@@ -539,8 +544,7 @@ def ingest(
         result = api.ingest_results(tool.value, paths, options, out.name if out else "ingested", catalog)
         csv_text = result.csv_text()
         if out is not None:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(csv_text, encoding="utf-8")
+            _write_text(out, csv_text)
         if json:
             sys.stdout.write(json_out.dumps(json_out.ingest_document(result, str(out) if out else None)))
         elif out is None:
@@ -587,8 +591,7 @@ def tables_build(
                 tuple(p.strip() for p in precisions.split(",")), integers(concurrency, "--concurrency"), pairs, source,
                 catalog, progress,
             )  # fmt: skip
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(result.csv_text(), encoding="utf-8")
+        _write_text(out, result.csv_text())
         print(f"{len(result.rows)} rows -> {out}; {len(result.skipped)} combinations skipped")
         for line in result.skipped[:20]:
             print(f"- skipped {line}")
@@ -631,8 +634,7 @@ def workload_analyze(
         document = answer.scenario_document if answer.scenario_document is not None else answer.block
         block_yaml = yaml.safe_dump(document, sort_keys=False, width=120)
         if out is not None:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(block_yaml, encoding="utf-8")
+            _write_text(out, block_yaml)
         if json:
             sys.stdout.write(json_out.dumps(json_out.workload_analysis_document(answer)))
         else:

@@ -114,12 +114,14 @@ def window_rates(trace: Trace, period_s: float, quantile: float) -> list[WindowR
     index = np.floor(trace.arrival_s / period_s).astype(np.int64)
     low, high = int(index[0]), int(index[-1])
     counts = np.bincount(index - low, minlength=high - low + 1)
+    # arrivals are sorted, so each window is a slice (no full scan per window)
+    bounds = np.searchsorted(index, np.arange(low, high + 2), side="left")
     rates = []
     for offset, count in enumerate(counts):
         start = (low + offset) * period_s
         covered = min(start + period_s, max(last, first + 1.0)) - max(start, first)
         covered = max(covered, min(period_s, 1.0))
-        in_window = trace.arrival_s[index == low + offset]
+        in_window = trace.arrival_s[bounds[offset]:bounds[offset + 1]]
         per_second = np.bincount(np.floor(in_window - start).astype(np.int64), minlength=max(1, math.ceil(covered)))
         observed = float(np.quantile(per_second, quantile)) if period_s >= 1.0 else float(count) / period_s
         mean = float(count / covered)

@@ -154,9 +154,9 @@ def _short_path(file: str) -> str:
     return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
 
 
-def runs_to_rows(runs: list[Run], options: IngestOptions, catalog: Catalog, table: str = "ingested") -> IngestResult:
+def runs_to_rows(runs: list[Run], options: IngestOptions, engine: tuple[str, int, str], table: str = "ingested") -> IngestResult:
     """Benchmark rows from runs, with the options' ids; every row validated as the catalog loader would."""
-    gpu, gpus, per = _check_options(options, catalog)
+    gpu, gpus, per = engine  # from _check_options
     if not runs:
         raise PlannerInputError(table, "", "no benchmark runs found")
     notes: list[str] = []
@@ -190,7 +190,7 @@ def ingest(tool: str, paths: list[Path | str], options: IngestOptions, catalog: 
 
     if tool not in TOOLS:
         raise PlannerInputError("ingest", "tool", f"unknown tool '{tool}'; allowed: {', '.join(TOOLS)}")
-    _check_options(options, catalog)
+    engine = _check_options(options, catalog)  # before any file is read
     parser = importlib.import_module(f"planner.ingest.{tool.replace('-', '_')}")
     files = files_of([Path(p) for p in paths], parser.is_result_file)
     if options.concurrency is not None and len(files) > 1:
@@ -198,7 +198,7 @@ def ingest(tool: str, paths: list[Path | str], options: IngestOptions, catalog: 
     runs: list[Run] = []
     for file in files:
         runs.extend(parser.parse_file(file, options.statistic, options.concurrency))
-    return runs_to_rows(runs, options, catalog, table)
+    return runs_to_rows(runs, options, engine, table)
 
 
 def little_concurrency(rps: float, latency_ms: float | None) -> int | None:
