@@ -204,15 +204,15 @@ class _Builder:
         self.pruned.append(Pruned(workload.name, offer.system, reason, kind))
 
     def from_data(self, offer: SystemOffer, workload: Workload, bucket_index: int, bucket: Bucket) -> bool:
-        """Candidates from benchmark rows / interpolation; True when data answered (even with a miss)."""
-        data_sources = tuple(s for s in self.scenario.perf_sources if s != "modeled")
-        if not data_sources:
+        """Candidates from benchmark rows (the roofline anchored on them where the scenario allows the model, or
+        interpolation between them); True when data answered (even with a miss)."""
+        if not any(s != "modeled" for s in self.scenario.perf_sources):
             return False
         query = self.query(workload, offer, bucket)
         points = operating_points(
             query, self.catalog, tps=tuple(self.scenario.tp_ladder),
             precisions=tuple(workload.precisions) if workload.precisions else None,
-            sources=data_sources, percentile=workload.slo.percentile,
+            sources=tuple(self.scenario.perf_sources), percentile=workload.slo.percentile, model_without_rows=False,
         )  # fmt: skip
         if isinstance(points, PerfMiss):
             if points.reason.startswith("no benchmark row"):

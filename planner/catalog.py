@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 import pandas as pd
-from pydantic import Field
+from pydantic import ConfigDict, Field, PrivateAttr
 
 from planner.errors import PlannerInputError, unknown_id_message
 from planner.loading import StrictModel, read_yaml, validate_model
@@ -168,8 +168,33 @@ class _DefaultsFile(StrictModel):
     defaults: CatalogDefaults
 
 
+STEP_COLUMNS: tuple[str, ...] = (
+    "source", "model", "gpu", "tp", "precision", "decode_batch", "decode_context_tokens", "prefill_prompts",
+    "prefill_isl", "time_ms", "provenance",
+)  # fmt: skip
+
+
+class StepTable:
+    """Timed engine iterations of one CSV (`calibration/*.csv`): a decode token for each of `decode_batch`
+    sequences of `decode_context_tokens`, fused with `prefill_prompts` prompts of `prefill_isl` tokens, took
+    `time_ms`. The roofline's kernel efficiencies are fitted to them (perf/calibration.py). Columns as a frame."""
+
+    __slots__ = ("path", "origin", "frame")
+
+    def __init__(self, path: str, origin: str, frame: pd.DataFrame):
+        self.path, self.origin, self.frame = path, origin, frame
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    def __repr__(self) -> str:
+        return f"StepTable({self.path!r}, {len(self)} rows)"
+
+
 class Catalog(StrictModel):
     """Everything the planner knows about hardware, prices, models and measured performance."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, arbitrary_types_allowed=True)
 
     directory: str
     layers: tuple[str, ...] = (SHIPPED_LAYER,)
@@ -178,6 +203,15 @@ class Catalog(StrictModel):
     systems: dict[str, System]
     models: dict[str, ModelArch]
     benchmarks: tuple[BenchmarkRow, ...]
+    steps: tuple[StepTable, ...] = ()
+    # what is derived from this catalog once (calibration fits, row indexes): lives and dies with it
+    _derived: dict = PrivateAttr(default_factory=dict)
+
+    @property
+    def derived(self) -> dict:
+        if self._derived.get("owner") != id(self):  # a model_copy shares the dict: start its own
+            self._derived = {"owner": id(self)}
+        return self._derived
 
     def gpu(self, gpu_id: str) -> Gpu:
         if gpu_id not in self.gpus:
@@ -279,6 +313,39 @@ def load_benchmark_table(path: Path, origin: str = SHIPPED_LAYER) -> list[Benchm
         values.update(table=path.name, line=line, origin=origin, path=str(path))
         rows.append(validate_model(BenchmarkRow, values, f"{path} line {line}"))
     return rows
+
+
+def load_step_table(path: Path, models: dict, gpus: dict, origin: str = SHIPPED_LAYER) -> StepTable:
+    """Read one calibration CSV of timed engine iterations; a bad cell raises PlannerInputError naming its line."""
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise PlannerInputError(str(path), "", f"cannot read CSV: {exc}") from exc
+    if tuple(frame.columns) != STEP_COLUMNS:
+        raise PlannerInputError(str(path), "header", f"expected the columns {', '.join(STEP_COLUMNS)}")
+    out = frame[["source", "model", "gpu", "precision", "provenance"]].copy()
+
+    def fail(mask, column: str, allowed: str) -> None:
+        if mask.any():
+            line = int(mask.to_numpy().nonzero()[0][0]) + 2
+            raise PlannerInputError(str(path), f"line {line} column {column}", f"{allowed} (got {frame[column].iloc[line - 2]!r})")
+
+    fail(frame["source"].str.strip() == "", "source", "every row names its source")
+    fail(~frame["model"].isin(list(models)), "model", "a model id of the catalog")
+    fail(~frame["gpu"].isin(list(gpus)), "gpu", "a GPU id of the catalog")
+    supported = [p in gpus[g].precisions if g in gpus else False for g, p in zip(frame["gpu"], frame["precision"])]
+    fail(~pd.Series(supported, index=frame.index), "precision", "a precision the GPU supports")
+    for column, low in (("tp", 1), ("decode_batch", 0), ("decode_context_tokens", 0), ("prefill_prompts", 0), ("prefill_isl", 0)):
+        values = pd.to_numeric(frame[column], errors="coerce")
+        fail(values.isna() | (values != values.round()) | (values < low) | (values > 10_000_000), column, f"a whole number >= {low}")
+        out[column] = values.astype("int64")
+    time_ms = pd.to_numeric(frame["time_ms"], errors="coerce")
+    fail(time_ms.isna() | ~(time_ms > 0) | ~(time_ms < 1e9), "time_ms", "a finite time > 0 ms")
+    out["time_ms"] = time_ms.astype(float)
+    fail((out["decode_batch"] == 0) & (out["prefill_prompts"] == 0), "decode_batch", "an iteration decodes or prefills something")
+    fail((out["prefill_prompts"] > 0) != (out["prefill_isl"] > 0), "prefill_isl", "> 0 exactly when prefill_prompts > 0")
+    fail((out["decode_batch"] > 0) & (out["decode_context_tokens"] == 0), "decode_context_tokens", "> 0 when decode_batch > 0")
+    return StepTable(str(path), origin, out)
 
 
 _ENTRY_MODELS: dict[str, type[StrictModel]] = {"gpus": Gpu, "systems": System, "models": ModelArch}
@@ -403,6 +470,7 @@ def load_catalog(directories: CatalogDirs = None) -> Catalog:
     merged: dict[str, dict[str, _Entry]] = {key: {} for key in _ENTRY_MODELS}
     defaults_raw: dict = {}
     rows: list[BenchmarkRow] = []
+    step_files: list[tuple[Path, str]] = []
     for depth, layer in enumerate(layers):
         directory, origin, own_tables = layer.directory, layer.origin, layer.own_tables
         overlay = depth > 0
@@ -423,6 +491,8 @@ def load_catalog(directories: CatalogDirs = None) -> Catalog:
         ]  # fmt: skip
         replaced = {row.point_key for row in layer_rows}
         rows = [row for row in rows if row.point_key not in replaced] + layer_rows
+        calibration_dir = directory / "calibration"
+        step_files.extend((table, origin) for table in (sorted(calibration_dir.glob("*.csv")) if calibration_dir.is_dir() else []))
     gpus = _validated("gpus", merged["gpus"])
     systems = _validated("systems", merged["systems"])
     models = _validated("models", merged["models"])
@@ -445,4 +515,5 @@ def load_catalog(directories: CatalogDirs = None) -> Catalog:
     return Catalog(
         directory=" + ".join(str(layer.directory) for layer in layers), layers=tuple(layer.origin for layer in layers),
         defaults=defaults, gpus=gpus, systems=systems, models=models, benchmarks=tuple(rows),
+        steps=tuple(load_step_table(path, models, gpus, origin) for path, origin in step_files),
     )

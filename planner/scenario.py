@@ -194,7 +194,8 @@ class SolverSpec(StrictModel):
 class ScenarioSpec(StrictModel):
     name: str = Field(min_length=1)
     description: str = ""
-    words_per_token: float | None = Field(default=None, gt=0)
+    # English runs at ~0.75 words per token; outside 0.1-10 a word count cannot mean tokens any more
+    words_per_token: float | None = Field(default=None, ge=0.1, le=10)
     deployment: Deployment = "on-prem"
     workloads: list[WorkloadSpec] = Field(min_length=1)
     sites: SitesSpec

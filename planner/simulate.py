@@ -26,7 +26,7 @@ from typing import Protocol
 
 import numpy as np
 
-from planner.perf.roofline import Efficiency, EngineShape, decode_step_ms, prefill_ms
+from planner.perf.roofline import Efficiency, EngineShape, decode_step_ms, fixed_ms, prefill_ms
 from planner.plan import configuration_key
 
 
@@ -62,8 +62,8 @@ class RooflineSteps:
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     def prefill_ms(self, isls: list[int]) -> float:
-        # prompts prefilled together: their FLOPs add up, the fixed overhead is paid once
-        overhead = self.efficiency.overhead_ms
+        # prompts prefilled together: their work adds up, the fixed per-iteration latencies are paid once
+        overhead = float(fixed_ms(self.shape, self.efficiency))
         total = overhead
         for isl in isls:
             one = self._cache.get(("prefill", isl))
@@ -457,6 +457,7 @@ def _instances_per_node(route, gpus_per_node: int) -> int:
 
 def _engines_for(route, assignment, line_nodes: int, share: float, catalog, scenario) -> tuple[list, str]:
     """The engine instances that serve this route: the roofline's steps for modeled points, slots for data."""
+    from planner.perf import is_modeled
     from planner.perf.calibration import efficiency_for
     from planner.perf.roofline import kv_bytes_for
     from planner.perf.tables import instance_memory
@@ -464,7 +465,7 @@ def _engines_for(route, assignment, line_nodes: int, share: float, catalog, scen
     system = catalog.systems[route.system]
     per_node = _instances_per_node(route, system.gpus_per_node)
     count = max(1, round(line_nodes * per_node * share))
-    if assignment.provenance == "modeled":
+    if is_modeled(assignment.provenance):
         gpu = catalog.gpus[system.gpu]
         shape = EngineShape(catalog.models[route.model], gpu, route.tp, route.precision, kv_bytes_for(route.precision))
         memory = instance_memory(catalog, route.model, system.gpu, route.tp, route.precision, route.engine_isl, route.engine_osl)

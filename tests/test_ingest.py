@@ -142,7 +142,8 @@ def test_planning_with_ingested_rows_switches_provenance_to_them(tmp_path, catal
     (user / "benchmarks" / "vllm-sweep.csv").write_text(ingest("vllm", [VLLM / "sweep"], options(), catalog).csv_text())
     after = plan_file(scenario, [user])
     assignments = [a for w in after.workloads for a in w.assignments]
-    assert assignments and all(a.provenance in ("measured", "interpolated") for a in assignments)
+    # the user's rows, or the roofline anchored on them beyond their last concurrency
+    assert assignments and all(a.provenance in ("measured", "interpolated", "modeled") for a in assignments)
     assert all("[my-lab] vllm bench serve" in a.source for a in assignments)
     assert load_catalog([user]).layers == ("shipped", "my-lab")
 
@@ -341,6 +342,7 @@ def test_cli_loop_ingest_then_plan_on_the_users_rows(tmp_path, cli, tool, path, 
     code, out, err = cli("plan", scenario, "--json")
     assert code == 0, err
     assignments = [a for w in json.loads(out)["workloads"] for a in w["assignments"]]
-    assert assignments and all(a["provenance"] in ("measured", "interpolated") for a in assignments)
+    # the user's rows, or the roofline anchored on them beyond their last concurrency
+    assert assignments and all(a["provenance"] in ("measured", "interpolated", "modeled") for a in assignments)
     assert all(f"[{catalog_dir}] {tool}" in a["source"] or f"[{catalog_dir}] vllm bench serve" in a["source"]
                for a in assignments)  # fmt: skip

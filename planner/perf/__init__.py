@@ -1,10 +1,14 @@
 """The performance model: per (engine config, workload) latency and throughput, each with its provenance.
 
-Layers (design.md), tried in order, data first:
+Layers (design.md), data first:
 1. measured      a benchmark row matches exactly (model, GPU, ISL, OSL; TP, precision, concurrency when asked);
-2. interpolated  between measured rows (log-log over concurrency, ISL or OSL), never beyond them;
+2. interpolated  between measured rows of one engine: the roofline anchored on them (`anchor.py`: exact at the
+                 rows, a residual correction between), or log-log between rows the roofline cannot model;
 3. aic           NVIDIA's operator-level database (`aic.py`, the optional extra planner[aic]), when asked for;
-4. modeled       the roofline (`roofline.py`) with efficiencies calibrated on the rows (`calibration.py`).
+4. modeled       the roofline (`roofline.py`) calibrated per GPU generation (`calibration.py`) and anchored on the
+                 engine's rows where it has any, so that a curve runs on continuously where the data ends.
+                 'modeled (aic kernels)' where the generation's factors rest on aiconfigurator's kernel database
+                 alone (no measured rows of it), 'extrapolated' beyond what its calibration covers.
 Where data exists for a query, the model does not overrule it: a limit the data misses is a miss with its reason.
 """
 
@@ -12,23 +16,26 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from planner.catalog import Catalog
-from planner.perf.calibration import efficiency_for
+from planner.perf.anchor import AnchorSet, build_anchors
+from planner.perf.calibration import calibrated_range, efficiency_for
 from planner.perf.interpolate import concurrency_grid, over_concurrency, over_lengths
 from planner.perf.roofline import (
     EngineShape,
     concurrency_ladder,
     kv_bytes_for,
-    steady_state,
+    steady_state_curve,
     supports_roofline,
 )
-from planner.perf.tables import group_by_engine, instance_memory, matching_rows, result_from_row
+from planner.perf.tables import group_by_engine, instance_memory, matching_rows, result_from_row, rows_for
 from planner.perf.types import MemoryFit, PerfMiss, PerfQuery, PerfResult
 
 __all__ = [
     "MemoryFit", "PerfMiss", "PerfQuery", "PerfResult", "SOURCES", "PERF_SOURCE_LAYERS", "TP_LADDER",
     "estimate", "operating_points", "limit_violation", "throughput_key", "modeled_curve", "model_precisions",
-    "modeled_points", "best_point", "aic_unavailable_message",
+    "modeled_points", "best_point", "aic_unavailable_message", "is_modeled",
 ]  # fmt: skip
 
 SOURCES = ("measured", "interpolated", "modeled")
@@ -40,6 +47,13 @@ PERF_SOURCE_LAYERS = {
     "aic": ("aic",),
 }
 TP_LADDER = (1, 2, 4, 8)
+MODEL_PROVENANCE = {"measured": "modeled", "aic kernels": "modeled (aic kernels)", "timed kernels": "modeled (timed kernels)",
+                    "extrapolated": "extrapolated"}  # fmt: skip
+
+
+def is_modeled(provenance: str) -> bool:
+    """The roofline answered (whatever its basis), not a row or an interpolation between rows."""
+    return provenance.startswith("modeled") or provenance == "extrapolated"
 
 
 def limit_violation(result: PerfResult, ttft_ms: float | None, itl_ms: float | None, e2e_ms: float | None) -> str | None:
@@ -81,7 +95,7 @@ def _best(results: list[PerfResult], query: PerfQuery) -> PerfResult | str:
     meeting = [r for r in usable if limit_violation(r, query.ttft_ms, query.itl_ms, query.e2e_ms) is None]
     if not meeting:
         lowest = min(usable, key=lambda r: (r.concurrency or 0, r.ttft_ms or 0))
-        what = "measured" if lowest.provenance != "modeled" else "modeled"
+        what = "modeled" if is_modeled(lowest.provenance) else "measured"
         return (
             f"no {what} point meets the limits; at the lowest concurrency ({lowest.concurrency or 'n/s'}): "
             f"{limit_violation(lowest, query.ttft_ms, query.itl_ms, query.e2e_ms)}"
@@ -89,11 +103,17 @@ def _best(results: list[PerfResult], query: PerfQuery) -> PerfResult | str:
     return max(meeting, key=lambda r: (throughput_key(r), -(r.concurrency or 0)))
 
 
-def _table_points(query: PerfQuery, catalog: Catalog, interpolate: bool) -> list[list[PerfResult]]:
-    """Measured points per engine variant, plus interpolated concurrencies between them."""
-    rows = matching_rows(catalog, dataclasses.replace(query, concurrency=None))
+def model_precisions(catalog: Catalog, gpu: str) -> tuple[str, ...]:
+    """Precisions worth modeling on a GPU: fp16 runs at the bf16 rate, so bf16 stands for both."""
+    return tuple(p for p in catalog.gpus[gpu].precisions if p != "fp16")
+
+
+def _table_points(query: PerfQuery, catalog: Catalog, interpolate: bool, groups=None) -> list[list[PerfResult]]:
+    """Measured points per engine variant, plus log-log interpolated concurrencies between them."""
+    if groups is None:
+        groups = group_by_engine(matching_rows(catalog, dataclasses.replace(query, concurrency=None)))
     variants = []
-    for group in group_by_engine(rows):
+    for group in groups:
         if query.concurrency is not None:
             exact = [result_from_row(r, catalog) for r in group if r.concurrency == query.concurrency]
             between = over_concurrency(group, query.concurrency, catalog) if interpolate and not exact else None
@@ -107,12 +127,43 @@ def _table_points(query: PerfQuery, catalog: Catalog, interpolate: bool) -> list
     return variants
 
 
-def model_precisions(catalog: Catalog, gpu: str) -> tuple[str, ...]:
-    """Precisions worth modeling on a GPU: fp16 runs at the bf16 rate, so bf16 stands for both."""
-    return tuple(p for p in catalog.gpus[gpu].precisions if p != "fp16")
+def _anchors(catalog: Catalog, shape: EngineShape, eff) -> AnchorSet | None:
+    key = ("anchors", shape.model.id, shape.gpu.id, shape.tp, shape.precision)
+    if key not in catalog.derived:
+        def capacity(isl: int, osl: int) -> int | None:
+            fit = instance_memory(catalog, shape.model.id, shape.gpu.id, shape.tp, shape.precision, isl, osl)
+            return fit.running_limit(isl, osl) if fit.fits else None
+
+        catalog.derived[key] = build_anchors(catalog, shape, eff, capacity)
+    return catalog.derived[key]
 
 
-def _modeled(
+def _provenance(catalog: Catalog, shape: EngineShape, eff, isl: int) -> tuple[str, str | None]:
+    """The roofline's provenance for this engine and prompt, and why it is extrapolated (if it is)."""
+    covered = calibrated_range(catalog, shape.gpu.architecture)
+    why = covered.outside(shape.tp, shape.precision, isl, shape.model.moe is not None) if covered else None
+    if why:
+        return "extrapolated", why
+    return MODEL_PROVENANCE[eff.basis], None
+
+
+def _bracketing(rows, isl: int, osl: int, concurrency: int, best: bool) -> str | None:
+    """The axis along which measured rows of the engine surround this point, if any."""
+    same = sorted({r.concurrency for r in rows if (r.isl, r.osl) == (isl, osl) and r.concurrency})
+    if same and same[0] < concurrency < same[-1]:
+        return "concurrency"
+    for fixed, moving, target in (("osl", "isl", isl), ("isl", "osl", osl)):
+        line = [
+            getattr(r, moving) for r in rows
+            if getattr(r, fixed) == (osl if fixed == "osl" else isl)
+            and (r.concurrency == concurrency or (r.concurrency is None and best))
+        ]  # fmt: skip
+        if any(v < target for v in line) and any(v > target for v in line):
+            return moving.upper()
+    return None
+
+
+def _curve(
     query: PerfQuery,
     catalog: Catalog,
     tp: int,
@@ -120,7 +171,10 @@ def _modeled(
     percentile: float,
     beyond_capacity: bool = False,
     engine_lengths: tuple[int, int] | None = None,
+    anchored: bool = True,
 ) -> list[PerfResult] | str:
+    """The roofline's points for one engine over the concurrency ladder (or at the query's concurrency), anchored
+    on the engine's rows; a measured row at the query's lengths stands in for the model at its concurrency."""
     model = catalog.models[query.model]
     if not supports_roofline(model):
         return f"architecture of {query.model} not published: the roofline cannot model it"
@@ -129,36 +183,86 @@ def _modeled(
     gpu = catalog.gpus[query.gpu]
     if precision not in gpu.tflops_by_precision:
         return f"{gpu.id} does not support {precision}"
-    # the engine reserves KV cache for its max ISL + OSL: that, not the request's lengths, bounds the batch
+    # an engine built for longer sequences must fit one of them; its paged KV cache then runs as many of the
+    # query's sequences as their tokens fill
     engine_isl, engine_osl = engine_lengths or (query.isl, query.osl)
     memory = instance_memory(catalog, query.model, query.gpu, tp, precision, engine_isl, engine_osl)
     if not memory.fits:
         return f"TP{tp} {precision}: does not fit: {memory.reason}"
     shape = EngineShape(model, gpu, tp, precision, kv_bytes_for(precision))
     eff = efficiency_for(catalog, gpu.architecture)
-    capacity = memory.max_concurrency_by_memory
+    field = _anchors(catalog, shape, eff) if anchored else None
+    measured = [
+        r for r in rows_for(catalog, query.model, query.gpu)
+        if r.is_measurement and r.tp == tp and r.precision == precision and r.isl is not None and r.osl is not None
+    ] if anchored else []  # fmt: skip
+    exact = {r.concurrency: r for r in measured if (r.isl, r.osl) == (query.isl, query.osl) and r.concurrency}
+    capacity = memory.running_limit(query.isl, query.osl)
     top = 2 * capacity if (beyond_capacity and capacity) else capacity
-    ladder = [query.concurrency] if query.concurrency else concurrency_ladder(top)
+    if query.concurrency:
+        ladder = [query.concurrency]
+    else:
+        ladder = sorted(set(concurrency_ladder(top)) | set(exact))
+    states = steady_state_curve(shape, eff, query.isl, query.osl, ladder, capacity, percentile)
+    means = steady_state_curve(shape, eff, query.isl, query.osl, ladder, capacity) if percentile > 50 and field else states
+    ttft_factor = itl_factor = np.ones(len(ladder))
+    if field:
+        model_means = {m: np.array([getattr(p, m) for p in means]) for m in ("ttft_ms", "itl_ms")}
+        # beyond the KV capacity the batch stops growing: the correction is the one at the running batch
+        corrected = field.correct(shape, eff, query.isl, query.osl, capacity, [p.running for p in means], model_means)
+        ttft_factor = corrected["ttft_ms"] / model_means["ttft_ms"]
+        itl_factor = corrected["itl_ms"] / model_means["itl_ms"]
+    provenance, why = _provenance(catalog, shape, eff, query.isl)
+    factors_note = f"{gpu.architecture} factors: {eff.describe()}"
+    source = f"roofline ({eff.source})" + (f"; {field.describe()}" if field else "")
+    best_index = None
     points = []
-    for concurrency in ladder:
-        state = steady_state(shape, eff, query.isl, query.osl, concurrency, memory.max_concurrency_by_memory, percentile)
-        points.append(
-            PerfResult(
-                model=query.model, gpu=query.gpu, tp=tp, precision=precision, isl=query.isl, osl=query.osl,
-                concurrency=concurrency, gpus_per_instance=tp, ttft_ms=state.ttft_ms, itl_ms=state.itl_ms,
-                e2e_ms=state.e2e_ms, ttft_ms_bound=None, itl_ms_bound=None,
-                request_throughput_rps=state.request_throughput_rps, output_tokens_per_s=state.output_tokens_per_s,
-                provenance="modeled", source=f"roofline ({eff.source})", memory=memory,
-                derivations=(
-                    f"prefill {state.prefill_ms:.1f} ms, decode step {state.decode_step_ms:.2f} ms at batch "
-                    f"{state.running}, prefill share of time {state.prefill_share:.0%}"
-                    + (f", {concurrency - state.running} queued (KV cache full)" if concurrency > state.running else ""),
-                    f"efficiencies: compute {eff.compute:.0%}, bandwidth {eff.bandwidth:.0%}, overhead "
-                    f"{eff.overhead_ms:g} ms/step, all-reduce step {eff.allreduce_step_us:g} us",
-                    f"latencies are means; limits at percentile {percentile:g}" if percentile > 50 else "latencies are means",
-                ),
-            )  # fmt: skip
-        )
+    for i, state in enumerate(states):
+        if state.concurrency in exact:
+            points.append(result_from_row(exact[state.concurrency], catalog))
+            continue
+        decode_tokens = max(query.osl - 1, 0)
+        mean = means[i]
+        if field:
+            # the rows moved the engine's latencies: its throughput follows by Little's law on the corrected means,
+            # and the wait for a KV slot (beyond the capacity) with it
+            engine_ttft = (mean.ttft_ms - mean.slot_wait_ms) * ttft_factor[i]
+            rps = mean.running / ((engine_ttft + decode_tokens * mean.itl_ms * itl_factor[i]) / 1e3)
+            slot_scale = mean.request_throughput_rps / rps
+        else:
+            rps, slot_scale = state.request_throughput_rps, 1.0
+        ttft = (state.ttft_ms - state.slot_wait_ms) * ttft_factor[i] + state.slot_wait_ms * slot_scale
+        itl = state.itl_ms * itl_factor[i]
+        derivations = [
+            f"prefill {state.prefill_ms:.1f} ms, decode step {state.decode_step_ms:.2f} ms at batch {state.decoding:.1f}, "
+            f"prefills take {state.prefill_share:.0%} of the time"
+            + (f", {state.concurrency - state.running} queued (KV cache full)" if state.concurrency > state.running else ""),
+            factors_note,
+            f"latencies at percentile {percentile:g} (Gamma tails of the queueing)" if percentile > 50 else "latencies are means",
+        ]
+        if field:
+            derivations.append(f"{field.describe()}: TTFT x{ttft_factor[i]:.3f}, ITL x{itl_factor[i]:.3f}")
+        if why:
+            derivations.append(f"extrapolated: {why}")
+        points.append(PerfResult(
+            model=query.model, gpu=query.gpu, tp=tp, precision=precision, isl=query.isl, osl=query.osl,
+            concurrency=state.concurrency, gpus_per_instance=tp, ttft_ms=float(ttft), itl_ms=float(itl),
+            e2e_ms=float(ttft + decode_tokens * itl), ttft_ms_bound=None, itl_ms_bound=None,
+            request_throughput_rps=float(rps), output_tokens_per_s=float(rps * query.osl), provenance=provenance,
+            source=source, memory=memory,
+            derivations=tuple(derivations),
+        ))  # fmt: skip
+        if best_index is None or rps > points[best_index].request_throughput_rps:
+            best_index = len(points) - 1
+    for i, point in enumerate(points):
+        if not is_modeled(point.provenance):
+            continue
+        axis = _bracketing(measured, query.isl, query.osl, point.concurrency, i == best_index)
+        if axis:
+            points[i] = dataclasses.replace(
+                point, provenance="interpolated",
+                derivations=(f"between measured rows over {axis}: the roofline anchored on them",) + point.derivations,
+            )
     return points
 
 
@@ -171,8 +275,8 @@ def modeled_points(
     engine_lengths: tuple[int, int] | None = None,
 ) -> list[PerfResult] | str:
     """Roofline points over the concurrency ladder (up to the KV capacity of an engine built for
-    `engine_lengths`), or why there are none (architecture unknown, precision unsupported, does not fit)."""
-    return _modeled(query, catalog, tp, precision, percentile, engine_lengths=engine_lengths)
+    `engine_lengths`), anchored on the engine's rows, or why there are none."""
+    return _curve(query, catalog, tp, precision, percentile, engine_lengths=engine_lengths)
 
 
 def best_point(points: list[PerfResult], query: PerfQuery, max_concurrency: int | None = None) -> PerfResult | str:
@@ -184,10 +288,10 @@ def best_point(points: list[PerfResult], query: PerfQuery, max_concurrency: int 
     return _best(points, query)
 
 
-def modeled_curve(query: PerfQuery, catalog: Catalog, percentile: float = 50.0) -> list[PerfResult] | PerfMiss:
+def modeled_curve(query: PerfQuery, catalog: Catalog, percentile: float = 50.0, anchored: bool = True) -> list[PerfResult] | PerfMiss:
     """The roofline's latency-throughput curve over the concurrency ladder for one TP and precision, on to twice
     the KV-cache capacity to show the queueing beyond it."""
-    points = _modeled(query, catalog, query.tp or 1, query.precision or "bf16", percentile, beyond_capacity=True)
+    points = _curve(query, catalog, query.tp or 1, query.precision or "bf16", percentile, beyond_capacity=True, anchored=anchored)
     return PerfMiss(query, points) if isinstance(points, str) else points
 
 
@@ -196,8 +300,22 @@ def estimate(query: PerfQuery, catalog: Catalog, sources: tuple[str, ...] = SOUR
     answer = operating_points(query, catalog, sources=sources, percentile=percentile)
     if isinstance(answer, PerfMiss):
         return answer
-    best = max(answer, key=lambda r: (throughput_key(r), -(r.concurrency or 0)))
-    return best
+    return max(answer, key=lambda r: (throughput_key(r), -(r.concurrency or 0)))
+
+
+def _modelable(group, catalog: Catalog) -> bool:
+    """Rows of an engine the roofline can reproduce: TP and precision stated, per instance, architecture known."""
+    row = group[0]
+    return (row.tp is not None and row.precision is not None and row.per == "instance" and row.tp == row.gpus
+            and supports_roofline(catalog.models[row.model]))  # fmt: skip
+
+
+def _pick(variants, query: PerfQuery, reasons: list[str]) -> list[PerfResult]:
+    points = []
+    for variant in variants:
+        best = variant if isinstance(variant, str) else _best(variant, query)
+        (reasons if isinstance(best, str) else points).append(best)
+    return points
 
 
 def operating_points(
@@ -207,56 +325,63 @@ def operating_points(
     precisions: tuple[str, ...] | None = None,
     sources: tuple[str, ...] = SOURCES,
     percentile: float = 50.0,
+    model_without_rows: bool = True,
 ) -> list[PerfResult] | PerfMiss:
     """The best point meeting the limits for each engine variant (TP, precision), from the first layer with data.
 
     `tps`/`precisions` are the variants the roofline may model (default: TP 1-8 and the GPU's precisions, or the
     query's own TP/precision when it names them); `precisions` also filters table rows (a row that does not state
-    its precision is then left out).
+    its precision is then left out). With the roofline among the sources, an engine with rows at the query's
+    lengths answers with the roofline anchored on them (its measured rows exactly); without it, rows and log-log
+    interpolation between them. `model_without_rows=False` keeps the roofline to engines with rows at the query's
+    lengths (candidate enumeration models the others itself).
     """
     reasons: list[str] = []
+    modeled = "modeled" in sources
+
     def allowed(point) -> bool:
         """A table point of an engine the caller allows (a row that states no TP passes the TP filter)."""
         precision_ok = not precisions or point.precision in precisions
         return precision_ok and (not tps or point.tp is None or point.tp in tps)
 
     if "measured" in sources:
-        variants = [v for v in _table_points(query, catalog, interpolate="interpolated" in sources) if allowed(v[0])]
-        if variants:
-            points = []
-            for variant in variants:
-                best = _best(variant, query)
-                (reasons if isinstance(best, str) else points).append(best)
-            return points if points else PerfMiss(query, "; ".join(sorted(set(reasons))))
+        groups = [g for g in group_by_engine(matching_rows(catalog, dataclasses.replace(query, concurrency=None))) if allowed(g[0])]
+        if modeled:  # estimates (aic tables) stand in for nothing the calibrated roofline does not answer better
+            groups = [g for g in groups if any(r.is_measurement for r in g)]
+        if groups:
+            variants = []
+            for group in groups:
+                if modeled and query.isl and query.osl and _modelable(group, catalog):
+                    variants.append(_curve(query, catalog, group[0].tp, group[0].precision, percentile))
+                else:
+                    variants += _table_points(query, catalog, "interpolated" in sources, [group])
+            points = _pick(variants, query, reasons)
+            return points if points else PerfMiss(query, "; ".join(sorted(set(reasons))) or _no_data_reason(query, sources))
     if "interpolated" in sources:
         between = [p for p in over_lengths(query, catalog) if allowed(p)]
+        if modeled:  # the anchored roofline interpolates where it can model the engine
+            between = [p for p in between if p.tp is None or p.precision is None or not supports_roofline(catalog.models[query.model])]
         if query.concurrency is not None:
             between = [p for p in between if p.concurrency == query.concurrency]
         if between:
-            points = []
-            for point in between:
-                best = _best([point], query)
-                (reasons if isinstance(best, str) else points).append(best)
+            points = _pick([[p] for p in between], query, reasons)
             return points if points else PerfMiss(query, "; ".join(sorted(set(reasons))))
     if "aic" in sources:
         answer = _aic_points(query, catalog, tps, precisions, explicit=sources == ("aic",))
         if answer is not None:
-            points = []
-            for variant in answer:
-                best = variant if isinstance(variant, str) else _best(variant, query)
-                (reasons if isinstance(best, str) else points).append(best)
+            points = _pick(answer, query, reasons)
             if points:
                 return points
-            if "modeled" not in sources:
+            if not modeled:
                 return PerfMiss(query, "; ".join(dict.fromkeys(reasons)))
-    if "modeled" in sources:
+    if modeled and model_without_rows:
         tps = (query.tp,) if query.tp else (tps or TP_LADDER)
         precisions = (query.precision,) if query.precision else (precisions or model_precisions(catalog, query.gpu))
         points = []
         for tp in tps:
             for precision in precisions:
-                modeled = _modeled(query, catalog, tp, precision, percentile)
-                best = modeled if isinstance(modeled, str) else _best(modeled, query)
+                curve = _curve(query, catalog, tp, precision, percentile, anchored=sources != ("modeled",))
+                best = curve if isinstance(curve, str) else _best(curve, query)
                 if isinstance(best, str):
                     reasons.append(best if best.startswith("TP") or "architecture" in best else f"TP{tp} {precision}: {best}")
                 else:

@@ -271,3 +271,57 @@ def table_rows(catalog, models: list[str], gpus: list[str], tps: tuple[int, ...]
                 notes=f"estimate, not a measurement: {point.memory.reason}", provenance=point.provenance,
             ))  # fmt: skip
     return rows, list(dict.fromkeys(skipped))
+
+
+def _call_step(model_name: str, system: str, backend: str, db_version: str, tp: int, precision: str,
+               decode_batch: int, decode_context: int, prefill_prompts: int, prefill_isl: int) -> AicPoint:  # fmt: skip
+    """One engine iteration from the kernel database: `prefill_prompts` prompts of `prefill_isl` tokens fused with
+    one decode token for each of `decode_batch` sequences holding `decode_context` tokens (the package's
+    `run_mixed`, or its decode-only step). ttft_ms carries the step time; the other fields are unused."""
+    from aiconfigurator_core.sdk.backends.factory import get_backend
+    from aiconfigurator_core.sdk.config import RuntimeConfig
+    from aiconfigurator_core.sdk.config_builders import build_model_config
+    from aiconfigurator_core.sdk.models import check_is_moe, get_model, resolve_context_fmha_by_data, resolve_nvfp4_for_system
+    from aiconfigurator_core.sdk.perf_database import get_database_view
+    from aiconfigurator_core.sdk.step_estimate import MixedStepInput
+
+    gemm, kv = QUANT_MODES[precision]
+    try:
+        database = get_database_view(system, backend, db_version, allow_missing_data=False, database_mode="SILICON")
+        config = build_model_config(tp, 1, 1, None, None, gemm, kv, None, None, None)
+        if check_is_moe(model_name):
+            config.moe_tp_size, config.moe_ep_size = 1, tp
+        resolve_context_fmha_by_data(config, model_name, database, backend, is_context_role=True)
+        resolve_nvfp4_for_system(config, system, model_name, backend_name=backend)
+        model = get_model(model_name, config, backend)
+        engine = get_backend(backend)
+        if prefill_prompts:
+            # the package's decode context is isl + osl / 2: osl = 2 (decode_context - isl) + ... keeps it exact
+            isl = prefill_isl
+            osl = max(2 * (decode_context - isl), 1) if decode_batch else 2
+            runtime = RuntimeConfig(isl=isl, osl=osl, batch_size=1)
+            step = MixedStepInput(context_tokens=prefill_prompts * prefill_isl, num_decode_requests=decode_batch)
+            latency = engine.run_mixed(model, database, runtime, step).latency_ms
+        else:
+            runtime = RuntimeConfig(isl=decode_context, osl=1, batch_size=decode_batch)
+            latency = engine._get_genonly_step_latency(model, database, runtime, decode_batch, decode_context, 1)[0]
+    except Exception as exc:  # the package's own way of saying "no data for this combination"
+        return AicPoint(0.0, 0.0, 0.0, 0.0, False, f"{type(exc).__name__}: {exc}")
+    return AicPoint(float(latency), 0.0, 0.0, 0.0, False, None)
+
+
+def step_ms(model: str, gpu: str, tp: int, precision: str, decode_batch: int, decode_context: int,
+            prefill_prompts: int, prefill_isl: int, backend: str = DEFAULT_BACKEND,
+            cache: EstimateCache | None = None) -> AicPoint:  # fmt: skip
+    """The kernel database's time for one engine iteration (see `_call_step`), through the cache."""
+    version = package_version()
+    system = SYSTEM_NAMES[gpu]
+    db_version = database_version(system, backend)
+    inputs = {"package": version, "model": MODEL_NAMES[model], "system": system, "backend": backend, "db": db_version,
+              "tp": tp, "precision": precision, "quant": QUANT_MODES[precision], "kind": "step",
+              "decode_batch": decode_batch, "decode_context": decode_context, "prefill_prompts": prefill_prompts,
+              "prefill_isl": prefill_isl}  # fmt: skip
+    cache = cache or default_cache()
+    return cache.get_or_compute(inputs, lambda: _call_step(
+        MODEL_NAMES[model], system, backend, db_version, tp, precision, decode_batch, decode_context,
+        prefill_prompts, prefill_isl))  # fmt: skip

@@ -1,14 +1,21 @@
-"""Calibration of the roofline: efficiency factors (and the all-reduce step latency) fitted to the benchmark rows, per GPU architecture.
+"""Calibration of the roofline, per GPU generation, in two stages (docs/perf-model.md).
 
-The prior is what microbenchmarks reach on an H100 SXM (shared/reference/hardware.md: 8192^3 bf16 GEMM 787 of
-989 TFLOP/s = 80%, device copy 3.03 of 3.35 TB/s = 90%, no overhead). Serving engines reach less; the fit
-finds (e_c, e_b, overhead_ms, allreduce_step_us) minimizing the squared log error of TTFT, ITL and throughput over every row the
-roofline can reproduce (architecture known, TP and precision stated). An architecture without rows borrows the
-factors of the architecture with the most rows, and says so.
+1. Kernel factors (bandwidth, GEMM and attention efficiencies, link, fixed latencies): least squares on the log
+   error of every timed engine iteration of the generation in the catalog's step tables (`calibration/*.csv`:
+   aiconfigurator's kernel database, measured with TensorRT-LLM on each GPU; users may add their own).
+2. Engine factors (per-iteration and per-request overheads, the prefill queue factor): least squares on the log
+   error of TTFT, ITL and throughput of the generation's measured benchmark rows (TP and precision stated), with
+   a weak prior so that a few rows cannot pull them far. Estimates (aic tables) never calibrate.
+
+A generation without measured rows keeps its own kernel factors and borrows the engine factors of the generation
+with the most rows (basis 'kernel database'); one without step rows borrows everything (basis 'extrapolated').
+Fits are cached by content: loading the same catalog again does not refit.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import math
 from dataclasses import dataclass
 
@@ -18,35 +25,166 @@ from scipy.optimize import least_squares
 from planner.catalog import BenchmarkRow, Catalog
 from planner.perf.memory import memory_fit
 from planner.perf.roofline import (
+    ENGINE_FACTORS,
+    KERNEL_FACTORS,
     Efficiency,
     EngineShape,
+    ShapeBatch,
     concurrency_ladder,
     decode_step_ms,
     kv_bytes_for,
     prefill_ms,
-    steady_state,
+    step_ms,
+    steady_state_curve,
     supports_roofline,
 )
 
+# Bounds and starting points of the kernel factors (fractions of peak; latencies in us; sharpness k of smoothmax)
+KERNEL_BOUNDS = {
+    "bandwidth": (0.3, 1.0, 0.8), "kv_bandwidth": (0.3, 1.0, 0.8), "gemm_bf16": (0.1, 1.0, 0.6),
+    "gemm_fp8": (0.1, 1.0, 0.6), "gemm_fp4": (0.1, 1.0, 0.6), "gemm_depth_half": (0.0, 20000.0, 1000.0),
+    "attention_bf16": (0.05, 1.5, 0.5), "attention_fp8": (0.05, 1.5, 0.5), "link": (0.01, 1.0, 0.7),
+    "allreduce_latency_us": (0.0, 100.0, 5.0), "layer_latency_bf16_us": (0.0, 500.0, 20.0),
+    "layer_latency_fp8_us": (0.0, 500.0, 20.0), "layer_latency_fp4_us": (0.0, 500.0, 20.0), "sharpness": (1.0, 30.0, 4.0),
+}  # fmt: skip
+# Engine factors: bounds, start, and the weak prior (centre, scale) they are pulled to
+ENGINE_BOUNDS = {"step_overhead_ms": (0.0, 50.0, 0.5), "ttft_overhead_ms": (0.0, 2000.0, 10.0), "queue_factor": (0.25, 8.0, 1.0)}
+ENGINE_PRIOR = {"step_overhead_ms": (0.0, 2.0), "ttft_overhead_ms": (0.0, 100.0), "queue_factor": (1.0, 0.5)}
+PRECISION_FACTORS = {"fp8": ("gemm_fp8", "layer_latency_fp8_us"), "fp4": ("gemm_fp4", "layer_latency_fp4_us")}
+
 PRIOR = Efficiency(
-    compute=787 / 989,
-    bandwidth=3.03 / 3.35,
-    overhead_ms=0.0,
-    allreduce_step_us=0.0,
-    source="prior: H100 microbenchmarks of shared/reference/hardware.md (GEMM 80%, copy 90%); no rows to fit",
-)
-_LOWER = (0.05, 0.05, 0.0, 0.0)
-_UPPER = (1.0, 1.0, 50.0, 100.0)
+    bandwidth=3.03 / 3.35, kv_bandwidth=3.03 / 3.35, gemm_bf16=787 / 989, gemm_fp8=1436 / 1979, gemm_fp4=0.7,
+    gemm_depth_half=0.0, attention_bf16=0.5, attention_fp8=0.5, link=0.8, allreduce_latency_us=5.0,
+    layer_latency_bf16_us=0.0, layer_latency_fp8_us=0.0, layer_latency_fp4_us=0.0, sharpness=4.0,
+    source="prior: H100 microbenchmarks of shared/reference/hardware.md (GEMM 80%/73%, copy 90%); nothing to fit",
+    basis="extrapolated",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
-class CalibrationFit:
+class KernelFit:
     architecture: str
-    efficiency: Efficiency
+    factors: dict  # kernel factor -> value
+    iterations: int
+    median_abs_rel_error: float
+    worst_abs_rel_error: float
+    tables: tuple[str, ...]
+    max_tp: int
+    precisions: tuple[str, ...]
+    max_prompt_tokens: int
+    mixture_of_experts: bool  # whether any timed model routes to experts
+    labels: tuple[str, ...]  # the rows' provenance labels (aic:... for aiconfigurator's kernel database)
+
+    @property
+    def basis(self) -> str:
+        return "aic kernels" if self.labels and all(label.startswith("aic:") for label in self.labels) else "timed kernels"
+
+    def outside(self, tp: int, precision: str, isl: int, moe: bool) -> str | None:
+        """Why a query lies beyond what the timed iterations cover, or None."""
+        if tp > self.max_tp:
+            return f"TP{tp} beyond the timed TP{self.max_tp}"
+        if precision not in self.precisions and not (precision == "fp16" and "bf16" in self.precisions):
+            return f"{precision} not timed"
+        if isl > self.max_prompt_tokens:
+            return f"a {isl}-token prompt beyond the longest timed ({self.max_prompt_tokens})"
+        if moe and not self.mixture_of_experts:
+            return "no mixture-of-experts model timed"
+        return None
+
+
+@dataclass(frozen=True)
+class EngineFit:
+    architecture: str
+    factors: dict  # engine factor -> value
     rows_used: tuple[str, ...]
     residual_count: int
     median_abs_rel_error: float | None
     worst_abs_rel_error: float | None
+
+
+@dataclass(frozen=True)
+class CalibrationFit:
+    """Both stages for one generation, and the efficiency they give."""
+
+    architecture: str
+    kernel: KernelFit | None
+    engine: EngineFit | None
+    efficiency: Efficiency
+
+    @property
+    def rows_used(self) -> tuple[str, ...]:
+        return self.engine.rows_used if self.engine else ()
+
+    @property
+    def median_abs_rel_error(self) -> float | None:
+        return self.engine.median_abs_rel_error if self.engine else None
+
+
+def _kernel_frame(catalog: Catalog, architecture: str):
+    import pandas as pd
+
+    frames = [t.frame.assign(table=t.path.rsplit("/", 1)[-1]) for t in catalog.steps]
+    if not frames:
+        return None
+    frame = pd.concat(frames, ignore_index=True)
+    frame = frame[frame["gpu"].map(lambda g: catalog.gpus[g].architecture) == architecture]
+    frame = frame[frame["model"].map(lambda m: supports_roofline(catalog.models[m]))]
+    return frame if len(frame) else None
+
+
+def _kernel_free(precisions: set[str]) -> list[str]:
+    """The kernel factors the data can determine: a precision's own factors only where it was timed."""
+    absent = {name for precision, names in PRECISION_FACTORS.items() if precision not in precisions for name in names}
+    if not {"fp8", "fp4"} & precisions:
+        absent.add("attention_fp8")
+    if not {"bf16", "fp16"} & precisions:
+        absent.add("attention_bf16")
+    return [name for name in KERNEL_FACTORS if name not in absent]
+
+
+def fit_kernels(catalog: Catalog, architecture: str) -> KernelFit | None:
+    """Stage 1: the kernel factors of one generation, fitted to its timed iterations; None without any."""
+    key = ("kernel fit", architecture)
+    if key not in catalog.derived:
+        catalog.derived[key] = _fit_kernels(catalog, architecture)
+    return catalog.derived[key]
+
+
+def _fit_kernels(catalog: Catalog, architecture: str) -> KernelFit | None:
+    frame = _kernel_frame(catalog, architecture)
+    if frame is None:
+        return None
+    key = ("kernel", architecture, hashlib.sha256(frame.to_csv(index=False).encode()).hexdigest())
+    if key in _CACHE:
+        return _CACHE[key]
+    shapes = ShapeBatch.of([
+        EngineShape(catalog.models[m], catalog.gpus[g], int(tp), p, kv_bytes_for(p))
+        for m, g, tp, p in zip(frame["model"], frame["gpu"], frame["tp"], frame["precision"])
+    ])  # fmt: skip
+    load = (frame["decode_batch"].to_numpy(float), frame["decode_context_tokens"].to_numpy(float),
+            frame["prefill_prompts"].to_numpy(float), frame["prefill_isl"].to_numpy(float))  # fmt: skip
+    measured = np.log(frame["time_ms"].to_numpy(float))
+    free = _kernel_free(set(frame["precision"]))
+    start = {name: bounds[2] for name, bounds in KERNEL_BOUNDS.items()}
+
+    def efficiency(values) -> Efficiency:
+        return Efficiency(**{**start, **dict(zip(free, values))})
+
+    result = least_squares(
+        lambda values: np.log(step_ms(shapes, efficiency(values), *load)) - measured,
+        [start[n] for n in free], bounds=([KERNEL_BOUNDS[n][0] for n in free], [KERNEL_BOUNDS[n][1] for n in free]),
+        x_scale="jac",
+    )  # fmt: skip
+    errors = np.abs(np.expm1(result.fun))
+    factors = {name: _rounded(value) for name, value in zip(KERNEL_FACTORS, dataclasses.astuple(efficiency(result.x)))}
+    fit = KernelFit(
+        architecture, factors, len(frame), float(np.median(errors)), float(errors.max()),
+        tuple(sorted(set(frame["table"]))), int(frame["tp"].max()), tuple(sorted(set(frame["precision"]))),
+        int(frame["prefill_isl"].max()), any(catalog.models[m].moe is not None for m in set(frame["model"])),
+        tuple(sorted(set(frame["provenance"]))),
+    )  # fmt: skip
+    _CACHE[key] = fit
+    return fit
 
 
 def shape_for_row(row: BenchmarkRow, catalog: Catalog) -> EngineShape | None:
@@ -57,8 +195,7 @@ def shape_for_row(row: BenchmarkRow, catalog: Catalog) -> EngineShape | None:
     tp = row.tp if row.tp else (row.gpus if row.per == "instance" else None)
     if tp is None:
         return None
-    precision = row.precision
-    return EngineShape(model, catalog.gpus[row.gpu], tp, precision, kv_bytes_for(precision))
+    return EngineShape(model, catalog.gpus[row.gpu], tp, row.precision, kv_bytes_for(row.precision))
 
 
 def max_running(shape: EngineShape, isl: int, osl: int, catalog: Catalog) -> int | None:
@@ -66,7 +203,7 @@ def max_running(shape: EngineShape, isl: int, osl: int, catalog: Catalog) -> int
         shape.model, shape.gpu, shape.tp, shape.precision, isl + osl,
         catalog.defaults.memory_reserve_fraction.value, shape.kv_bytes_per_element,
     )  # fmt: skip
-    return fit.max_concurrency_by_memory if fit.fits else 0
+    return fit.running_limit(isl, osl) if fit.fits else 0
 
 
 def predict_row(row: BenchmarkRow, shape: EngineShape, eff: Efficiency, catalog: Catalog) -> dict[str, float]:
@@ -85,9 +222,9 @@ def predict_row(row: BenchmarkRow, shape: EngineShape, eff: Efficiency, catalog:
     if not capacity:
         return {}
     if row.concurrency is not None:
-        point = steady_state(shape, eff, row.isl, row.osl, row.concurrency, capacity)
+        point = steady_state_curve(shape, eff, row.isl, row.osl, [row.concurrency], capacity)[0]
     else:  # max-throughput / offline: the best point the engine reaches
-        points = [steady_state(shape, eff, row.isl, row.osl, c, capacity) for c in concurrency_ladder(capacity)]
+        points = steady_state_curve(shape, eff, row.isl, row.osl, concurrency_ladder(capacity), capacity)
         point = max(points, key=lambda p: p.request_throughput_rps)
     values = {
         "ttft_ms": point.ttft_ms, "itl_ms": point.itl_ms,
@@ -121,64 +258,120 @@ def calibration_rows(catalog: Catalog, architecture: str, exclude: frozenset = f
     ]  # fmt: skip
 
 
-def _residuals(params: np.ndarray, rows: list[BenchmarkRow], catalog: Catalog) -> np.ndarray:
-    eff = Efficiency(float(params[0]), float(params[1]), float(params[2]), float(params[3]), "fit")
-    out = []
-    for row in rows:
-        shape = shape_for_row(row, catalog)
-        predicted = predict_row(row, shape, eff, catalog)
-        for metric, value in measured_metrics(row).items():
-            guess = predicted.get(metric)
-            out.append(math.log(guess / value) if guess and guess > 0 else 5.0)
-    return np.asarray(out)
-
-
-_CACHE: dict[tuple, CalibrationFit] = {}
-
-
-def fit_architecture(catalog: Catalog, architecture: str, exclude: frozenset = frozenset()) -> CalibrationFit | None:
-    """Least-squares fit of (e_c, e_b, overhead_ms) on the rows of one architecture; None without rows."""
-    key = (id(catalog), architecture, exclude)
-    if key in _CACHE:
-        return _CACHE[key]
+def fit_engine(catalog: Catalog, architecture: str, kernel: Efficiency, exclude: frozenset = frozenset()) -> EngineFit | None:
+    """Stage 2: the engine factors of one generation, fitted to its measured rows (a MAP fit: weak prior)."""
     rows = calibration_rows(catalog, architecture, exclude)
     if not rows:
         return None
-    start = np.array([PRIOR.compute, PRIOR.bandwidth, 1.0, 5.0])
-    result = least_squares(_residuals, start, bounds=(_LOWER, _UPPER), args=(rows, catalog), diff_step=1e-3)
-    errors = np.abs(np.exp(result.fun) - 1.0)
-    names = tuple(sorted({f"{r.table}:{r.line}" for r in rows}))
-    eff = Efficiency(
-        compute=round(float(result.x[0]), 4), bandwidth=round(float(result.x[1]), 4),
-        overhead_ms=round(float(result.x[2]), 4), allreduce_step_us=round(float(result.x[3]), 3),
-        source=(
-            f"calibrated on {len(rows)} {architecture} benchmark rows ({len(result.fun)} metrics; "
-            f"median error {np.median(errors):.0%}, worst {errors.max():.0%})"
-        ),
+    key = ("engine", architecture, kernel, tuple((r.point_key, tuple(measured_metrics(r).items())) for r in rows))
+    if key in _CACHE:
+        return _CACHE[key]
+    shapes = [shape_for_row(row, catalog) for row in rows]
+    names = ENGINE_FACTORS
+
+    def residuals(values) -> np.ndarray:
+        eff = dataclasses.replace(kernel, **dict(zip(names, values)))
+        out = []
+        for row, shape in zip(rows, shapes):
+            predicted = predict_row(row, shape, eff, catalog)
+            for metric, value in measured_metrics(row).items():
+                guess = predicted.get(metric)
+                out.append(math.log(guess / value) if guess and guess > 0 else 5.0)
+        data = len(out)
+        for name, value in zip(names, values):
+            centre, scale = ENGINE_PRIOR[name]
+            out.append((math.log(value / centre) if name == "queue_factor" else value - centre) / scale)
+        residuals.data = data
+        return np.asarray(out)
+
+    result = least_squares(
+        residuals, [ENGINE_BOUNDS[n][2] for n in names],
+        bounds=([ENGINE_BOUNDS[n][0] for n in names], [ENGINE_BOUNDS[n][1] for n in names]), diff_step=1e-3,
     )  # fmt: skip
-    fit = CalibrationFit(architecture, eff, names, len(result.fun), float(np.median(errors)), float(errors.max()))
+    data = np.abs(np.expm1(result.fun[: residuals.data]))
+    fit = EngineFit(
+        architecture, {n: _rounded(v) for n, v in zip(names, result.x)},
+        tuple(sorted({f"{r.table}:{r.line}" for r in rows})), len(data), float(np.median(data)), float(data.max()),
+    )  # fmt: skip
     _CACHE[key] = fit
-    _CACHE_KEEP.append(catalog)  # keep the catalog alive so its id() is not reused by another object
     return fit
 
 
-_CACHE_KEEP: list = []
+_CACHE: dict = {}
+
+
+def _rounded(value: float) -> float:
+    """Four significant digits; what the bounds' zero converged to is zero."""
+    return 0.0 if abs(value) < 1e-6 else float(f"{value:.4g}")
+
+
+def _architectures(catalog: Catalog) -> list[str]:
+    return sorted({gpu.architecture for gpu in catalog.gpus.values()})
+
+
+def fit_architecture(catalog: Catalog, architecture: str, exclude: frozenset = frozenset()) -> CalibrationFit:
+    """Both stages for one generation, borrowing what it lacks (module docstring)."""
+    kernel = fit_kernels(catalog, architecture)
+    basis, notes = "measured", []
+    if kernel is None:
+        donors = [(a, fit_kernels(catalog, a)) for a in _architectures(catalog) if a != architecture]
+        donors = [(a, k) for a, k in donors if k is not None]
+        if donors:
+            donor, borrowed = max(donors, key=lambda d: (d[1].iterations, d[0]))
+            kernel_factors = borrowed.factors
+            notes.append(f"no {architecture} iterations timed: {donor} kernel factors")
+        else:
+            kernel_factors = {n: getattr(PRIOR, n) for n in KERNEL_FACTORS}
+            notes.append("no iterations timed: microbenchmark prior")
+        basis = "extrapolated"
+    else:
+        kernel_factors = kernel.factors
+        notes.append(
+            f"kernels fitted to {kernel.iterations} timed {architecture} iterations ({', '.join(kernel.tables)}; median "
+            f"error {kernel.median_abs_rel_error:.1%}, worst {kernel.worst_abs_rel_error:.0%})"
+        )
+    base = Efficiency(**kernel_factors, basis=basis)
+    engine = fit_engine(catalog, architecture, base, exclude)
+    if engine is not None:
+        notes.append(
+            f"engine overheads fitted to {len(engine.rows_used)} measured {architecture} rows ({engine.residual_count} "
+            f"metrics; median error {engine.median_abs_rel_error:.0%}, worst {engine.worst_abs_rel_error:.0%})"
+        )
+        engine_factors = engine.factors
+    else:
+        donor = _engine_donor(catalog, architecture, exclude)
+        if donor is None:
+            engine_factors = {name: ENGINE_PRIOR[name][0] for name in ENGINE_FACTORS}
+            notes.append("no measured rows: engine overheads at their prior")
+        else:
+            engine_factors = donor.factors
+            notes.append(f"no measured {architecture} rows: engine overheads of {donor.architecture} ({len(donor.rows_used)} rows)")
+        if basis == "measured":
+            basis = kernel.basis
+    efficiency = Efficiency(**kernel_factors, **engine_factors, source="; ".join(notes), basis=basis)
+    return CalibrationFit(architecture, kernel, engine, efficiency)
+
+
+def _engine_donor(catalog: Catalog, architecture: str, exclude: frozenset) -> EngineFit | None:
+    """The engine fit of the generation with the most measured rows."""
+    counts = {a: len(calibration_rows(catalog, a, exclude)) for a in _architectures(catalog) if a != architecture}
+    counts = {a: n for a, n in counts.items() if n}
+    if not counts:
+        return None
+    donor = max(counts, key=lambda a: (counts[a], a))
+    kernel = fit_kernels(catalog, donor)
+    base = Efficiency(**(kernel.factors if kernel else {n: getattr(PRIOR, n) for n in KERNEL_FACTORS}))
+    return fit_engine(catalog, donor, base, exclude)
 
 
 def efficiency_for(catalog: Catalog, architecture: str, exclude: frozenset = frozenset()) -> Efficiency:
-    """The calibrated factors for a GPU architecture, borrowed from the best-covered one when it has no rows."""
-    own = fit_architecture(catalog, architecture, exclude)
-    if own is not None:
-        return own.efficiency
-    counts = {
-        arch: len(calibration_rows(catalog, arch, exclude))
-        for arch in sorted({gpu.architecture for gpu in catalog.gpus.values()})
-    }
-    donor = max(counts, key=lambda a: (counts[a], a))
-    if counts[donor] == 0:
-        return PRIOR
-    borrowed = fit_architecture(catalog, donor, exclude).efficiency
-    return Efficiency(
-        borrowed.compute, borrowed.bandwidth, borrowed.overhead_ms, borrowed.allreduce_step_us,
-        f"no {architecture} rows: {donor} factors used ({borrowed.source})",
-    )
+    """The calibrated factors of a GPU generation (both stages; see the module docstring)."""
+    key = ("efficiency", architecture, exclude)
+    if key not in catalog.derived:
+        catalog.derived[key] = fit_architecture(catalog, architecture, exclude).efficiency
+    return catalog.derived[key]
+
+
+def calibrated_range(catalog: Catalog, architecture: str) -> KernelFit | None:
+    """What the generation's timed iterations cover (TP, precisions, prompt tokens): beyond it is extrapolation."""
+    return fit_kernels(catalog, architecture)

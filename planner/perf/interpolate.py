@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from planner.catalog import BenchmarkRow, Catalog
-from planner.perf.tables import instance_memory, measurements_first, result_from_row
+from planner.perf.tables import instance_memory, measurements_first, result_from_row, rows_for
 from planner.perf.types import PerfQuery, PerfResult
 
 _METRICS = ("ttft_ms", "itl_ms", "request_throughput_rps", "output_tokens_per_s")
@@ -70,8 +70,8 @@ def over_lengths(query: PerfQuery, catalog: Catalog) -> list[PerfResult]:
     if query.isl is None or query.osl is None:
         return []
     rows = [
-        r for r in catalog.benchmarks
-        if r.model == query.model and r.gpu == query.gpu and r.isl is not None and r.osl is not None
+        r for r in rows_for(catalog, query.model, query.gpu)
+        if r.isl is not None and r.osl is not None
         and (query.tp is None or r.tp == query.tp) and (query.precision is None or r.precision == query.precision)
     ]  # fmt: skip
     rows = measurements_first(rows)

@@ -18,7 +18,9 @@ def memory_fit(
     kv_bytes_per_element: float = 2.0,
 ) -> MemoryFit:
     """Weights per GPU = params x bytes(precision) / TP; usable = memory x (1 - reserve);
-    max concurrency = floor(TP x (usable - weights per GPU) / (KV bytes per token x (isl + osl))).
+    KV tokens = TP x (usable - weights per GPU) / KV bytes per token;
+    max concurrency = floor(KV tokens / (isl + osl)): sequences reserved in full (the running batch of a paged
+    cache is larger: MemoryFit.running_limit).
     """
     weights_gb_per_gpu = model.params_b * BYTES_PER_PARAM[precision] / gpus_per_instance
     usable_gb_per_gpu = gpu.memory_gb * (1.0 - reserve_fraction)
@@ -33,10 +35,11 @@ def memory_fit(
     if kv_per_token is None or tokens_per_sequence is None:
         why = "architecture of the model not known" if kv_per_token is None else "no sequence length"
         return MemoryFit(True, weights_gb_per_gpu, usable_gb_per_gpu, None, f"weights fit; KV capacity unknown ({why})")
-    max_concurrency = math.floor(gpus_per_instance * free_gb * 1e9 / (kv_per_token * tokens_per_sequence))
+    kv_tokens = gpus_per_instance * free_gb * 1e9 / kv_per_token
+    max_concurrency = math.floor(kv_tokens / tokens_per_sequence)
     if max_concurrency < 1:
         return MemoryFit(
             False, weights_gb_per_gpu, usable_gb_per_gpu, 0,
             f"weights fit but the KV cache of one {tokens_per_sequence}-token sequence does not",
         )
-    return MemoryFit(True, weights_gb_per_gpu, usable_gb_per_gpu, max_concurrency, "fits")
+    return MemoryFit(True, weights_gb_per_gpu, usable_gb_per_gpu, max_concurrency, "fits", kv_tokens)

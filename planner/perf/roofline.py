@@ -1,51 +1,176 @@
 """Layer 3 of the performance model: the roofline (provenance 'modeled').
 
-Formulas (design.md, hardware.md), per engine instance of TP GPUs:
+One engine iteration (a forward pass of the batch) on an instance of TP GPUs, per GPU (docs/perf-model.md):
 
-    prefill_ms(ISL, B)  = max(FLOPs / (TP x peak_FLOPs(precision) x e_c), weight_bytes / (TP x BW x e_b))
-                          + allreduce(B x ISL tokens) + overhead
-        FLOPs = B x (2 x active_params x ISL + 2 x layers x ISL^2 x hidden)
-        (causal attention: half of the non-causal 4 x layers x ISL^2 x hidden of hardware.md, as causal kernels
-         skip the masked half; our H100 step timings of benchmarks/gpu/ bear this out)
-    decode_ms(B, L)     = max((weight_bytes + B x L x kv_bytes_per_token) / (TP x BW x e_b),
-                              B x (2 x active_params + 4 x layers x L x hidden) / (TP x peak_FLOPs x e_c))
-                          + allreduce(B tokens) + overhead
-    allreduce(T tokens) = 2 x layers x (2 (TP - 1) x step_latency + 2 (TP - 1) / TP x T x hidden x 2 B / link_bw)
-                          (ring all-reduce: 2 (TP - 1) steps, each with a fixed latency; 0 at TP 1)
+    step_ms     = linear + elementwise + attention + all-reduce + fixed
+    linear      = smoothmax(weights read / (BW e_bw), linear FLOPs / (peak(precision) e_gemm(precision) depth))
+                  weights read = (layer weights the tokens touch x bytes(precision) + LM head x 2 B) / TP
+                  linear FLOPs = (2 x active layer params x tokens + 2 x LM head x (decode tokens + prompts)) / TP
+                  (the embedding table is looked up, not multiplied; the LM head runs on a prompt's last token only
+                  and stays bf16 in quantized checkpoints); depth = hidden / (hidden + d_half): a GEMM with a short
+                  reduction spends more of its time loading and storing tiles
+    elementwise = tokens x layers x (8 x hidden + 3 x MLP width / TP) x 2 B / (BW e_bw)
+                  (two fused add + RMSNorm on the whole residual stream, the gated activation on the TP shard)
+    attention   = decode: KV bytes of every decoding sequence on this GPU / (BW e_kv)
+                  prefill: causal 2 x layers x ISL^2 x heads x head_dim FLOPs per prompt / (TP peak(bf16) e_attn)
+    all-reduce  = 2 x layers x (latency + 2 (TP-1)/TP x tokens x hidden x 2 B / (link per direction x e_link))
+                  (ring all-reduce over NVLink or PCIe; 0 at TP 1)
+    fixed       = layers x per-layer kernel latency(precision) + per-iteration engine overhead
+    smoothmax(a, b) = (a^k + b^k)^(1/k): a GEMM moves from memory- to compute-bound over a range of tokens
 
-e_c, e_b, overhead and the all-reduce step latency are the calibrated efficiencies (`calibration.py`).
+tokens = decode sequences + prompt tokens of the iteration. A mixture of experts reads, per layer, the attention
+weights and the experts the tokens touch: E x (1 - (1 - k/E)^tokens) of E experts at top-k routing. The
+efficiencies are calibrated per GPU generation (`calibration.py`).
 
-Steady state of in-flight batching at concurrency C (closed loop: C requests always in flight), with
-B = min(C, KV-cache capacity) running and the rest queued, X requests/s, prefill share rho = X x prefill_ms:
+Steady state of in-flight batching at concurrency C (closed loop): B = min(C, KV capacity) requests run, the rest
+wait for a slot. X requests/s, r = (B-1)/B, and for one request among the B:
 
-    ITL  = decode_ms(B, ISL + OSL/2) / (1 - rho)          decode steps stretched by interleaved prefills
-    TTFT = prefill_ms + decode_ms / 2 + rho / (2 (1 - rho)) x prefill_ms  (+ (C - B) / X queued)
-    E2E  = TTFT + (OSL - 1) x ITL,      X = B / E2E       (solved as a fixed point)
+    rho  = X r Delta                      time share of the others' prefills (Delta: one prompt fused into a step)
+    n    = X r (OSL-1) ITL                others decoding at a time (Little's law on the decode phase)
+    ITL  = D(1 + n) / (1 - rho)           decode steps of the batch, stretched by the prompts fused into them
+    TTFT = t0 + [B > 1] (D(1 + n)/2 + q rho / (2 (1 - rho)) Delta) + P(n)
+                                          request overhead, the step in progress, the prompts ahead (M/D/1 with
+                                          Kingman's arrival-variability factor q), the own prompt's step
+    E2E  = TTFT + (OSL - 1) ITL,   X = B / E2E
 
-These are means. For a limit at percentile p > 50 the queueing part of TTFT is scaled by -ln(1 - p/100)
-(the p-quantile of an exponential wait with that mean), and ITL becomes decode_ms + prefill_ms (a step that
-carries a whole prefill) once more than 1 - p/100 of the time is spent in prefill.
+D(b) is the decode step of b sequences (linear between b = 1 and B), P(n) the own prompt's step beside n decoding
+sequences. X x E2E rises strictly with X, so the equation has exactly one root; `steady_state_curve` bisects for it
+at every concurrency at once and raises `SteadyStateError` unless X x E2E = B to 1e-9. At C = 1 it gives
+TTFT = t0 + prefill and ITL = one decode step of batch 1. Beyond the KV capacity the C - B waiting requests wait
+(C - B) / X for a slot (added to TTFT and E2E).
+
+These are means. At a percentile p > 50 each latency is its deterministic part plus the p-quantile of a Gamma
+distribution with the mean and variance of its random part (the step in progress, the M/D/1 wait, the wait for a
+slot; for ITL the number of prompts fused into one request's decode steps, per request as benchmark tools report
+TPOT), never below the mean.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from functools import cached_property
+
+import numpy as np
+from scipy.stats import gamma
 
 from planner.catalog import BYTES_PER_PARAM, Gpu, ModelArch
 
-ACTIVATION_BYTES = 2.0  # bf16 activations in the all-reduce
+ACTIVATION_BYTES = 2.0  # bf16 activations (all-reduce, norms, MLP activation)
+LM_HEAD_BYTES = 2.0  # quantized checkpoints keep the LM head in bf16
+NORM_PASSES = 8  # two fused add + RMSNorm per layer, each reading and writing the residual and the normed copy
+
+
+class SteadyStateError(RuntimeError):
+    """The steady-state equation did not solve: a defect, never a number to plan with."""
+
+
+def _by_precision(precision, bf16: float, fp8: float, fp4: float):
+    """One value per precision class; `precision` may be an array (a batch of engines)."""
+    if isinstance(precision, str):
+        return fp4 if precision == "fp4" else fp8 if precision == "fp8" else bf16
+    return np.where(precision == "fp4", fp4, np.where(precision == "fp8", fp8, bf16))
 
 
 @dataclass(frozen=True)
 class Efficiency:
-    """Fractions of peak the engine reaches, and a fixed per-step overhead; `source` says how they were found."""
+    """What an engine reaches on one GPU generation: fractions of peak, fixed latencies, and how they were found.
 
-    compute: float
+    Kernel factors (bandwidth ... sharpness) describe the GPU's kernels; engine factors (step, TTFT overheads and
+    the prefill queue factor) the serving software. `basis`: 'measured' (engine benchmark rows of this generation),
+    'aic kernels' / 'timed kernels' (the generation's own timed kernels, engine factors from another generation)
+    or 'extrapolated' (another generation's kernel factors)."""
+
     bandwidth: float
-    overhead_ms: float
-    allreduce_step_us: float
-    source: str
+    kv_bandwidth: float
+    gemm_bf16: float
+    gemm_fp8: float
+    gemm_fp4: float
+    gemm_depth_half: float
+    attention_bf16: float
+    attention_fp8: float
+    link: float
+    allreduce_latency_us: float
+    layer_latency_bf16_us: float
+    layer_latency_fp8_us: float
+    layer_latency_fp4_us: float
+    sharpness: float
+    step_overhead_ms: float = 0.0
+    ttft_overhead_ms: float = 0.0
+    queue_factor: float = 1.0
+    source: str = ""
+    basis: str = "measured"
+
+    def gemm(self, precision):
+        return _by_precision(precision, self.gemm_bf16, self.gemm_fp8, self.gemm_fp4)
+
+    def attention(self, precision):
+        """Prefill attention as a fraction of the bf16 tensor rate: fp8 engines run fp8 attention kernels."""
+        return _by_precision(precision, self.attention_bf16, self.attention_fp8, self.attention_fp8)
+
+    def layer_latency_us(self, precision):
+        return _by_precision(precision, self.layer_latency_bf16_us, self.layer_latency_fp8_us, self.layer_latency_fp4_us)
+
+    def describe(self) -> str:
+        return (
+            f"bandwidth {self.bandwidth:.0%} (KV {self.kv_bandwidth:.0%}), GEMM bf16/fp8/fp4 {self.gemm_bf16:.0%}/"
+            f"{self.gemm_fp8:.0%}/{self.gemm_fp4:.0%} (half at depth {self.gemm_depth_half:.0f}), attention "
+            f"{self.attention_bf16:.0%}/{self.attention_fp8:.0%}, link {self.link:.0%} + {self.allreduce_latency_us:.3g} us, "
+            f"per layer {self.layer_latency_bf16_us:.3g}/{self.layer_latency_fp8_us:.3g}/{self.layer_latency_fp4_us:.3g} us, "
+            f"per step {self.step_overhead_ms:.3g} ms, per request {self.ttft_overhead_ms:.3g} ms, queue x{self.queue_factor:.3g}"
+        )
+
+
+KERNEL_FACTORS = tuple(f.name for f in fields(Efficiency))[:14]
+ENGINE_FACTORS = ("step_overhead_ms", "ttft_overhead_ms", "queue_factor")
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """Parameter counts a step reads and multiplies, from the published architecture (fields may be arrays: a
+    batch of engines)."""
+
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    attention_params: float  # per layer: Q, K, V, O projections
+    mlp_params: float  # per layer: the dense MLP, or one expert
+    experts: int  # 1 for a dense model
+    experts_per_token: int
+    lm_head_params: float
+
+    @property
+    def active_layer_params(self):
+        return self.layers * (self.attention_params + self.experts_per_token * self.mlp_params)
+
+    @property
+    def active_mlp_width(self):
+        """Intermediate activations per token and layer (all routed experts)."""
+        return self.experts_per_token * self.mlp_params / (3 * self.hidden)
+
+    def layer_params_read(self, tokens):
+        """Layer weights a step of `tokens` tokens reads: every expert a token is routed to, once."""
+        fraction = 1.0 - (1.0 - self.experts_per_token / self.experts) ** np.maximum(tokens, 0.0)
+        touched = np.where(np.asarray(self.experts) > 1, self.experts * fraction, 1.0)
+        return self.layers * (self.attention_params + touched * self.mlp_params)
+
+
+def model_shape(model: ModelArch) -> ModelShape:
+    """Split the parameters into attention, MLP (per expert) and LM head. Where the FFN width or the vocabulary is
+    not published, the MLP gets what the attention leaves of the (active) parameters, and no LM head is counted."""
+    hidden, kv_heads, head_dim = model.hidden, model.kv_heads, model.head_dim
+    heads = model.heads or (hidden // head_dim)
+    attention = float(hidden * head_dim * (2 * heads + 2 * kv_heads))
+    experts = model.moe.experts if model.moe else 1
+    top_k = model.moe.experts_per_token if model.moe else 1
+    if model.ffn is None or model.vocab is None:
+        active = (model.moe.active_params_b if model.moe else model.params_b) * 1e9
+        mlp = max(active / model.layers - attention, 0.0) / top_k
+        return ModelShape(model.layers, hidden, heads, kv_heads, head_dim, attention, mlp, experts, top_k, 0.0)
+    return ModelShape(model.layers, hidden, heads, kv_heads, head_dim, attention, float(3 * hidden * model.ffn),
+                      experts, top_k, float(model.vocab * hidden))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -58,26 +183,72 @@ class EngineShape:
     precision: str
     kv_bytes_per_element: float
 
-    @property
-    def active_params(self) -> float:
-        moe = self.model.moe
-        return (moe.active_params_b if moe is not None else self.model.params_b) * 1e9
+    @cached_property
+    def arch(self) -> ModelShape:
+        return model_shape(self.model)
 
     @property
     def weight_bytes(self) -> float:
         return self.model.params_b * 1e9 * BYTES_PER_PARAM[self.precision]
 
     @property
+    def bytes_per_param(self) -> float:
+        return BYTES_PER_PARAM[self.precision]
+
+    @property
     def kv_bytes_per_token(self) -> float:
         return self.model.kv_bytes_per_token(self.kv_bytes_per_element)
+
+    @cached_property
+    def kv_bytes_per_token_per_gpu(self) -> float:
+        """K and V of the KV heads one GPU holds (a KV head is replicated when TP exceeds the KV heads)."""
+        a = self.arch
+        return 2 * a.layers * math.ceil(a.kv_heads / self.tp) * a.head_dim * self.kv_bytes_per_element
 
     @property
     def peak_flops(self) -> float:
         return self.gpu.tflops_by_precision[self.precision] * 1e12
 
     @property
+    def bf16_flops(self) -> float:
+        rates = self.gpu.tflops_by_precision
+        return rates.get("bf16", rates.get("fp16", rates[self.precision])) * 1e12
+
+    @property
     def bandwidth_bytes_per_s(self) -> float:
         return self.gpu.mem_bw_tb_per_s * 1e12
+
+    @property
+    def link_bytes_per_s(self) -> float:
+        """Per direction: the catalog gives the datasheet's total of both directions."""
+        return self.gpu.link_gb_per_s * 1e9 / 2
+
+
+@dataclass(frozen=True)
+class ShapeBatch:
+    """Many engine shapes as arrays with EngineShape's attribute names, so `step_ms` times them in one pass
+    (calibration fits thousands of iterations at once)."""
+
+    arch: ModelShape
+    tp: np.ndarray
+    precision: np.ndarray
+    bytes_per_param: np.ndarray
+    kv_bytes_per_token_per_gpu: np.ndarray
+    peak_flops: np.ndarray
+    bf16_flops: np.ndarray
+    bandwidth_bytes_per_s: np.ndarray
+    link_bytes_per_s: np.ndarray
+
+    @classmethod
+    def of(cls, shapes: list[EngineShape]) -> ShapeBatch:
+        arrays = {f.name: np.array([getattr(s.arch, f.name) for s in shapes], dtype=float) for f in fields(ModelShape)}
+        column = lambda name: np.array([getattr(s, name) for s in shapes], dtype=float)  # noqa: E731
+        return cls(
+            arch=ModelShape(**arrays), tp=column("tp"), precision=np.array([s.precision for s in shapes]),
+            bytes_per_param=column("bytes_per_param"), kv_bytes_per_token_per_gpu=column("kv_bytes_per_token_per_gpu"),
+            peak_flops=column("peak_flops"), bf16_flops=column("bf16_flops"),
+            bandwidth_bytes_per_s=column("bandwidth_bytes_per_s"), link_bytes_per_s=column("link_bytes_per_s"),
+        )  # fmt: skip
 
 
 def kv_bytes_for(precision: str) -> float:
@@ -89,35 +260,54 @@ def supports_roofline(model: ModelArch) -> bool:
     return None not in (model.layers, model.hidden, model.kv_heads, model.head_dim)
 
 
-def allreduce_ms(shape: EngineShape, eff: Efficiency, tokens: float) -> float:
-    """2 all-reduces per layer of tokens x hidden activations, ring algorithm over the GPU link."""
-    if shape.tp == 1:
-        return 0.0
-    steps = 2 * (shape.tp - 1)
-    message_bytes = tokens * shape.model.hidden * ACTIVATION_BYTES
-    per_allreduce_s = steps * eff.allreduce_step_us * 1e-6 + steps / shape.tp * message_bytes / (
-        shape.gpu.link_gb_per_s * 1e9
+def step_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, decode_batch, decode_context, prefill_prompts=0.0,
+            prefill_isl=0.0):  # fmt: skip
+    """One iteration: a decode token for each of `decode_batch` sequences holding `decode_context` tokens, fused with
+    `prefill_prompts` prompts of `prefill_isl` tokens (module docstring). Arguments may be arrays (broadcast)."""
+    a, tp, precision = shape.arch, shape.tp, shape.precision
+    decode_batch = np.asarray(decode_batch, dtype=float)
+    prompts = np.asarray(prefill_prompts, dtype=float)
+    isl = np.asarray(prefill_isl, dtype=float)
+    tokens = decode_batch + prompts * isl
+    bandwidth = shape.bandwidth_bytes_per_s * eff.bandwidth
+    weights = (a.layer_params_read(tokens) * shape.bytes_per_param + a.lm_head_params * LM_HEAD_BYTES) / tp
+    depth = a.hidden / (a.hidden + eff.gemm_depth_half)
+    compute_s = (
+        2 * a.active_layer_params * tokens / (shape.peak_flops * eff.gemm(precision))
+        + 2 * a.lm_head_params * (decode_batch + prompts) / (shape.bf16_flops * eff.gemm_bf16)
+    ) / (tp * depth)
+    k = eff.sharpness
+    linear_s = ((weights / bandwidth) ** k + compute_s**k) ** (1.0 / k)
+    elementwise_s = tokens * a.layers * (NORM_PASSES * a.hidden + 3 * a.active_mlp_width / tp) * ACTIVATION_BYTES / bandwidth
+    kv_s = decode_batch * np.asarray(decode_context, dtype=float) * shape.kv_bytes_per_token_per_gpu / (
+        shape.bandwidth_bytes_per_s * eff.kv_bandwidth
     )
-    return 2 * shape.model.layers * per_allreduce_s * 1e3
+    causal_flops = prompts * 2 * a.layers * isl**2 * a.heads * a.head_dim
+    attention_s = kv_s + causal_flops / (tp * shape.bf16_flops * eff.attention(precision))
+    return (linear_s + elementwise_s + attention_s) * 1e3 + allreduce_ms(shape, eff, tokens) + fixed_ms(shape, eff)
+
+
+def fixed_ms(shape: EngineShape | ShapeBatch, eff: Efficiency):
+    """What every iteration pays whatever it holds: per-layer kernel latencies and the engine's own overhead."""
+    return shape.arch.layers * eff.layer_latency_us(shape.precision) * 1e-3 + eff.step_overhead_ms
+
+
+def allreduce_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, tokens):
+    """2 all-reduces per layer of tokens x hidden bf16 activations, ring algorithm over the GPU link; 0 at TP 1."""
+    tp = np.asarray(shape.tp, dtype=float)
+    message_bytes = np.asarray(tokens, dtype=float) * shape.arch.hidden * ACTIVATION_BYTES
+    wire_s = 2 * (tp - 1) / tp * message_bytes / (shape.link_bytes_per_s * eff.link)
+    return np.where(tp > 1, 2 * shape.arch.layers * (eff.allreduce_latency_us * 1e-6 + wire_s) * 1e3, 0.0)
 
 
 def prefill_ms(shape: EngineShape, eff: Efficiency, isl: int, batch: int = 1) -> float:
-    """Time to process `batch` prompts of `isl` tokens (compute-bound unless tiny)."""
-    model = shape.model
-    flops = batch * (2 * shape.active_params * isl + 2 * model.layers * isl**2 * model.hidden)
-    compute_s = flops / (shape.tp * shape.peak_flops * eff.compute)
-    weights_s = shape.weight_bytes / (shape.tp * shape.bandwidth_bytes_per_s * eff.bandwidth)
-    return max(compute_s, weights_s) * 1e3 + allreduce_ms(shape, eff, batch * isl) + eff.overhead_ms
+    """One iteration prefilling `batch` prompts of `isl` tokens, nothing decoding."""
+    return float(step_ms(shape, eff, 0.0, 0.0, batch, isl))
 
 
 def decode_step_ms(shape: EngineShape, eff: Efficiency, batch: int, context_tokens: float) -> float:
-    """One generated token for each of `batch` sequences holding `context_tokens` each (memory-bound)."""
-    model = shape.model
-    bytes_read = shape.weight_bytes + batch * context_tokens * shape.kv_bytes_per_token
-    memory_s = bytes_read / (shape.tp * shape.bandwidth_bytes_per_s * eff.bandwidth)
-    flops = batch * (2 * shape.active_params + 4 * model.layers * context_tokens * model.hidden)
-    compute_s = flops / (shape.tp * shape.peak_flops * eff.compute)
-    return max(memory_s, compute_s) * 1e3 + allreduce_ms(shape, eff, batch) + eff.overhead_ms
+    """One generated token for each of `batch` sequences holding `context_tokens` each."""
+    return float(step_ms(shape, eff, batch, context_tokens))
 
 
 @dataclass(frozen=True)
@@ -132,6 +322,158 @@ class SteadyState:
     prefill_share: float
     prefill_ms: float
     decode_step_ms: float
+    decoding: float  # mean sequences in a decode step
+    slot_wait_ms: float = 0.0  # the part of TTFT spent waiting for a KV-cache slot (beyond the capacity)
+
+
+@dataclass(frozen=True)
+class _Steps:
+    """The step times the steady state needs at each running batch B (arrays over concurrency)."""
+
+    d1: np.ndarray  # decode step of 1
+    slope: np.ndarray  # per further decoding sequence
+    prefill: np.ndarray  # the own prompt alone
+    prefill_slope: np.ndarray  # per sequence decoding beside the own prompt
+    delta: np.ndarray  # one prompt fused into the others' step
+
+
+def _steps(shape: EngineShape, eff: Efficiency, isl: int, osl: int, running: np.ndarray) -> _Steps:
+    context = isl + osl / 2
+    n = len(running)
+    others = running - 1.0
+    per = np.maximum(others, 1.0)
+    # one pass over every iteration needed: decode of 1, the prompt alone, the batch, the others with and without a prompt
+    decode = np.concatenate([[1.0, 0.0], running, others, others])
+    prompts = np.concatenate([[0.0, 1.0], np.zeros(n), np.zeros(n), np.ones(n)])
+    times = step_ms(shape, eff, decode, context, prompts, isl)
+    d1, alone = times[0], times[1]
+    batch, without, fused = times[2 : 2 + n], times[2 + n : 2 + 2 * n], times[2 + 2 * n :]
+    busy = others > 0
+    return _Steps(
+        np.full(n, d1), np.where(busy, (batch - d1) / per, 0.0), np.full(n, alone),
+        np.where(busy, (fused - alone) / per, 0.0), fused - without,
+    )  # fmt: skip
+
+
+def _latencies(x: np.ndarray, s: _Steps, running: np.ndarray, osl: int, eff: Efficiency):
+    """Mean latencies at throughput x (requests per ms), in closed form: with u = 1 - rho and
+    v = u - x r (OSL-1) slope, the others decoding n = x r (OSL-1) d1 / v, D(1 + n) = d1 u / v and ITL = d1 / v.
+    E2E is inf where x is beyond what the engine does (u or v <= 0)."""
+    share = (running - 1.0) / running
+    m = max(osl - 1, 0)
+    u = 1.0 - x * share * s.delta
+    v = u - x * share * m * s.slope
+    ok = (u > 0) & (v > 0)
+    safe_u, safe_v = np.where(ok, u, 1.0), np.where(ok, v, 1.0)
+    others = x * share * m * s.d1 / safe_v
+    decode = s.d1 * safe_u / safe_v
+    itl = np.where(ok, s.d1 / safe_v, np.inf)
+    wait = np.where(running > 1, decode / 2 + eff.queue_factor * (1.0 - safe_u) / (2 * safe_u) * s.delta, 0.0)
+    ttft = np.where(ok, eff.ttft_overhead_ms + wait + s.prefill + others * s.prefill_slope, np.inf)
+    return 1.0 - u, others, decode, wait, ttft, itl, ttft + m * itl
+
+
+def _root(s: _Steps, running: np.ndarray, osl: int, eff: Efficiency) -> np.ndarray:
+    """The throughput X (requests per ms) with X E2E(X) = B. Multiplied by u v, X E2E(X) - B is the cubic
+    -B + c1 X + c2 X^2 + c3 X^3, with exactly one root where u, v > 0 (X E2E rises from 0 to infinity there);
+    safeguarded Newton on it, inside the bracket (0, min(B / E2E(0), 1 / alpha, 1 / beta))."""
+    share = (running - 1.0) / running
+    m = max(osl - 1, 0)
+    alpha, beta = share * s.delta, share * (s.delta + m * s.slope)
+    busy = np.where(running > 1, 1.0, 0.0)
+    a0 = eff.ttft_overhead_ms + s.prefill
+    k2, k4, h = share * m * s.d1 * s.prefill_slope, busy * eff.queue_factor * share * s.delta**2 / 2, busy * s.d1 / 2
+    s0 = a0 + h + m * s.d1
+    s1 = -a0 * (alpha + beta) + k2 - 2 * h * alpha + k4 - m * s.d1 * alpha
+    s2 = a0 * alpha * beta - k2 * alpha + h * alpha**2 - k4 * beta
+    c1, c2, c3 = s0 + running * (alpha + beta), s1 - running * alpha * beta, s2
+    with np.errstate(divide="ignore"):
+        high = np.minimum(running / s0, np.minimum(np.where(alpha > 0, 1 / alpha, np.inf), np.where(beta > 0, 1 / beta, np.inf)))
+    low = np.zeros_like(high)
+    x = high / 2
+    for _ in range(200):
+        value = -running + x * (c1 + x * (c2 + x * c3))
+        # the cubic is X E2E - B times u v: hold it to 1e-13 of B u v, so that X E2E / B is within 1e-13 of 1
+        if np.all(np.abs(value) <= 1e-13 * running * np.maximum((1 - alpha * x) * (1 - beta * x), 1e-300)):
+            break
+        slope = c1 + x * (2 * c2 + 3 * x * c3)
+        above = value >= 0
+        high, low = np.where(above, x, high), np.where(above, low, x)
+        newton = x - value / np.where(slope > 0, slope, 1.0)
+        x = np.where((slope > 0) & (newton >= low) & (newton <= high), newton, (low + high) / 2)
+    return x
+
+
+def steady_state_curve(
+    shape: EngineShape,
+    eff: Efficiency,
+    isl: int,
+    osl: int,
+    concurrencies,
+    max_running: int | None,
+    percentile: float = 50.0,
+) -> list[SteadyState]:
+    """The steady state at each concurrency (module docstring), solved for all of them at once."""
+    concurrency = np.asarray(concurrencies, dtype=float)
+    running = np.maximum(np.minimum(concurrency, max_running) if max_running else concurrency, 1.0)
+    s = _steps(shape, eff, isl, osl, running)
+    x = _root(s, running, osl, eff)
+    rho, others, decode, wait, ttft, itl, e2e = _latencies(x, s, running, osl, eff)
+    little = x * e2e / running
+    if not np.all(np.abs(little - 1.0) <= 1e-9):
+        bad = int(np.argmax(np.abs(np.nan_to_num(little, nan=np.inf) - 1.0)))
+        raise SteadyStateError(
+            f"steady state did not solve for {shape.model.id} on {shape.gpu.id} TP{shape.tp} {shape.precision} "
+            f"ISL {isl} OSL {osl} at concurrency {int(concurrency[bad])}: X x E2E / B = {little[bad]:.9g}"
+        )
+    queued = concurrency - running
+    slot_wait = np.where(queued > 0, queued / x, 0.0)
+    ttft_at, itl_at = ttft + slot_wait, itl
+    if percentile > 50:
+        tail_ttft, tail_itl, slot_wait = _tails(x, s, running, osl, rho, decode, wait, ttft, itl, queued, percentile, eff)
+        ttft_at, itl_at = np.maximum(tail_ttft, ttft_at), np.maximum(tail_itl, itl_at)
+        slot_wait = np.minimum(slot_wait, ttft_at)
+    e2e_at = ttft_at + max(osl - 1, 0) * itl_at
+    return [
+        SteadyState(
+            concurrency=int(concurrency[i]), running=int(running[i]), ttft_ms=float(ttft_at[i]), itl_ms=float(itl_at[i]),
+            e2e_ms=float(e2e_at[i]), request_throughput_rps=float(x[i] * 1e3), output_tokens_per_s=float(x[i] * 1e3 * osl),
+            prefill_share=float(rho[i]), prefill_ms=float(s.prefill[i]), decode_step_ms=float(decode[i]),
+            decoding=float(1.0 + others[i]), slot_wait_ms=float(slot_wait[i]),
+        )  # fmt: skip
+        for i in range(len(concurrency))
+    ]
+
+
+def gamma_quantile(mean, var, percentile: float) -> np.ndarray:
+    """The p-quantile of a Gamma distribution of this mean and variance (the mean itself where there is no spread)."""
+    mean, var = np.asarray(mean, dtype=float), np.asarray(var, dtype=float)
+    spread = (mean > 0) & (var > 0)
+    safe_mean, safe_var = np.where(spread, mean, 1.0), np.where(spread, var, 1.0)
+    return np.where(spread, gamma.ppf(percentile / 100, safe_mean**2 / safe_var, scale=safe_var / safe_mean), mean)
+
+
+def _tails(x, s: _Steps, running, osl, rho, decode, wait, ttft, itl, queued, percentile, eff: Efficiency):
+    """TTFT and ITL at a percentile: deterministic part + the Gamma quantile of the random part."""
+    rate = x * (running - 1.0) / running  # the others' prompts per ms
+    gap = np.maximum(1.0 - rho, 1e-300)
+    busy = running > 1
+    # TTFT: the step in progress (uniform over one step), the M/D/1 wait behind prompts, the wait for a slot (Erlang)
+    step_mean, step_var = np.where(busy, decode / 2, 0.0), np.where(busy, decode**2 / 12, 0.0)
+    md1_mean = wait - step_mean
+    md1_var = np.where(busy, md1_mean**2 + eff.queue_factor * rate * s.delta**3 / (3 * gap), 0.0)
+    slot_mean = np.where(queued > 0, queued / x, 0.0)
+    slot_var = np.where(queued > 0, queued / x**2, 0.0)
+    random_mean = step_mean + md1_mean + slot_mean
+    random_at = gamma_quantile(random_mean, step_var + md1_var + slot_var, percentile)
+    ttft_at = (ttft - wait) + random_at
+    # the slot wait's share of the quantile, in proportion to its share of the mean
+    slot_at = np.where(random_mean > 0, random_at * slot_mean / np.where(random_mean > 0, random_mean, 1.0), 0.0)
+    # ITL of one request: prompts fused into its OSL-1 decode steps, a branching count of mean m and variance m/(1-rho)^2
+    steps = max(osl - 1, 1)
+    fused = rate * steps * itl
+    itl_at = decode + gamma_quantile(fused * s.delta / steps, fused / gap**2 * (s.delta / steps) ** 2, percentile)
+    return ttft_at, itl_at, slot_at
 
 
 def steady_state(
@@ -143,40 +485,8 @@ def steady_state(
     max_running: int | None,
     percentile: float = 50.0,
 ) -> SteadyState:
-    """In-flight batching at a fixed concurrency: see the module docstring for the equations."""
-    running = min(concurrency, max_running) if max_running else concurrency
-    running = max(running, 1)
-    t_prefill = prefill_ms(shape, eff, isl)
-    t_decode = decode_step_ms(shape, eff, running, isl + osl / 2)
-    decode_tokens = max(osl - 1, 0)
-    rate = running / (t_prefill + decode_tokens * t_decode)  # requests per ms, first guess: no interference
-    for _ in range(500):
-        rho = min(rate * t_prefill, 0.999)
-        itl = t_decode / (1 - rho)
-        ttft = t_prefill + t_decode / 2 + rho / (2 * (1 - rho)) * t_prefill
-        new_rate = running / (ttft + decode_tokens * itl)
-        if abs(new_rate - rate) <= 1e-12 + 1e-9 * rate:
-            rate = new_rate
-            break
-        rate = 0.5 * rate + 0.5 * new_rate
-    rho = min(rate * t_prefill, 0.999)
-    wait = t_decode / 2 + rho / (2 * (1 - rho)) * t_prefill
-    itl = t_decode / (1 - rho)
-    queued_ms = (concurrency - running) / rate if concurrency > running else 0.0
-    if percentile > 50:
-        tail = -math.log(1 - percentile / 100)
-        wait *= tail
-        queued_ms *= tail
-        if rho > 1 - percentile / 100:
-            itl = t_decode + t_prefill
-    ttft = t_prefill + wait + queued_ms
-    e2e = ttft + decode_tokens * itl
-    rps = rate * 1e3
-    return SteadyState(
-        concurrency=concurrency, running=running, ttft_ms=ttft, itl_ms=itl, e2e_ms=e2e,
-        request_throughput_rps=rps, output_tokens_per_s=rps * osl, prefill_share=rho,
-        prefill_ms=t_prefill, decode_step_ms=t_decode,
-    )
+    """In-flight batching at one concurrency: see the module docstring for the equations."""
+    return steady_state_curve(shape, eff, isl, osl, [concurrency], max_running, percentile)[0]
 
 
 def concurrency_ladder(max_running: int | None, limit: int = 4096) -> list[int]:

@@ -10,12 +10,23 @@ from planner.perf.roofline import kv_bytes_for
 from planner.perf.types import PerfQuery, PerfResult
 
 
+def rows_for(catalog: Catalog, model: str, gpu: str) -> tuple[BenchmarkRow, ...]:
+    """The rows of one model on one GPU, from an index built once per catalog."""
+    index = catalog.derived.get("rows by model and GPU")
+    if index is None:
+        grouped: dict[tuple[str, str], list[BenchmarkRow]] = defaultdict(list)
+        for row in catalog.benchmarks:
+            grouped[(row.model, row.gpu)].append(row)
+        index = catalog.derived["rows by model and GPU"] = {key: tuple(rows) for key, rows in grouped.items()}
+    return index.get((model, gpu), ())
+
+
 def matching_rows(catalog: Catalog, query: PerfQuery) -> list[BenchmarkRow]:
     """Rows of the same model, GPU, ISL and OSL (a blank in the row matches only a blank in the query);
     TP, precision and concurrency must match when the query gives them."""
     rows = []
-    for row in catalog.benchmarks:
-        if (row.model, row.gpu, row.isl, row.osl) != (query.model, query.gpu, query.isl, query.osl):
+    for row in rows_for(catalog, query.model, query.gpu):
+        if (row.isl, row.osl) != (query.isl, query.osl):
             continue
         if query.tp is not None and row.tp != query.tp:
             continue

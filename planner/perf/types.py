@@ -30,6 +30,13 @@ class MemoryFit:
     usable_gb_per_gpu: float
     max_concurrency_by_memory: int | None
     reason: str
+    kv_token_capacity: float | None = None  # tokens the instance's KV cache holds (all GPUs)
+
+    def running_limit(self, isl: int, osl: int) -> int | None:
+        """Sequences a paged KV cache keeps running: each holds its prompt and, on average, half its output."""
+        if not self.kv_token_capacity:
+            return self.max_concurrency_by_memory
+        return max(int(self.kv_token_capacity // (isl + osl / 2)), self.max_concurrency_by_memory or 0, 1)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,114 @@
+"""Invariants every performance-model answer must satisfy, checked over a grid (tests and benchmarks/perf_accuracy.py).
+
+Independent of how the model computes: Little's law (X x E2E = concurrency), throughput and ITL never falling as
+concurrency rises, tail latencies ordered (P99 >= P95 >= P50), no answer faster than the hardware allows (every
+weight read once per decode step at full bandwidth; every prompt FLOP at the full tensor rate), and a 70B model's
+batch-1 decode getting faster as TP grows from 1 to 8.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from planner.catalog import BYTES_PER_PARAM, Catalog
+from planner.perf import PerfQuery, is_modeled, modeled_points, model_precisions
+from planner.perf.roofline import model_shape, supports_roofline
+from planner.perf.types import PerfResult
+
+LENGTHS = ((128, 128), (512, 128), (2048, 128), (128, 2048), (1000, 1000), (4096, 512), (5000, 500), (8192, 512), (20000, 2000))
+TPS = (1, 2, 4, 8)
+LITTLE_TOLERANCE = 0.02
+DROP_TOLERANCE = 0.05
+
+
+@dataclass
+class SweepReport:
+    points: int = 0
+    curves: int = 0
+    violations: dict = field(default_factory=lambda: defaultdict(list))
+
+    @property
+    def total_violations(self) -> int:
+        return sum(len(v) for v in self.violations.values())
+
+    def summary(self) -> str:
+        counts = ", ".join(f"{k} {len(v)}" for k, v in sorted(self.violations.items())) or "none"
+        return f"{self.points} points on {self.curves} curves checked; violations: {self.total_violations} ({counts})"
+
+
+def lower_bounds_ms(catalog: Catalog, point: PerfResult) -> tuple[float, float]:
+    """(ITL, TTFT) no engine can beat: the layer weights and LM head read once at full bandwidth per decode step;
+    the prompt's linear FLOPs at the full tensor rate."""
+    arch = model_shape(catalog.models[point.model])
+    gpu = catalog.gpus[point.gpu]
+    tp = point.gpus_per_instance
+    weights = arch.layer_params_read(1.0) * BYTES_PER_PARAM[point.precision] + arch.lm_head_params * 2.0
+    itl = weights / tp / (gpu.mem_bw_tb_per_s * 1e12) * 1e3
+    ttft = 2 * arch.active_layer_params * point.isl / (tp * gpu.tflops_by_precision[point.precision] * 1e12) * 1e3
+    return itl, ttft
+
+
+def check_curve(catalog: Catalog, points: list[PerfResult], report: SweepReport, label: str) -> None:
+    """Little's law, physics bounds and monotony over one curve (points in rising concurrency)."""
+    report.curves += 1
+    previous = None
+    for point in points:
+        report.points += 1
+        tag = f"{label} c{point.concurrency} ({point.provenance})"
+        if point.e2e_ms and point.request_throughput_rps and is_modeled(point.provenance):
+            little = point.request_throughput_rps * point.e2e_ms / 1e3 / point.concurrency
+            if abs(little - 1) > LITTLE_TOLERANCE:
+                report.violations["little"].append(f"{tag}: X x E2E / C = {little:.4f}")
+        itl_bound, ttft_bound = lower_bounds_ms(catalog, point)
+        if point.itl_ms is not None and point.itl_ms < itl_bound * 0.999:
+            report.violations["faster_than_bandwidth"].append(f"{tag}: ITL {point.itl_ms:.3f} < {itl_bound:.3f} ms")
+        if point.ttft_ms is not None and point.ttft_ms < ttft_bound * 0.999:
+            report.violations["faster_than_flops"].append(f"{tag}: TTFT {point.ttft_ms:.3f} < {ttft_bound:.3f} ms")
+        if previous is not None:
+            if point.request_throughput_rps < previous.request_throughput_rps * (1 - DROP_TOLERANCE):
+                report.violations["throughput_drop"].append(
+                    f"{tag}: {previous.request_throughput_rps:.4g} -> {point.request_throughput_rps:.4g} rps")
+            if point.itl_ms < previous.itl_ms * (1 - DROP_TOLERANCE):
+                report.violations["itl_drop"].append(f"{tag}: ITL {previous.itl_ms:.4g} -> {point.itl_ms:.4g} ms")
+        previous = point
+
+
+def invariant_sweep(catalog: Catalog, models: tuple[str, ...] | None = None, gpus: tuple[str, ...] | None = None,
+                    lengths=LENGTHS, percentiles=(50.0, 95.0, 99.0)) -> SweepReport:  # fmt: skip
+    """Every model x GPU x TP x precision x lengths of the catalog the roofline can model, over the concurrency
+    ladder to the KV capacity, anchored on the rows as plans use it; plus the percentile order and TP scaling."""
+    report = SweepReport()
+    models = models or tuple(m for m in sorted(catalog.models) if supports_roofline(catalog.models[m]))
+    gpus = gpus or tuple(sorted(catalog.gpus))
+    for model in models:
+        for gpu in gpus:
+            for precision in model_precisions(catalog, gpu):
+                batch_one = {}
+                for tp in TPS:
+                    for isl, osl in lengths:
+                        query = PerfQuery(model, gpu, isl, osl)
+                        curves = {p: modeled_points(query, catalog, tp, precision, p) for p in percentiles}
+                        if any(isinstance(c, str) for c in curves.values()):
+                            continue
+                        label = f"{model} {gpu} TP{tp} {precision} {isl}/{osl}"
+                        check_curve(catalog, curves[50.0], report, label)
+                        _check_percentiles(curves, report, label)
+                        if (isl, osl) == (512, 128):
+                            batch_one[tp] = curves[50.0][0].itl_ms
+                if catalog.models[model].params_b >= 60 and len(batch_one) > 1:
+                    itls = [batch_one[tp] for tp in sorted(batch_one)]
+                    if any(b >= a for a, b in zip(itls, itls[1:])):
+                        report.violations["tp_not_helping"].append(f"{model} {gpu} {precision}: batch-1 ITL by TP {itls}")
+    return report
+
+
+def _check_percentiles(curves: dict, report: SweepReport, label: str) -> None:
+    order = sorted(curves)
+    for low, high in zip(order, order[1:]):
+        for a, b in zip(curves[low], curves[high]):
+            if b.ttft_ms < a.ttft_ms * (1 - 1e-9) or b.itl_ms < a.itl_ms * (1 - 1e-9):
+                report.violations["percentile_order"].append(
+                    f"{label} c{a.concurrency}: P{high:g} ({b.ttft_ms:.4g}, {b.itl_ms:.4g}) below P{low:g} "
+                    f"({a.ttft_ms:.4g}, {a.itl_ms:.4g})"
+                )
