@@ -1,11 +1,16 @@
-"""Accuracy of every perf source against the shipped measured benchmark rows, side by side.
+"""Accuracy and invariants of the performance model, every source side by side.
 
-- roofline: for every row it can reproduce (architecture known, TP and precision stated), the calibration is
-  refitted without that row and the row is predicted (leave-one-out);
-- interpolation: every measured point with measured neighbours on the same engine, from them (leave-one-out);
-- aic (when the extra planner[aic] is installed): NVIDIA's operator-level estimate for the row's model, GPU, TP,
-  precision, ISL/OSL, at its concurrency (max-throughput rows: the best throughput over the batch ladder).
-Prints median and worst relative error per source and metric. Run:  python benchmarks/perf_accuracy.py [--markdown]
+1. Invariant sweep (planner/perf/checks.py): every catalog model x GPU x TP x precision x 9 length pairs over the
+   concurrency ladder to the KV capacity, at P50/P95/P99; Little's law, monotony, percentile order, physics
+   bounds, TP scaling. Prints the points checked and the violations (must be 0).
+2. Kernel calibration: per GPU generation, the error of the fitted step times on the timed iterations.
+3. Accuracy on the shipped measured rows (TP and precision stated), leave-one-out: each row is removed from the
+   catalog (so neither the engine-overhead fit nor the anchoring sees it) and predicted by
+   - default: the planner's default source (the roofline anchored on the remaining rows);
+   - roofline: the calibrated roofline alone (--perf-source model);
+   - aic / auto: aiconfigurator-core's estimate and --perf-source auto, when the extra is installed.
+   Max-throughput rows are compared with the best throughput the source reaches.
+Run:  python benchmarks/perf_accuracy.py [--markdown] [--no-sweep]
 """
 
 from __future__ import annotations
@@ -16,68 +21,45 @@ import time
 from collections import defaultdict
 
 from planner.catalog import load_catalog
-from planner.perf.calibration import calibration_rows, efficiency_for, measured_metrics, predict_row, shape_for_row
-from planner.perf.interpolate import over_concurrency
-from planner.perf.tables import group_by_engine
+from planner.perf import PerfQuery, PerfResult, estimate
+from planner.perf.calibration import calibration_rows, efficiency_for, fit_kernels, measured_metrics, predict_row, shape_for_row
+from planner.perf.checks import invariant_sweep
 
-METRICS = ("request_throughput_rps", "output_tokens_per_s", "ttft_ms", "itl_ms")
 LABEL = {"request_throughput_rps": "throughput", "output_tokens_per_s": "throughput", "ttft_ms": "TTFT", "itl_ms": "ITL"}
+ARCHITECTURES = ("hopper", "blackwell", "ampere", "ada")
+SOURCES = {
+    "default": ("measured", "interpolated", "modeled"),
+    "roofline": ("modeled",),
+    "aic": ("aic",),
+    "auto": ("measured", "interpolated", "modeled", "aic"),
+}
 
 
-def roofline_errors(catalog) -> list[tuple[str, str, float]]:
+def without(catalog, row):
+    """The catalog less one row (and so a fresh calibration and anchoring)."""
+    return catalog.model_copy(update={"benchmarks": tuple(r for r in catalog.benchmarks if r is not row)})
+
+
+def predicted(row, catalog, sources) -> dict[str, float]:
+    """What a source says for the metrics the row recorded (per instance, or per node for a node row)."""
+    if row.osl is None:  # a static batch (seed case C3): the roofline's prefill and decode step
+        eff = efficiency_for(catalog, catalog.gpus[row.gpu].architecture)
+        return predict_row(row, shape_for_row(row, catalog), eff, catalog) if sources != ("aic",) else {}
+    query = PerfQuery(row.model, row.gpu, row.isl, row.osl, tp=row.tp, precision=row.precision, concurrency=row.concurrency)
+    answer = estimate(query, catalog, sources=sources)
+    if not isinstance(answer, PerfResult):
+        return {}
+    return {m: getattr(answer, m) for m in measured_metrics(row) if getattr(answer, m) is not None}
+
+
+def accuracy(catalog, source: str) -> list[tuple[str, str, float]]:
     errors = []
-    architectures = sorted({gpu.architecture for gpu in catalog.gpus.values()})
-    for arch in architectures:
-        for row in calibration_rows(catalog, arch):
-            eff = efficiency_for(catalog, arch, exclude=frozenset({(row.table, row.line)}))
-            predicted = predict_row(row, shape_for_row(row, catalog), eff, catalog)
-            for metric, value in measured_metrics(row).items():
-                if metric in predicted:
-                    errors.append((row.source, LABEL[metric], predicted[metric] / value - 1))
-    return errors
-
-
-def table_errors(catalog) -> list[tuple[str, str, float]]:
-    errors = []
-    for group in group_by_engine([r for r in catalog.benchmarks if r.is_measurement]):
-        series = sorted((r for r in group if r.concurrency is not None and r.isl is not None), key=lambda r: (r.isl, r.osl or 0, r.concurrency))
-        for row in series:
-            neighbours = [r for r in series if (r.isl, r.osl) == (row.isl, row.osl) and r is not row]
-            point = over_concurrency(neighbours, row.concurrency, catalog)
-            if point is None:
-                continue
-            for metric, value in measured_metrics(row).items():
-                guess = getattr(point, metric)
-                if guess is not None:
-                    errors.append((row.source, LABEL[metric], guess / value - 1))
-    return errors
-
-
-def aic_errors(catalog) -> list[tuple[str, str, float]]:
-    """The aic estimate of every measured row it supports (TP, precision, ISL and OSL stated)."""
-    from planner.perf import PerfQuery, aic
-
-    if not aic.available():
-        return []
-    errors = []
-    for row in catalog.benchmarks:
-        if not row.is_measurement or None in (row.tp, row.precision, row.isl, row.osl):
-            continue
-        if aic.unsupported_reason(row.model, row.gpu, row.precision) is not None:
-            continue
-        query = PerfQuery(model=row.model, gpu=row.gpu, isl=row.isl, osl=row.osl, concurrency=row.concurrency)
-        points = aic.aic_points(query, catalog.gpus[row.gpu].memory_gb, row.tp, row.precision)
-        if isinstance(points, str) or not points:
-            continue
-        point = max(points, key=lambda p: p.output_tokens_per_s or 0)
-        per_instance = row.gpus // row.tp if row.per == "node" else 1  # rows per node hold several instances
+    rows = [r for a in ARCHITECTURES for r in calibration_rows(catalog, a)]
+    for row in rows:
+        guess = predicted(row, without(catalog, row), SOURCES[source])
         for metric, value in measured_metrics(row).items():
-            guess = getattr(point, metric)
-            if guess is None:
-                continue
-            if metric in ("request_throughput_rps", "output_tokens_per_s"):
-                guess *= per_instance
-            errors.append((row.source, LABEL[metric], guess / value - 1))
+            if metric in guess:
+                errors.append((row.source, LABEL[metric], guess[metric] / value - 1))
     return errors
 
 
@@ -86,34 +68,48 @@ def summarize(errors, layer: str) -> list[tuple]:
     for source, metric, error in errors:
         grouped[(source, metric)].append(abs(error))
         grouped[("all sources", metric)].append(abs(error))
-    rows = []
-    for (source, metric), values in sorted(grouped.items(), key=lambda kv: (kv[0][0] == "all sources", kv[0])):
-        rows.append((layer, source, metric, len(values), statistics.median(values), max(values)))
-    return rows
+    return [
+        (layer, source, metric, len(values), statistics.median(values), max(values))
+        for (source, metric), values in sorted(grouped.items(), key=lambda kv: (kv[0][0] == "all sources", kv[0]))
+    ]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--markdown", action="store_true", help="print a Markdown table (for docs/perf-model.md)")
+    parser.add_argument("--markdown", action="store_true", help="print Markdown tables (for docs/perf-model.md)")
+    parser.add_argument("--no-sweep", action="store_true", help="skip the invariant sweep")
     args = parser.parse_args()
     started = time.perf_counter()
     catalog = load_catalog()
-    rows = (
-        summarize(roofline_errors(catalog), "roofline (LOO calibration)")
-        + summarize(table_errors(catalog), "interpolation (LOO)")
-        + summarize(aic_errors(catalog), "aic (aiconfigurator-core)")
-    )
-    seconds = time.perf_counter() - started
+    if not args.no_sweep:
+        sweep_started = time.perf_counter()
+        report = invariant_sweep(catalog)
+        print(f"invariant sweep: {report.summary()} ({time.perf_counter() - sweep_started:.1f} s)")
+        for kind, examples in sorted(report.violations.items()):
+            print(f"  {kind}: {examples[:3]}")
+    print("\nkernel calibration (fitted step times against the timed iterations):")
+    for architecture in ARCHITECTURES:
+        fit = fit_kernels(catalog, architecture)
+        if fit:
+            print(f"  {architecture:10} {fit.iterations:5d} iterations, median error {fit.median_abs_rel_error:.1%}, "
+                  f"worst {fit.worst_abs_rel_error:.0%} ({', '.join(fit.tables)})")  # fmt: skip
+    from planner.perf import aic
+
+    layers = ["default", "roofline"] + (["aic", "auto"] if aic.available() else [])
+    rows = [r for layer in layers for r in summarize(accuracy(catalog, layer), f"{layer} (leave-one-out)")]
+    print()
     if args.markdown:
-        print("| layer | source | metric | points | median error | worst error |")
+        print("| source | rows from | metric | points | median error | worst error |")
         print("|---|---|---|---|---|---|")
         for layer, source, metric, n, median, worst in rows:
             print(f"| {layer} | {source} | {metric} | {n} | {median:.1%} | {worst:.1%} |")
     else:
-        print(f"{'layer':28} {'source':62} {'metric':10} {'n':>3} {'median':>8} {'worst':>8}")
+        print(f"{'source':26} {'rows from':62} {'metric':10} {'n':>3} {'median':>8} {'worst':>8}")
         for layer, source, metric, n, median, worst in rows:
-            print(f"{layer:28} {source[:62]:62} {metric:10} {n:3d} {median:8.1%} {worst:8.1%}")
-    print(f"\n({seconds:.1f} s; targets: median <= 15% throughput, <= 20% TTFT/ITL)")
+            print(f"{layer:26} {source[:62]:62} {metric:10} {n:3d} {median:8.1%} {worst:8.1%}")
+    if not aic.available():
+        print("\n(aic and auto not shown: pip install '.[aic]')")
+    print(f"\n({time.perf_counter() - started:.1f} s)")
 
 
 if __name__ == "__main__":

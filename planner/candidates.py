@@ -250,7 +250,8 @@ class _Builder:
                     curve_key = (query, tp, precision, workload.slo.percentile, lengths)
                     if curve_key not in self.curves:
                         self.curves[curve_key] = modeled_points(
-                            query, self.catalog, tp, precision, workload.slo.percentile, engine_lengths=lengths
+                            query, self.catalog, tp, precision, workload.slo.percentile, engine_lengths=lengths,
+                            aic_where_extrapolated="aic" in self.scenario.perf_sources,
                         )
                     points = self.curves[curve_key]
                     if not isinstance(points, str) and points:

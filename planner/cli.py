@@ -42,7 +42,7 @@ CatalogOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 PerfSourceOption = Annotated[
     Optional[str],
-    typer.Option("--perf-source", help="auto (rows, then aic if installed, then roofline) | tables | model | aic."),
+    typer.Option("--perf-source", help="auto (rows, the calibrated roofline, aic where installed for what the roofline would extrapolate) | tables | model | aic."),
 ]
 ScenarioArgument = Annotated[Path, typer.Argument(help="Scenario YAML file.")]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")]

@@ -160,7 +160,8 @@ PerfSourceChoice = Literal["auto", "tables", "model", "aic"]
 class PerfSpec(StrictModel):
     """Which layers of the performance model may answer (data first: a layer answers only where those before it
     have nothing for the workload on that system). `source` is the short form of `--perf-source`: auto (rows,
-    then aic where installed and supported, then the roofline), tables, model or aic."""
+    then the calibrated roofline, and aic where installed for what the roofline would extrapolate), tables, model
+    or aic."""
 
     sources: list[PerfSource] = Field(default_factory=lambda: ["measured", "interpolated", "modeled"], min_length=1)
     source: PerfSourceChoice | None = None

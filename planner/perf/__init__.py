@@ -4,11 +4,13 @@ Layers (design.md), data first:
 1. measured      a benchmark row matches exactly (model, GPU, ISL, OSL; TP, precision, concurrency when asked);
 2. interpolated  between measured rows of one engine: the roofline anchored on them (`anchor.py`: exact at the
                  rows, a residual correction between), or log-log between rows the roofline cannot model;
-3. aic           NVIDIA's operator-level database (`aic.py`, the optional extra planner[aic]), when asked for;
-4. modeled       the roofline (`roofline.py`) calibrated per GPU generation (`calibration.py`) and anchored on the
+3. modeled       the roofline (`roofline.py`) calibrated per GPU generation (`calibration.py`) and anchored on the
                  engine's rows where it has any, so that a curve runs on continuously where the data ends.
                  'modeled (aic kernels)' where the generation's factors rest on aiconfigurator's kernel database
-                 alone (no measured rows of it), 'extrapolated' beyond what its calibration covers.
+                 alone (no measured rows of it), 'extrapolated' beyond what its calibration covers;
+4. aic           NVIDIA's aiconfigurator (`aic.py`, the optional extra planner[aic]): asked for alone, or, in
+                 `auto`, for an engine the roofline would only extrapolate (the roofline calibrated on the package's
+                 kernel database is the more accurate of the two where it is calibrated: docs/perf-model.md).
 Where data exists for a query, the model does not overrule it: a limit the data misses is a miss with its reason.
 """
 
@@ -41,7 +43,7 @@ __all__ = [
 SOURCES = ("measured", "interpolated", "modeled")
 # --perf-source names -> layers, in order (aic only where installed and supported, except when asked alone)
 PERF_SOURCE_LAYERS = {
-    "auto": ("measured", "interpolated", "aic", "modeled"),
+    "auto": ("measured", "interpolated", "modeled", "aic"),
     "tables": ("measured", "interpolated"),
     "model": ("modeled",),
     "aic": ("aic",),
@@ -209,7 +211,7 @@ def _curve(
     if field:
         model_means = {m: np.array([getattr(p, m) for p in means]) for m in ("ttft_ms", "itl_ms")}
         # beyond the KV capacity the batch stops growing: the correction is the one at the running batch
-        corrected = field.correct(shape, eff, query.isl, query.osl, capacity, [p.running for p in means], model_means)
+        corrected = field.correct(shape, eff, query.isl, query.osl, [p.running for p in means], model_means)
         ttft_factor = corrected["ttft_ms"] / model_means["ttft_ms"]
         itl_factor = corrected["itl_ms"] / model_means["itl_ms"]
     provenance, why = _provenance(catalog, shape, eff, query.isl)
@@ -273,10 +275,13 @@ def modeled_points(
     precision: str,
     percentile: float = 50.0,
     engine_lengths: tuple[int, int] | None = None,
+    aic_where_extrapolated: bool = False,
 ) -> list[PerfResult] | str:
     """Roofline points over the concurrency ladder (up to the KV capacity of an engine built for
-    `engine_lengths`), anchored on the engine's rows, or why there are none."""
-    return _curve(query, catalog, tp, precision, percentile, engine_lengths=engine_lengths)
+    `engine_lengths`), anchored on the engine's rows, or why there are none; with `aic_where_extrapolated`
+    (--perf-source auto), aiconfigurator's points where the roofline would extrapolate."""
+    curve = _curve(query, catalog, tp, precision, percentile, engine_lengths=engine_lengths)
+    return _aic_instead(query, catalog, tp, precision, curve) if aic_where_extrapolated else curve
 
 
 def best_point(points: list[PerfResult], query: PerfQuery, max_concurrency: int | None = None) -> PerfResult | str:
@@ -366,14 +371,9 @@ def operating_points(
         if between:
             points = _pick([[p] for p in between], query, reasons)
             return points if points else PerfMiss(query, "; ".join(sorted(set(reasons))))
-    if "aic" in sources:
-        answer = _aic_points(query, catalog, tps, precisions, explicit=sources == ("aic",))
-        if answer is not None:
-            points = _pick(answer, query, reasons)
-            if points:
-                return points
-            if not modeled:
-                return PerfMiss(query, "; ".join(dict.fromkeys(reasons)))
+    if sources == ("aic",):
+        points = _pick(_aic_points(query, catalog, tps, precisions), query, reasons)
+        return points if points else PerfMiss(query, "; ".join(dict.fromkeys(reasons)))
     if modeled and model_without_rows:
         tps = (query.tp,) if query.tp else (tps or TP_LADDER)
         precisions = (query.precision,) if query.precision else (precisions or model_precisions(catalog, query.gpu))
@@ -381,9 +381,11 @@ def operating_points(
         for tp in tps:
             for precision in precisions:
                 curve = _curve(query, catalog, tp, precision, percentile, anchored=sources != ("modeled",))
+                if "aic" in sources:  # auto: the package where the roofline would extrapolate (or cannot model)
+                    curve = _aic_instead(query, catalog, tp, precision, curve)
                 best = curve if isinstance(curve, str) else _best(curve, query)
                 if isinstance(best, str):
-                    reasons.append(best if best.startswith("TP") or "architecture" in best else f"TP{tp} {precision}: {best}")
+                    reasons.append(best if best.startswith(("TP", "aic")) or "architecture" in best else f"TP{tp} {precision}: {best}")
                 else:
                     points.append(best)
         if points:
@@ -391,22 +393,32 @@ def operating_points(
     return PerfMiss(query, "; ".join(dict.fromkeys(reasons)) or _no_data_reason(query, sources))
 
 
-def _aic_points(query: PerfQuery, catalog: Catalog, tps, precisions, explicit: bool) -> list | None:
-    """Per (TP, precision): aic points or why none. None when the package cannot answer for this model/GPU at
-    all (not installed, not supported), so that the next layer answers; asked for alone, that is an error."""
+def _aic_instead(query: PerfQuery, catalog: Catalog, tp: int, precision: str, curve):
+    """aiconfigurator's points for an engine the roofline would only extrapolate (or cannot model), where the
+    package is installed and supports it; the roofline's curve otherwise."""
+    from planner.perf import aic
+
+    extrapolating = isinstance(curve, str) and "architecture" in curve or (
+        not isinstance(curve, str) and curve and curve[0].provenance == "extrapolated"
+    )
+    if not extrapolating or not aic.available() or aic.unsupported_reason(query.model, query.gpu, precision):
+        return curve
+    answer = aic.aic_points(query, catalog.gpus[query.gpu].memory_gb, tp, precision)
+    return answer if not isinstance(answer, str) and answer else curve
+
+
+def _aic_points(query: PerfQuery, catalog: Catalog, tps, precisions) -> list:
+    """Per (TP, precision): aic points or why none (the source asked for alone: not installed is an input error)."""
     from planner.errors import PlannerInputError
     from planner.perf import aic
 
     if not aic.available():
-        if explicit:
-            raise PlannerInputError("--perf-source", "aic", aic_unavailable_message())
-        return None
+        raise PlannerInputError("--perf-source", "aic", aic_unavailable_message())
     tps = (query.tp,) if query.tp else (tps or TP_LADDER)
     precisions = (query.precision,) if query.precision else (precisions or model_precisions(catalog, query.gpu))
     supported = [p for p in precisions if aic.unsupported_reason(query.model, query.gpu, p) is None]
     if not supported:
-        reason = aic.unsupported_reason(query.model, query.gpu, precisions[0])
-        return [reason] if explicit else None
+        return [aic.unsupported_reason(query.model, query.gpu, precisions[0])]
     memory_gb = catalog.gpus[query.gpu].memory_gb
     variants = []
     for tp in tps:

@@ -6,15 +6,15 @@ roofline's own progress m_g(c) (so that a knee the model knows, the KV cache fil
 
     ln R_g(c) = ln v_k + s (ln v_k+1 - ln v_k),   s = (ln m_g(c) - ln m_g(c_k)) / (ln m_g(c_k+1) - ln m_g(c_k))
 
-and beyond the first or last row it is the model times that row's ratio to it (the curve keeps its shape and never
-jumps where the data ends). At the query's lengths L the corrected value is a weighted geometric mean
+Its ratio to the model, R_g / m_g, is held at the first or last row's beyond them (the curve keeps the model's shape
+and never jumps where the data ends). At the query's lengths L the correction is a weighted mean of the log ratios:
 
-    x(c) = m_L(c)^(1 - sum b_g) x prod_g (kappa_g R_g(c))^b_g
+    x(c) = m_L(c) x exp(sum_g b_g ln(R_g(c) / m_g(c)))
 
-with kappa_g = m_L / m_g at the rows' middle concurrency (the level moved from g's lengths to L) and weights
-b_g = max_h w_h x phi_g / sum_h phi_h, w_g = exp(-d_g^2 / 2) over d_g = |ln L - ln g| / ln 4, phi_g = w_g / (1 - w_g):
-b_g = 1 at the rows' own lengths (exact), a third of the way at 4x away, nothing far away. Every factor rises with
-concurrency and every exponent is >= 0, so where the rows and the model rise with concurrency, so does x.
+with b_g = max_h w_h x phi_g / sum_h phi_h, w_g = exp(-d_g^2 / 2) over d_g = |ln L - ln g| / ln 4 and
+phi_g = w_g / (1 - w_g): b_g = 1 at the rows' own lengths (exact: x = R_g, rising where the rows rise), a third of
+the way at 4x away, nothing far away. The correction runs over the running batch, so beyond the KV capacity it
+stays put.
 Only measurements anchor. Estimates (aic tables) do not: the roofline is calibrated on aiconfigurator's kernel
 database itself, and anchoring it on the package's aggregated estimates made it worse on the measured
 max-throughput rows (median error 3.4% -> 12%, worst 5% -> 44%: the estimates' TTFT carries the package's queueing
@@ -59,54 +59,44 @@ class AnchorSet:
         sources = dict.fromkeys(c.rsplit(" line ", 1)[0] + ")" for c in citations)
         return f"anchored on {len(citations)} rows: {'; '.join(sources)}"
 
-    def correct(self, shape: EngineShape, eff: Efficiency, isl: int, osl: int, capacity, ladder, model: dict) -> dict:
-        """Corrected TTFT and ITL over `ladder` at (isl, osl) on an engine of KV `capacity`; `model` holds the
-        roofline's means there."""
+    def correct(self, shape: EngineShape, eff: Efficiency, isl: int, osl: int, ladder, model: dict) -> dict:
+        """Corrected TTFT and ITL over `ladder` (running batches) at (isl, osl); `model` holds the roofline's means
+        there."""
         ladder = np.asarray(ladder, dtype=float)
         distance = np.array([math.hypot(math.log(isl / g.isl), math.log(osl / g.osl)) / LENGTH_SCALE for g in self.groups])
         closeness = np.exp(-0.5 * distance**2)
         exact = distance < 1e-12
-        phi = np.where(exact, 1.0, closeness / np.maximum(1.0 - closeness, 1e-300))
-        weights = np.where(exact, 1.0, 0.0) if exact.any() else closeness.max() * phi / phi.sum()
+        phi = closeness / np.maximum(1.0 - closeness, 1e-300)
+        weights = exact.astype(float) if exact.any() else closeness.max() * phi / phi.sum()
         out = {}
         for metric in METRICS:
-            log_x = np.log(model[metric])
-            total = 0.0
-            blended = np.zeros_like(ladder)
+            log_ratio = np.zeros_like(ladder)
             for group, weight in zip(self.groups, weights):
-                if metric not in group.points or weight <= 0:
-                    continue
-                row_curve, kappa = self._row_curve(shape, eff, group, metric, ladder, isl, osl, capacity)
-                blended += weight * (np.log(kappa) + row_curve)
-                total += weight
-            out[metric] = np.exp((1.0 - total) * log_x + blended) if total else np.asarray(model[metric], dtype=float)
+                if metric in group.points and weight > 0:
+                    log_ratio += weight * self._log_ratio(shape, eff, group, metric, ladder)
+            out[metric] = np.asarray(model[metric], dtype=float) * np.exp(log_ratio)
         return out
 
     @staticmethod
-    def _row_curve(shape, eff, group: RowGroup, metric: str, ladder: np.ndarray, isl: int, osl: int, capacity):
-        """ln R_g over the ladder, and kappa_g (see the module docstring)."""
+    def _log_ratio(shape, eff, group: RowGroup, metric: str, ladder: np.ndarray) -> np.ndarray:
+        """ln (R_g / m_g) over the ladder, held constant outside the rows' concurrencies (module docstring)."""
         rows_c, rows_v = (np.asarray(v, dtype=float) for v in group.points[metric])
-        middle = float(np.exp(np.log(rows_c).mean()))
-        wanted = np.concatenate([ladder, rows_c, [middle]])
+        at = np.clip(ladder, rows_c[0], rows_c[-1])
+        wanted = np.concatenate([at, rows_c])
         states = steady_state_curve(shape, eff, group.isl, group.osl, np.maximum(np.round(wanted), 1), group.capacity)
         m = np.log([getattr(s, metric) for s in states])
-        m_ladder, m_rows, m_middle = m[: len(ladder)], m[len(ladder): -1], m[-1]
+        m_at, m_rows = m[: len(at)], m[len(at):]
         log_v = np.log(rows_v)
-        curve = np.empty_like(ladder)
-        for i, c in enumerate(ladder):
-            k = int(np.searchsorted(rows_c, c, side="right")) - 1
-            if k < 0:
-                curve[i] = m_ladder[i] + log_v[0] - m_rows[0]
-            elif k >= len(rows_c) - 1:
-                curve[i] = m_ladder[i] + log_v[-1] - m_rows[-1]
-            else:
-                span = m_rows[k + 1] - m_rows[k]
-                s = (m_ladder[i] - m_rows[k]) / span if abs(span) > 1e-9 else math.log(c / rows_c[k]) / math.log(rows_c[k + 1] / rows_c[k])
-                curve[i] = log_v[k] + min(max(s, 0.0), 1.0) * (log_v[k + 1] - log_v[k])
-        if (isl, osl) == (group.isl, group.osl):
-            return curve, 1.0
-        here = steady_state_curve(shape, eff, isl, osl, [max(round(middle), 1)], capacity)[0]
-        return curve, float(np.exp(math.log(getattr(here, metric)) - m_middle))
+        ratio = np.empty_like(at)
+        for i, c in enumerate(at):
+            k = min(int(np.searchsorted(rows_c, c, side="right")) - 1, len(rows_c) - 1)
+            if k == len(rows_c) - 1:
+                ratio[i] = log_v[k] - m_rows[k]
+                continue
+            span = m_rows[k + 1] - m_rows[k]
+            s = (m_at[i] - m_rows[k]) / span if abs(span) > 1e-9 else math.log(c / rows_c[k]) / math.log(rows_c[k + 1] / rows_c[k])
+            ratio[i] = log_v[k] + min(max(s, 0.0), 1.0) * (log_v[k + 1] - log_v[k]) - m_at[i]
+        return ratio
 
 
 def anchor_rows(catalog: Catalog, shape: EngineShape) -> list[BenchmarkRow]:
