@@ -59,6 +59,7 @@ from planner.catalog import BYTES_PER_PARAM, Gpu, ModelArch
 ACTIVATION_BYTES = 2.0  # bf16 activations (all-reduce, norms, MLP activation)
 LM_HEAD_BYTES = 2.0  # quantized checkpoints keep the LM head in bf16
 NORM_PASSES = 8  # two fused add + RMSNorm per layer, each reading and writing the residual and the normed copy
+COMPUTE_BOUND_TOKENS = 1e6  # a step this large is compute-bound on any GPU: what a prompt adds to it is its full cost
 
 
 class SteadyStateError(RuntimeError):
@@ -342,16 +343,20 @@ def _steps(shape: EngineShape, eff: Efficiency, isl: int, osl: int, running: np.
     n = len(running)
     others = running - 1.0
     per = np.maximum(others, 1.0)
-    # one pass over every iteration needed: decode of 1, the prompt alone, the batch, the others with and without a prompt
-    decode = np.concatenate([[1.0, 0.0], running, others, others])
-    prompts = np.concatenate([[0.0, 1.0], np.zeros(n), np.zeros(n), np.ones(n)])
-    times = step_ms(shape, eff, decode, context, prompts, isl)
-    d1, alone = times[0], times[1]
-    batch, without, fused = times[2 : 2 + n], times[2 + n : 2 + 2 * n], times[2 + 2 * n :]
+    # two passes over every iteration needed (one array each): first the decode of 1, the prompt alone and the batch
+    first = step_ms(shape, eff, np.concatenate([[1.0, 0.0], running]), context, np.concatenate([[0.0, 1.0], np.zeros(n)]), isl)
+    d1, alone, batch = first[0], first[1], first[2:]
+    # the own prompt shares its step with the others that are decoding (a share of their lives as long as the
+    # decode phase); the others' prompts cost what they add to a compute-bound step, whatever the batch (a prompt
+    # hidden under a memory-bound step's weight read is the exception at low load, and there prompts are rare)
+    decoding = others * max(osl - 1, 0) * d1 / (max(osl - 1, 0) * d1 + alone)
+    saturated = COMPUTE_BOUND_TOKENS
+    second = step_ms(shape, eff, np.array([saturated, saturated, *decoding]), context, np.array([0.0, 1.0, *np.ones(n)]), isl)
+    delta, fused = second[1] - second[0], second[2:]
     busy = others > 0
     return _Steps(
         np.full(n, d1), np.where(busy, (batch - d1) / per, 0.0), np.full(n, alone),
-        np.where(busy, (fused - alone) / per, 0.0), fused - without,
+        np.where(decoding > 0, (fused - alone) / np.maximum(decoding, 1e-300), 0.0), np.full(n, delta),
     )  # fmt: skip
 
 
@@ -401,7 +406,17 @@ def _root(s: _Steps, running: np.ndarray, osl: int, eff: Efficiency) -> np.ndarr
         high, low = np.where(above, x, high), np.where(above, low, x)
         newton = x - value / np.where(slope > 0, slope, 1.0)
         x = np.where((slope > 0) & (newton >= low) & (newton <= high), newton, (low + high) / 2)
-    return x
+    # near saturation (u v -> 0) the cubic loses digits: finish on X E2E / B - 1 itself, bisecting the bracket
+    low, high = np.minimum(low, x), np.maximum(high, x)
+    for _ in range(200):
+        residual = x * _latencies(x, s, running, osl, eff)[6] / running - 1.0
+        done = (np.abs(residual) <= 1e-12) | (high - low <= 4 * np.spacing(high))
+        if np.all(done):
+            break
+        above = residual >= 0
+        high, low = np.where(above, x, high), np.where(above, low, x)
+        x = np.where(done, x, (low + high) / 2)
+    return x, high - low <= 4 * np.spacing(high)
 
 
 def steady_state_curve(
@@ -417,8 +432,14 @@ def steady_state_curve(
     concurrency = np.asarray(concurrencies, dtype=float)
     running = np.maximum(np.minimum(concurrency, max_running) if max_running else concurrency, 1.0)
     s = _steps(shape, eff, isl, osl, running)
-    x = _root(s, running, osl, eff)
+    x, pinned = _root(s, running, osl, eff)
     rho, others, decode, wait, ttft, itl, e2e = _latencies(x, s, running, osl, eff)
+    little = x * e2e / running
+    # a root pinned to the last bit of X where E2E is that steep (prefills take all the time) is solved as well
+    # as floating point can: its TTFT is what Little's law leaves of E2E
+    steep = pinned & np.isfinite(little) & (np.abs(little - 1.0) > 1e-9) & (np.abs(little - 1.0) < 1e-3)
+    ttft = np.where(steep, running / x - max(osl - 1, 0) * itl, ttft)
+    e2e = np.where(steep, running / x, e2e)
     little = x * e2e / running
     if not np.all(np.abs(little - 1.0) <= 1e-9):
         bad = int(np.argmax(np.abs(np.nan_to_num(little, nan=np.inf) - 1.0)))

@@ -1,0 +1,125 @@
+"""Invariants of the performance model over the whole catalog grid, as property tests.
+
+Each invariant is checked on its own, against something independent of the model's formulas: Little's law
+(X x E2E = concurrency), throughput and ITL never falling as concurrency rises, P99 >= P95 >= P50, no answer
+faster than the hardware allows (weights read at full bandwidth, prompt FLOPs at the full tensor rate), and a 70B
+model's batch-1 decode falling as TP rises. The checks themselves are shown to fail on curves that break them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from planner.catalog import load_catalog
+from planner.perf import PerfQuery, modeled_points, model_precisions
+from planner.perf.checks import SweepReport, check_curve, invariant_sweep, lower_bounds_ms
+from planner.perf.roofline import supports_roofline
+
+CATALOG = load_catalog()
+MODELS = sorted(m for m in CATALOG.models if supports_roofline(CATALOG.models[m]))
+GPUS = sorted(CATALOG.gpus)
+
+
+@st.composite
+def engines(draw):
+    """A catalog engine the roofline can model, with request lengths, and its curve over the concurrency ladder."""
+    model = draw(st.sampled_from(MODELS))
+    gpu = draw(st.sampled_from(GPUS))
+    precision = draw(st.sampled_from(model_precisions(CATALOG, gpu)))
+    tp = draw(st.sampled_from((1, 2, 4, 8)))
+    isl = draw(st.integers(16, 32768))
+    osl = draw(st.integers(1, 4096))
+    return model, gpu, tp, precision, isl, osl
+
+
+def curve(engine, percentile=50.0, sources="anchored"):
+    model, gpu, tp, precision, isl, osl = engine
+    points = modeled_points(PerfQuery(model, gpu, isl, osl), CATALOG, tp, precision, percentile)
+    assume(not isinstance(points, str))  # does not fit: nothing to check
+    return points
+
+
+PROPERTY = settings(max_examples=int(__import__("os").environ.get("PERF_EXAMPLES", 120)), deadline=None)
+
+
+@PROPERTY
+@given(engines())
+def test_littles_law_on_every_modeled_point(engine):
+    for point in curve(engine):
+        if point.provenance != "measured":
+            assert point.request_throughput_rps * point.e2e_ms / 1e3 == pytest.approx(point.concurrency, rel=0.02)
+
+
+@PROPERTY
+@given(engines())
+def test_throughput_and_itl_never_fall_as_concurrency_rises(engine):
+    points = curve(engine)
+    for low, high in zip(points, points[1:]):
+        assert high.request_throughput_rps >= low.request_throughput_rps * 0.95, (low.concurrency, high.concurrency)
+        assert high.itl_ms >= low.itl_ms * 0.95, (low.concurrency, high.concurrency)
+
+
+@PROPERTY
+@given(engines())
+def test_tail_latencies_are_ordered(engine):
+    p50, p95, p99 = (curve(engine, p) for p in (50, 95, 99))
+    for a, b, c in zip(p50, p95, p99):
+        assert c.itl_ms >= b.itl_ms >= a.itl_ms and c.ttft_ms >= b.ttft_ms >= a.ttft_ms
+
+
+@PROPERTY
+@given(engines())
+def test_no_answer_is_faster_than_the_hardware(engine):
+    for point in curve(engine):
+        itl_bound, ttft_bound = lower_bounds_ms(CATALOG, point)
+        assert point.itl_ms >= itl_bound and point.ttft_ms >= ttft_bound
+
+
+@pytest.mark.parametrize("gpu", ["H100-SXM-80GB", "H200-SXM-141GB", "B200-SXM-180GB", "A100-SXM-80GB"])
+@pytest.mark.parametrize("model", ["llama-3.1-70b", "llama-2-70b", "qwen2.5-72b"])
+def test_batch_one_decode_of_a_70b_model_falls_as_tp_rises(model, gpu):
+    for precision in model_precisions(CATALOG, gpu):
+        itls = []
+        for tp in (1, 2, 4, 8):
+            points = modeled_points(PerfQuery(model, gpu, 512, 128), CATALOG, tp, precision)
+            if not isinstance(points, str):
+                itls.append(points[0].itl_ms)
+        assert len(itls) >= 2 and all(b < a for a, b in zip(itls, itls[1:])), (precision, itls)
+
+
+def test_the_whole_catalog_grid_sweep_finds_no_violation():
+    report = invariant_sweep(CATALOG)
+    assert report.points > 50_000 and report.total_violations == 0, report.summary() + str(dict(report.violations))
+
+
+# --- the checks can fail ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def good():
+    points = modeled_points(PerfQuery("llama-3.1-8b", "H100-SXM-80GB", 2048, 128), CATALOG, 1, "fp8")
+    report = SweepReport()
+    check_curve(CATALOG, points, report, "good")
+    assert report.total_violations == 0
+    return points
+
+
+@pytest.mark.parametrize(
+    "kind, break_it",
+    [
+        ("little", lambda p: [p[0], dataclasses.replace(p[1], request_throughput_rps=p[1].request_throughput_rps * 1.1)] + p[2:]),
+        ("throughput_drop", lambda p: p[:5] + [dataclasses.replace(p[5], request_throughput_rps=p[4].request_throughput_rps * 0.5,
+                                                                    e2e_ms=p[5].e2e_ms * 2 * p[4].request_throughput_rps / p[5].request_throughput_rps)] + p[6:]),
+        ("itl_drop", lambda p: p[:5] + [dataclasses.replace(p[5], itl_ms=p[4].itl_ms * 0.5)] + p[6:]),
+        ("faster_than_bandwidth", lambda p: [dataclasses.replace(p[0], itl_ms=0.01)] + p[1:]),
+        ("faster_than_flops", lambda p: [dataclasses.replace(p[0], ttft_ms=0.001)] + p[1:]),
+    ],
+)
+def test_each_check_fails_on_a_curve_that_breaks_it(good, kind, break_it):
+    report = SweepReport()
+    check_curve(CATALOG, break_it(list(good)), report, "broken")
+    assert report.violations[kind], dict(report.violations)
