@@ -158,7 +158,7 @@ def users(rps: float, hours_per_day: float = 8.0, requests_per_user: float = 3.0
     )
 
 
-CATALOG_KINDS = ("gpus", "systems", "models", "benchmarks")
+CATALOG_KINDS = ("gpus", "systems", "models", "benchmarks", "calibration")
 
 
 def catalog_entries(kind: str, catalog_dirs: CatalogDirs = None) -> list[dict]:
@@ -168,6 +168,10 @@ def catalog_entries(kind: str, catalog_dirs: CatalogDirs = None) -> list[dict]:
     catalog = load_catalog(catalog_dirs)
     if kind == "benchmarks":
         return [row.model_dump(exclude_none=True) for row in catalog.benchmarks]
+    if kind == "calibration":
+        from planner.perf.calibration import calibration_entries
+
+        return calibration_entries(catalog)
     entries = getattr(catalog, kind)
     return [entries[key].model_dump(exclude_none=True) for key in sorted(entries)]
 
@@ -217,7 +221,8 @@ def curve_in_catalog(query: PerfQuery, catalog: Catalog, gpus_per_node: int = 8,
         modeled_curve(open_query, catalog) if query.tp and query.precision and "modeled" in sources
         else PerfMiss(query, "TP/precision not stated" if not (query.tp and query.precision) else "roofline not asked for")
     )  # fmt: skip
-    modeled_points = () if isinstance(modeled, PerfMiss) else tuple(modeled)
+    # the modeled curve runs through the measured rows, which are listed once, as data
+    modeled_points = () if isinstance(modeled, PerfMiss) else tuple(p for p in modeled if p.provenance != "measured")
     chosen = estimate(dataclasses.replace(query, concurrency=None), catalog, sources=sources)
     miss = chosen.reason if isinstance(chosen, PerfMiss) else None
     if not data and not modeled_points:

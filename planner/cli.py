@@ -65,6 +65,7 @@ class CatalogKind(str, Enum):
     systems = "systems"
     models = "models"
     benchmarks = "benchmarks"
+    calibration = "calibration"
 
 
 def _stdout() -> Console:

@@ -159,3 +159,40 @@ def test_shipped_estimates_never_calibrate_and_yield_to_measurements(catalog, tm
     rows = matching_rows(layered, query)
     assert [r.source for r in rows if r.tp == 1 and r.precision == "bf16"] == ["our run"]
     assert any(not r.is_measurement for r in rows if r.tp == 2)
+
+
+@needs_aic
+def test_auto_answers_with_aic_where_the_roofline_would_extrapolate(catalog):
+    from planner.perf import estimate
+
+    # PCIe parts are calibrated at TP <= 2: an L40S engine at TP4 is beyond the roofline's timed range
+    query = PerfQuery("llama-3.1-8b", "L40S-48GB", 1024, 128, tp=4, precision="bf16", concurrency=8)
+    assert estimate(query, catalog).provenance == "extrapolated"
+    assert estimate(query, catalog, sources=("measured", "interpolated", "modeled", "aic")).provenance.startswith("aic:")
+    inside = PerfQuery("llama-3.1-8b", "L40S-48GB", 1024, 128, tp=1, precision="bf16", concurrency=8)
+    assert estimate(inside, catalog, sources=("measured", "interpolated", "modeled", "aic")).provenance == "modeled (aic kernels)"
+
+
+@needs_aic
+def test_roofline_batch_one_decode_by_tp_tracks_the_packages_estimate(catalog):
+    """An independent check of the all-reduce and fixed latencies: 70B fp8 on H100 at batch 1, TP 1-8."""
+    from planner.perf import aic, estimate
+
+    for tp in (1, 2, 4, 8):
+        query = PerfQuery("llama-3.1-70b", "H100-SXM-80GB", 1024, 128, tp=tp, precision="fp8", concurrency=1)
+        ours = estimate(query, catalog, sources=("modeled",))
+        [theirs] = aic.aic_points(query, 80.0, tp, "fp8")
+        assert ours.itl_ms == pytest.approx(theirs.itl_ms, rel=0.2), tp
+
+
+@needs_aic
+def test_the_shipped_step_table_holds_the_packages_own_iteration_times(catalog):
+    from planner.perf import aic
+
+    frame = catalog.steps[0].frame
+    for row in frame.iloc[[0, 40, 400, 900, 1500]].itertuples():
+        if aic.database_version(aic.SYSTEM_NAMES[row.gpu], aic.DEFAULT_BACKEND) is None:
+            continue
+        live = aic.step_ms(row.model, row.gpu, row.tp, row.precision, row.decode_batch, row.decode_context_tokens,
+                           row.prefill_prompts, row.prefill_isl)  # fmt: skip
+        assert live.error is None and live.ttft_ms == pytest.approx(row.time_ms, rel=1e-4)

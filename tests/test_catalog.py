@@ -104,3 +104,59 @@ def test_catalog_listing_cli(cli, cli_json):
     assert {g["id"] for g in listing["gpus"]} >= DESIGN_GPUS
     code, out, _ = cli("catalog", "systems")
     assert code == 0 and "dgx-h100" in out
+
+
+STEP_HEADER = ("source,model,gpu,tp,precision,decode_batch,decode_context_tokens,prefill_prompts,prefill_isl,time_ms,"
+               "provenance")  # fmt: skip
+
+
+def test_calibration_listing_says_what_each_generation_rests_on(cli, cli_json):
+    entries = {e["architecture"]: e for e in cli_json("catalog", "calibration")["calibration"]}
+    assert set(entries) == {"ampere", "ada", "hopper", "blackwell"}
+    assert entries["hopper"]["basis"] == "measured" and entries["hopper"]["engine_rows"] >= 10
+    assert entries["blackwell"]["basis"] == "aic kernels" and entries["blackwell"]["kernel_iterations"] > 500
+    assert entries["blackwell"]["calibrated_range"]["precisions"] == ["bf16", "fp4", "fp8"]
+    assert "gemm_fp4" not in entries["hopper"]["factors"]  # nothing timed at fp4 on Hopper: no factor shown
+    code, out, _ = cli("catalog", "calibration")
+    assert code == 0 and "aic kernels" in out
+
+
+@pytest.mark.parametrize(
+    "cells, column",
+    [
+        ("llama-3.1-8b,H100-SXM-80GB,1,bf16,8,512,0,0,-3", "time_ms"),
+        ("llama-3.1-8b,H100-SXM-80GB,1,fp4,8,512,0,0,3", "precision"),
+        ("gpt-9,H100-SXM-80GB,1,bf16,8,512,0,0,3", "model"),
+        ("llama-3.1-8b,H100-SXM-80GB,0,bf16,8,512,0,0,3", "tp"),
+        ("llama-3.1-8b,H100-SXM-80GB,1,bf16,0,0,0,0,3", "decode_batch"),
+        ("llama-3.1-8b,H100-SXM-80GB,1,bf16,0,0,2,0,3", "prefill_isl"),
+    ],
+)
+def test_a_bad_step_table_cell_names_file_line_and_column(tmp_path, cli, cells, column):
+    user = tmp_path / "lab"
+    (user / "calibration").mkdir(parents=True)
+    (user / "calibration" / "ours.csv").write_text(f"{STEP_HEADER}\nour timing,{cells},ours\n")
+    with pytest.raises(PlannerInputError) as error:
+        load_catalog([user])
+    assert "ours.csv" in str(error.value) and f"line 2 column {column}" in str(error.value)
+    code, out, err = cli("catalog", "calibration", "--catalog", user)
+    assert code == 2 and f"line 2 column {column}" in err and "Traceback" not in err
+
+
+def test_a_users_own_timed_iterations_refit_their_generation(tmp_path, catalog):
+    from planner.perf.calibration import fit_kernels
+
+    shipped = fit_kernels(catalog, "hopper")
+    frame = catalog.steps[0].frame
+    hopper = frame[frame["gpu"] == "H100-SXM-80GB"].head(200)
+    user = tmp_path / "lab"
+    (user / "calibration").mkdir(parents=True)
+    lines = [STEP_HEADER] + [
+        f"our slower engine,{r.model},{r.gpu},{r.tp},{r.precision},{r.decode_batch},{r.decode_context_tokens},"
+        f"{r.prefill_prompts},{r.prefill_isl},{r.time_ms * 1.5:.6g},own"
+        for r in hopper.itertuples()
+    ]  # fmt: skip
+    (user / "calibration" / "ours.csv").write_text("\n".join(lines) + "\n")
+    layered = fit_kernels(load_catalog([user]), "hopper")
+    assert layered.iterations == shipped.iterations + 200 and "ours.csv" in layered.tables
+    assert layered.basis == "timed kernels" and layered.factors != shipped.factors

@@ -36,7 +36,6 @@ MODEL_NAMES = {
     # same architecture as Llama 3.1 70B / 8B (layers, heads, KV heads, FFN, vocab): same kernels
     "llama-3.3-70b": "meta-llama/Meta-Llama-3.1-70B",
     "llama-3-8b": "meta-llama/Meta-Llama-3.1-8B",
-    "mixtral-8x7b": "mistralai/Mixtral-8x7B-v0.1",
 }
 # catalog GPU id -> the package's system name (only systems with a measured database answer)
 SYSTEM_NAMES = {

@@ -74,6 +74,7 @@ class KernelFit:
     max_prompt_tokens: int
     mixture_of_experts: bool  # whether any timed model routes to experts
     labels: tuple[str, ...]  # the rows' provenance labels (aic:... for aiconfigurator's kernel database)
+    fitted: tuple[str, ...]  # the factors the data determined (the others keep their starting value, unused)
 
     @property
     def basis(self) -> str:
@@ -181,7 +182,7 @@ def _fit_kernels(catalog: Catalog, architecture: str) -> KernelFit | None:
         architecture, factors, len(frame), float(np.median(errors)), float(errors.max()),
         tuple(sorted(set(frame["table"]))), int(frame["tp"].max()), tuple(sorted(set(frame["precision"]))),
         int(frame["prefill_isl"].max()), any(catalog.models[m].moe is not None for m in set(frame["model"])),
-        tuple(sorted(set(frame["provenance"]))),
+        tuple(sorted(set(frame["provenance"]))), tuple(free),
     )  # fmt: skip
     _CACHE[key] = fit
     return fit
@@ -375,3 +376,30 @@ def efficiency_for(catalog: Catalog, architecture: str, exclude: frozenset = fro
 def calibrated_range(catalog: Catalog, architecture: str) -> KernelFit | None:
     """What the generation's timed iterations cover (TP, precisions, prompt tokens): beyond it is extrapolation."""
     return fit_kernels(catalog, architecture)
+
+
+def calibration_entries(catalog: Catalog) -> list[dict]:
+    """One record per GPU generation of the catalog: the fitted factors, what they rest on and how well they fit
+    (`planner catalog calibration`)."""
+    entries = []
+    for architecture in _architectures(catalog):
+        fit = fit_architecture(catalog, architecture)
+        kernel, engine = fit.kernel, fit.engine
+        entries.append({
+            "architecture": architecture, "basis": fit.efficiency.basis,
+            "kernel_iterations": kernel.iterations if kernel else 0,
+            "kernel_median_error": None if kernel is None else round(kernel.median_abs_rel_error, 4),
+            "kernel_worst_error": None if kernel is None else round(kernel.worst_abs_rel_error, 4),
+            "engine_rows": len(engine.rows_used) if engine else 0,
+            "engine_median_error": None if engine is None else round(engine.median_abs_rel_error, 4),
+            "factors": {
+                name: getattr(fit.efficiency, name) for name in (*KERNEL_FACTORS, *ENGINE_FACTORS)
+                if kernel is None or name in kernel.fitted or name in ENGINE_FACTORS
+            },
+            "calibrated_range": None if kernel is None else {
+                "max_tp": kernel.max_tp, "precisions": list(kernel.precisions), "max_prompt_tokens": kernel.max_prompt_tokens,
+                "mixture_of_experts": kernel.mixture_of_experts,
+            },
+            "source": fit.efficiency.source,
+        })  # fmt: skip
+    return entries

@@ -179,6 +179,8 @@ _CATALOG_COLUMNS = {
     "models": ("id", "params_b", "layers", "hidden", "heads", "kv_heads", "head_dim", "max_context"),
     "benchmarks": ("origin", "model", "gpu", "tp", "precision", "isl", "osl", "concurrency", "ttft_ms", "itl_ms",
                    "request_throughput_rps", "output_tokens_per_s", "per", "table"),
+    "calibration": ("architecture", "basis", "kernel_iterations", "kernel_median_error", "kernel_worst_error",
+                    "engine_rows", "engine_median_error"),
 }  # fmt: skip
 
 
