@@ -157,26 +157,40 @@ def default_cache() -> EstimateCache:
     return _CACHE
 
 
-def _call_package(model_name: str, system: str, backend: str, db_version: str, tp: int, precision: str, batch: int,
-                  isl: int, osl: int) -> AicPoint:  # fmt: skip
-    """One estimate, as the package's `cli estimate` (agg mode) makes it."""
+def _engine(model_name: str, system: str, backend: str, db_version: str, tp: int, precision: str):
+    """The package's database view, model and a new backend object for one engine (TP, quantization), set up as its
+    `cli estimate` does. A new backend per call: one caches results by (isl, osl, batch) only, not by model."""
     from aiconfigurator_core.sdk.backends.factory import get_backend
-    from aiconfigurator_core.sdk.config import RuntimeConfig
     from aiconfigurator_core.sdk.config_builders import build_model_config
     from aiconfigurator_core.sdk.models import check_is_moe, get_model, resolve_context_fmha_by_data, resolve_nvfp4_for_system
     from aiconfigurator_core.sdk.perf_database import get_database_view
 
     gemm, kv = QUANT_MODES[precision]
+    database = get_database_view(system, backend, db_version, allow_missing_data=False, database_mode="SILICON")
+    config = build_model_config(tp, 1, 1, None, None, gemm, kv, None, None, None)
+    if check_is_moe(model_name):
+        config.moe_tp_size, config.moe_ep_size = 1, tp
+    resolve_context_fmha_by_data(config, model_name, database, backend, is_context_role=True)
+    resolve_nvfp4_for_system(config, system, model_name, backend_name=backend)
+    return database, get_model(model_name, config, backend), get_backend(backend)
+
+
+def _inputs(model: str, gpu: str, tp: int, precision: str, backend: str, **more) -> dict:
+    """Everything an answer depends on: the cache key."""
+    system = SYSTEM_NAMES[gpu]
+    return {"package": package_version(), "model": MODEL_NAMES[model], "system": system, "backend": backend,
+            "db": database_version(system, backend), "tp": tp, "precision": precision, "quant": QUANT_MODES[precision],
+            **more}  # fmt: skip
+
+
+def _call_package(model_name: str, system: str, backend: str, db_version: str, tp: int, precision: str, batch: int,
+                  isl: int, osl: int) -> AicPoint:  # fmt: skip
+    """One estimate, as the package's `cli estimate` (agg mode) makes it."""
+    from aiconfigurator_core.sdk.config import RuntimeConfig
+
     try:
-        database = get_database_view(system, backend, db_version, allow_missing_data=False, database_mode="SILICON")
-        config = build_model_config(tp, 1, 1, None, None, gemm, kv, None, None, None)
-        if check_is_moe(model_name):
-            config.moe_tp_size, config.moe_ep_size = 1, tp
-        resolve_context_fmha_by_data(config, model_name, database, backend, is_context_role=True)
-        resolve_nvfp4_for_system(config, system, model_name, backend_name=backend)
-        # a new backend object per call: one caches results by (isl, osl, batch) only, not by model
-        summary = get_backend(backend).run_agg(get_model(model_name, config, backend), database,
-                                               RuntimeConfig(isl=isl, osl=osl, batch_size=batch), ctx_tokens=isl)  # fmt: skip
+        database, model, engine = _engine(model_name, system, backend, db_version, tp, precision)
+        summary = engine.run_agg(model, database, RuntimeConfig(isl=isl, osl=osl, batch_size=batch), ctx_tokens=isl)
     except Exception as exc:  # the package's own way of saying "no data for this combination"
         return AicPoint(0.0, 0.0, 0.0, 0.0, False, f"{type(exc).__name__}: {exc}")
     result = summary.get_result_dict()
@@ -187,15 +201,10 @@ def _call_package(model_name: str, system: str, backend: str, db_version: str, t
 def estimate_point(model: str, gpu: str, tp: int, precision: str, batch: int, isl: int, osl: int,
                    backend: str = DEFAULT_BACKEND, cache: EstimateCache | None = None) -> AicPoint:  # fmt: skip
     """The package's estimate for one configuration, through the cache."""
-    version = package_version()
-    system = SYSTEM_NAMES[gpu]
-    db_version = database_version(system, backend)
-    inputs = {"package": version, "model": MODEL_NAMES[model], "system": system, "backend": backend, "db": db_version,
-              "tp": tp, "precision": precision, "quant": QUANT_MODES[precision], "batch": batch, "isl": isl, "osl": osl}  # fmt: skip
+    inputs = _inputs(model, gpu, tp, precision, backend, batch=batch, isl=isl, osl=osl)
     cache = cache or default_cache()
-    return cache.get_or_compute(
-        inputs, lambda: _call_package(MODEL_NAMES[model], system, backend, db_version, tp, precision, batch, isl, osl)
-    )
+    return cache.get_or_compute(inputs, lambda: _call_package(
+        inputs["model"], inputs["system"], backend, inputs["db"], tp, precision, batch, isl, osl))  # fmt: skip
 
 
 def provenance(gpu: str, backend: str = DEFAULT_BACKEND) -> str:
@@ -278,25 +287,13 @@ def _call_step(model_name: str, system: str, backend: str, db_version: str, tp: 
     """One engine iteration from the kernel database: `prefill_prompts` prompts of `prefill_isl` tokens fused with
     one decode token for each of `decode_batch` sequences holding `decode_context` tokens (the package's
     `run_mixed`, or its decode-only step). ttft_ms carries the step time; the other fields are unused."""
-    from aiconfigurator_core.sdk.backends.factory import get_backend
     from aiconfigurator_core.sdk.config import RuntimeConfig
-    from aiconfigurator_core.sdk.config_builders import build_model_config
-    from aiconfigurator_core.sdk.models import check_is_moe, get_model, resolve_context_fmha_by_data, resolve_nvfp4_for_system
-    from aiconfigurator_core.sdk.perf_database import get_database_view
     from aiconfigurator_core.sdk.step_estimate import MixedStepInput
 
-    gemm, kv = QUANT_MODES[precision]
     try:
-        database = get_database_view(system, backend, db_version, allow_missing_data=False, database_mode="SILICON")
-        config = build_model_config(tp, 1, 1, None, None, gemm, kv, None, None, None)
-        if check_is_moe(model_name):
-            config.moe_tp_size, config.moe_ep_size = 1, tp
-        resolve_context_fmha_by_data(config, model_name, database, backend, is_context_role=True)
-        resolve_nvfp4_for_system(config, system, model_name, backend_name=backend)
-        model = get_model(model_name, config, backend)
-        engine = get_backend(backend)
+        database, model, engine = _engine(model_name, system, backend, db_version, tp, precision)
         if prefill_prompts:
-            # the package's decode context is isl + osl / 2: osl = 2 (decode_context - isl) + ... keeps it exact
+            # the package takes a decoding sequence's context as isl + osl / 2: osl = 2 (context - isl) makes it ours
             isl = prefill_isl
             osl = max(2 * (decode_context - isl), 1) if decode_batch else 2
             runtime = RuntimeConfig(isl=isl, osl=osl, batch_size=1)
@@ -314,14 +311,9 @@ def step_ms(model: str, gpu: str, tp: int, precision: str, decode_batch: int, de
             prefill_prompts: int, prefill_isl: int, backend: str = DEFAULT_BACKEND,
             cache: EstimateCache | None = None) -> AicPoint:  # fmt: skip
     """The kernel database's time for one engine iteration (see `_call_step`), through the cache."""
-    version = package_version()
-    system = SYSTEM_NAMES[gpu]
-    db_version = database_version(system, backend)
-    inputs = {"package": version, "model": MODEL_NAMES[model], "system": system, "backend": backend, "db": db_version,
-              "tp": tp, "precision": precision, "quant": QUANT_MODES[precision], "kind": "step",
-              "decode_batch": decode_batch, "decode_context": decode_context, "prefill_prompts": prefill_prompts,
-              "prefill_isl": prefill_isl}  # fmt: skip
+    inputs = _inputs(model, gpu, tp, precision, backend, kind="step", decode_batch=decode_batch,
+                     decode_context=decode_context, prefill_prompts=prefill_prompts, prefill_isl=prefill_isl)  # fmt: skip
     cache = cache or default_cache()
     return cache.get_or_compute(inputs, lambda: _call_step(
-        MODEL_NAMES[model], system, backend, db_version, tp, precision, decode_batch, decode_context,
+        inputs["model"], inputs["system"], backend, inputs["db"], tp, precision, decode_batch, decode_context,
         prefill_prompts, prefill_isl))  # fmt: skip
