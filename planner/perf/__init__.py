@@ -21,7 +21,7 @@ import dataclasses
 import numpy as np
 
 from planner.catalog import Catalog
-from planner.perf.anchor import AnchorSet, build_anchors
+from planner.perf.anchor import AnchorSet, anchor_rows, build_anchors
 from planner.perf.calibration import calibrated_range, efficiency_for
 from planner.perf.interpolate import concurrency_grid, over_concurrency, over_lengths
 from planner.perf.roofline import (
@@ -176,7 +176,7 @@ def _curve(
     anchored: bool = True,
 ) -> list[PerfResult] | str:
     """The roofline's points for one engine over the concurrency ladder (or at the query's concurrency), anchored
-    on the engine's rows; a measured row at the query's lengths stands in for the model at its concurrency."""
+    on the engine's measured rows; a measured row at the query's lengths stands in for the model at its concurrency."""
     model = catalog.models[query.model]
     if not supports_roofline(model):
         return f"architecture of {query.model} not published: the roofline cannot model it"
@@ -193,79 +193,86 @@ def _curve(
         return f"TP{tp} {precision}: does not fit: {memory.reason}"
     shape = EngineShape(model, gpu, tp, precision, kv_bytes_for(precision))
     eff = efficiency_for(catalog, gpu.architecture)
-    field = _anchors(catalog, shape, eff) if anchored else None
-    measured = [
-        r for r in rows_for(catalog, query.model, query.gpu)
-        if r.is_measurement and r.tp == tp and r.precision == precision and r.isl is not None and r.osl is not None
-    ] if anchored else []  # fmt: skip
+    anchors = _anchors(catalog, shape, eff) if anchored else None
+    measured = anchor_rows(catalog, shape) if anchored else []
     exact = {r.concurrency: r for r in measured if (r.isl, r.osl) == (query.isl, query.osl) and r.concurrency}
     capacity = memory.running_limit(query.isl, query.osl)
     top = 2 * capacity if (beyond_capacity and capacity) else capacity
-    if query.concurrency:
-        ladder = [query.concurrency]
-    else:
-        ladder = sorted(set(concurrency_ladder(top)) | set(exact))
+    ladder = [query.concurrency] if query.concurrency else sorted(set(concurrency_ladder(top)) | set(exact))
     states = steady_state_curve(shape, eff, query.isl, query.osl, ladder, capacity, percentile)
-    means = steady_state_curve(shape, eff, query.isl, query.osl, ladder, capacity) if percentile > 50 and field else states
-    ttft_factor = itl_factor = np.ones(len(ladder))
-    if field:
-        model_means = {m: np.array([getattr(p, m) for p in means]) for m in ("ttft_ms", "itl_ms")}
-        # beyond the KV capacity the batch stops growing: the correction is the one at the running batch
-        corrected = field.correct(shape, eff, query.isl, query.osl, [p.running for p in means], model_means)
-        ttft_factor = corrected["ttft_ms"] / model_means["ttft_ms"]
-        itl_factor = corrected["itl_ms"] / model_means["itl_ms"]
+    means = steady_state_curve(shape, eff, query.isl, query.osl, ladder, capacity) if percentile > 50 and anchors else states
+    factors = _anchor_factors(anchors, shape, eff, query, means)
     provenance, why = _provenance(catalog, shape, eff, query.isl)
-    factors_note = f"{gpu.architecture} factors: {eff.describe()}"
-    source = f"roofline ({eff.source})" + (f"; {field.describe()}" if field else "")
-    best_index = None
-    points = []
-    for i, state in enumerate(states):
-        if state.concurrency in exact:
-            points.append(result_from_row(exact[state.concurrency], catalog))
-            continue
-        decode_tokens = max(query.osl - 1, 0)
-        mean = means[i]
-        if field:
-            # the rows moved the engine's latencies: its throughput follows by Little's law on the corrected means,
-            # and the wait for a KV slot (beyond the capacity) with it
-            engine_ttft = (mean.ttft_ms - mean.slot_wait_ms) * ttft_factor[i]
-            rps = mean.running / ((engine_ttft + decode_tokens * mean.itl_ms * itl_factor[i]) / 1e3)
-            slot_scale = mean.request_throughput_rps / rps
-        else:
-            rps, slot_scale = state.request_throughput_rps, 1.0
-        ttft = (state.ttft_ms - state.slot_wait_ms) * ttft_factor[i] + state.slot_wait_ms * slot_scale
-        itl = state.itl_ms * itl_factor[i]
-        derivations = [
-            f"prefill {state.prefill_ms:.1f} ms, decode step {state.decode_step_ms:.2f} ms at batch {state.decoding:.1f}, "
-            f"prefills take {state.prefill_share:.0%} of the time"
-            + (f", {state.concurrency - state.running} queued (KV cache full)" if state.concurrency > state.running else ""),
-            factors_note,
-            f"latencies at percentile {percentile:g} (Gamma tails of the queueing)" if percentile > 50 else "latencies are means",
-        ]
-        if field:
-            derivations.append(f"{field.describe()}: TTFT x{ttft_factor[i]:.3f}, ITL x{itl_factor[i]:.3f}")
-        if why:
-            derivations.append(f"extrapolated: {why}")
-        points.append(PerfResult(
-            model=query.model, gpu=query.gpu, tp=tp, precision=precision, isl=query.isl, osl=query.osl,
-            concurrency=state.concurrency, gpus_per_instance=tp, ttft_ms=float(ttft), itl_ms=float(itl),
-            e2e_ms=float(ttft + decode_tokens * itl), ttft_ms_bound=None, itl_ms_bound=None,
-            request_throughput_rps=float(rps), output_tokens_per_s=float(rps * query.osl), provenance=provenance,
-            source=source, memory=memory,
-            derivations=tuple(derivations),
+    notes = (
+        f"{gpu.architecture} factors: {eff.describe()}",
+        f"latencies at percentile {percentile:g} (Gamma tails of the queueing)" if percentile > 50 else "latencies are means",
+    )  # fmt: skip
+    source = f"roofline ({eff.source})" + (f"; {anchors.describe()}" if anchors else "")
+    points = [
+        result_from_row(exact[state.concurrency], catalog) if state.concurrency in exact
+        else _modeled_result(query, state, mean, factors[i] if factors else None, anchors, provenance, why, source,
+                             notes, memory, tp, precision)
+        for i, (state, mean) in enumerate(zip(states, means))
+    ]  # fmt: skip
+    return _between_rows(points, measured, query)
+
+
+def _anchor_factors(anchors: AnchorSet | None, shape: EngineShape, eff, query: PerfQuery, means) -> list | None:
+    """(TTFT, ITL) factors the anchors put on the model's means, per point. Beyond the KV capacity the batch stops
+    growing: the correction is the one at the running batch."""
+    if anchors is None:
+        return None
+    model_means = {m: np.array([getattr(p, m) for p in means]) for m in ("ttft_ms", "itl_ms")}
+    corrected = anchors.correct(shape, eff, query.isl, query.osl, [p.running for p in means], model_means)
+    return list(zip(corrected["ttft_ms"] / model_means["ttft_ms"], corrected["itl_ms"] / model_means["itl_ms"]))
+
+
+def _modeled_result(query, state, mean, factors, anchors, provenance, why, source, notes, memory, tp, precision) -> PerfResult:
+    """One roofline point as a PerfResult, corrected by the anchors' (TTFT, ITL) factors if any."""
+    decode_tokens = max(query.osl - 1, 0)
+    if factors:
+        ttft_factor, itl_factor = factors
+        # the rows moved the engine's latencies: its throughput follows by Little's law on the corrected means,
+        # and the wait for a KV slot (beyond the capacity) with it
+        engine_ttft = (mean.ttft_ms - mean.slot_wait_ms) * ttft_factor
+        rps = mean.running / ((engine_ttft + decode_tokens * mean.itl_ms * itl_factor) / 1e3)
+        slot_scale = mean.request_throughput_rps / rps
+    else:
+        ttft_factor = itl_factor = slot_scale = 1.0
+        rps = state.request_throughput_rps
+    ttft = (state.ttft_ms - state.slot_wait_ms) * ttft_factor + state.slot_wait_ms * slot_scale
+    itl = state.itl_ms * itl_factor
+    derivations = [
+        f"prefill {state.prefill_ms:.1f} ms, decode step {state.decode_step_ms:.2f} ms at batch {state.decoding:.1f}, "
+        f"prefills take {state.prefill_share:.0%} of the time"
+        + (f", {state.concurrency - state.running} queued (KV cache full)" if state.concurrency > state.running else ""),
+        *notes,
+    ]
+    if factors:
+        derivations.append(f"{anchors.describe()}: TTFT x{ttft_factor:.3f}, ITL x{itl_factor:.3f}")
+    if why:
+        derivations.append(f"extrapolated: {why}")
+    return PerfResult(
+        model=query.model, gpu=query.gpu, tp=tp, precision=precision, isl=query.isl, osl=query.osl,
+        concurrency=state.concurrency, gpus_per_instance=tp, ttft_ms=float(ttft), itl_ms=float(itl),
+        e2e_ms=float(ttft + decode_tokens * itl), ttft_ms_bound=None, itl_ms_bound=None,
+        request_throughput_rps=float(rps), output_tokens_per_s=float(rps * query.osl), provenance=provenance,
+        source=source, memory=memory, derivations=tuple(derivations),
+    )  # fmt: skip
+
+
+def _between_rows(points: list[PerfResult], measured, query: PerfQuery) -> list[PerfResult]:
+    """Roofline points that measured rows of the engine surround say 'interpolated'."""
+    modeled = [p for p in points if is_modeled(p.provenance)]
+    best = max(modeled, key=lambda p: p.request_throughput_rps, default=None)
+    out = []
+    for point in points:
+        axis = _bracketing(measured, query.isl, query.osl, point.concurrency, point is best) if is_modeled(point.provenance) else None
+        out.append(point if axis is None else dataclasses.replace(
+            point, provenance="interpolated",
+            derivations=(f"between measured rows over {axis}: the roofline anchored on them",) + point.derivations,
         ))  # fmt: skip
-        if best_index is None or rps > points[best_index].request_throughput_rps:
-            best_index = len(points) - 1
-    for i, point in enumerate(points):
-        if not is_modeled(point.provenance):
-            continue
-        axis = _bracketing(measured, query.isl, query.osl, point.concurrency, i == best_index)
-        if axis:
-            points[i] = dataclasses.replace(
-                point, provenance="interpolated",
-                derivations=(f"between measured rows over {axis}: the roofline anchored on them",) + point.derivations,
-            )
-    return points
+    return out
 
 
 def modeled_points(
