@@ -18,6 +18,7 @@ from rich.console import Console
 from planner import api
 from planner.errors import InfeasiblePlanError, PlannerInputError
 from planner.perf import PerfQuery
+from planner.perf.roofline import SteadyStateError
 from planner.report import json_out, text
 
 app = typer.Typer(
@@ -30,6 +31,7 @@ app = typer.Typer(
 
 EXIT_INFEASIBLE = 1
 EXIT_BAD_INPUT = 2
+EXIT_DEFECT = 3  # the performance model could not solve (a planner defect, said as such)
 
 CatalogOption = Annotated[
     Optional[list[Path]],
@@ -113,6 +115,11 @@ def _run(action, debug: bool) -> None:
         for line in exc.diagnosis:
             print(f"- {line}", file=sys.stderr)
         raise typer.Exit(EXIT_INFEASIBLE) from None
+    except SteadyStateError as exc:
+        if debug:
+            raise
+        print(f"internal error: {exc}; a defect of the planner, not of your input (--debug shows where)", file=sys.stderr)
+        raise typer.Exit(EXIT_DEFECT) from None
 
 
 class Balancer(str, Enum):

@@ -266,3 +266,15 @@ def test_defect_7_b200_rests_on_its_own_kernels_not_hoppers():
     assert blackwell != hopper and "timed blackwell iterations" in blackwell.source
     curve = steady_state_curve(shape("llama-3.1-8b", "B200-SXM-180GB", 1, "fp4"), blackwell, 1024, 128, [1, 64], 2000)
     assert all(s.itl_ms > 0 for s in curve)
+
+
+def test_a_steady_state_that_does_not_solve_is_reported_as_a_defect_not_a_traceback(cli, monkeypatch):
+    import planner.perf.roofline as roofline
+
+    def broken(*args, **kwargs):
+        raise SteadyStateError("steady state did not solve for test")
+
+    monkeypatch.setattr(roofline, "_root", broken)
+    code, out, err = cli("perf", "--model", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--tp", "1", "--precision", "bf16",
+                         "--isl", "512", "--osl", "64", "--concurrency", "4", "--perf-source", "model")  # fmt: skip
+    assert code == 3 and "internal error: steady state did not solve" in err and "Traceback" not in err
