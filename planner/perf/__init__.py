@@ -22,7 +22,7 @@ import numpy as np
 
 from planner.catalog import Catalog
 from planner.perf.anchor import AnchorSet, anchor_rows, build_anchors
-from planner.perf.calibration import calibrated_range, efficiency_for
+from planner.perf.calibration import efficiency_for, fit_kernels
 from planner.perf.interpolate import concurrency_grid, over_concurrency, over_lengths
 from planner.perf.roofline import (
     EngineShape,
@@ -142,7 +142,7 @@ def _anchors(catalog: Catalog, shape: EngineShape, eff) -> AnchorSet | None:
 
 def _provenance(catalog: Catalog, shape: EngineShape, eff, isl: int) -> tuple[str, str | None]:
     """The roofline's provenance for this engine and prompt, and why it is extrapolated (if it is)."""
-    covered = calibrated_range(catalog, shape.gpu.architecture)
+    covered = fit_kernels(catalog, shape.gpu.architecture)  # what the generation's timed iterations cover
     why = covered.outside(shape.tp, shape.precision, isl, shape.model.moe is not None) if covered else None
     if why:
         return "extrapolated", why

@@ -373,11 +373,6 @@ def efficiency_for(catalog: Catalog, architecture: str, exclude: frozenset = fro
     return catalog.derived[key]
 
 
-def calibrated_range(catalog: Catalog, architecture: str) -> KernelFit | None:
-    """What the generation's timed iterations cover (TP, precisions, prompt tokens): beyond it is extrapolation."""
-    return fit_kernels(catalog, architecture)
-
-
 def calibration_entries(catalog: Catalog) -> list[dict]:
     """One record per GPU generation of the catalog: the fitted factors, what they rest on and how well they fit
     (`planner catalog calibration`)."""

@@ -25,7 +25,7 @@ efficiencies are calibrated per GPU generation (`calibration.py`).
 Steady state of in-flight batching at concurrency C (closed loop): B = min(C, KV capacity) requests run, the rest
 wait for a slot. X requests/s, r = (B-1)/B, and for one request among the B:
 
-    rho  = X r Delta                      time share of the others' prefills (Delta: one prompt fused into a step)
+    rho  = X r Delta                      time share of the others' prompts (Delta: what one adds to a compute-bound step)
     n    = X r (OSL-1) ITL                others decoding at a time (Little's law on the decode phase)
     ITL  = D(1 + n) / (1 - rho)           decode steps of the batch, stretched by the prompts fused into them
     TTFT = t0 + [B > 1] (D(1 + n)/2 + q rho / (2 (1 - rho)) Delta) + P(n)
@@ -378,10 +378,11 @@ def _latencies(x: np.ndarray, s: _Steps, running: np.ndarray, osl: int, eff: Eff
     return 1.0 - u, others, decode, wait, ttft, itl, ttft + m * itl
 
 
-def _root(s: _Steps, running: np.ndarray, osl: int, eff: Efficiency) -> np.ndarray:
+def _root(s: _Steps, running: np.ndarray, osl: int, eff: Efficiency) -> tuple[np.ndarray, np.ndarray]:
     """The throughput X (requests per ms) with X E2E(X) = B. Multiplied by u v, X E2E(X) - B is the cubic
     -B + c1 X + c2 X^2 + c3 X^3, with exactly one root where u, v > 0 (X E2E rises from 0 to infinity there);
-    safeguarded Newton on it, inside the bracket (0, min(B / E2E(0), 1 / alpha, 1 / beta))."""
+    safeguarded Newton on it, inside the bracket (0, min(B / E2E(0), 1 / alpha, 1 / beta)), then bisection on
+    X E2E / B - 1 itself. Returns X, and where the root is pinned to the last bits of X."""
     share = (running - 1.0) / running
     m = max(osl - 1, 0)
     alpha, beta = share * s.delta, share * (s.delta + m * s.slope)
