@@ -84,6 +84,10 @@ def test_beyond_the_timed_range_the_answer_is_extrapolated():
     assert beyond.provenance == "extrapolated" and any("beyond the longest timed" in d for d in beyond.derivations)
     moe = point("mixtral-8x7b", "H100-SXM-80GB", 512, 128, 2, "bf16", 1)
     assert moe.provenance == "extrapolated"  # no mixture of experts among the timed models
+    # Hopper's all-reduce was timed over NVLink: a PCIe H100 at TP1 is calibrated, at TP2 it is not
+    assert point("llama-3.1-8b", "H100-PCIe-80GB", 1024, 128, 1, "fp8", 8).provenance == "modeled"
+    pcie = point("llama-3.1-8b", "H100-PCIe-80GB", 1024, 128, 2, "fp8", 8)
+    assert pcie.provenance == "extrapolated" and any("TP2 beyond the timed TP1 over pcie" in d for d in pcie.derivations)
 
 
 # --- step times: physics ---------------------------------------------------------------------------------------

@@ -143,7 +143,7 @@ def _anchors(catalog: Catalog, shape: EngineShape, eff) -> AnchorSet | None:
 def _provenance(catalog: Catalog, shape: EngineShape, eff, isl: int) -> tuple[str, str | None]:
     """The roofline's provenance for this engine and prompt, and why it is extrapolated (if it is)."""
     covered = fit_kernels(catalog, shape.gpu.architecture)  # what the generation's timed iterations cover
-    why = covered.outside(shape.tp, shape.precision, isl, shape.model.moe is not None) if covered else None
+    why = covered.outside(shape.tp, shape.gpu.link, shape.precision, isl, shape.model.moe is not None) if covered else None
     if why:
         return "extrapolated", why
     return MODEL_PROVENANCE[eff.basis], None

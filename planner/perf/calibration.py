@@ -69,7 +69,7 @@ class KernelFit:
     median_abs_rel_error: float
     worst_abs_rel_error: float
     tables: tuple[str, ...]
-    max_tp: int
+    max_tp: dict  # link (nvlink, pcie) -> the largest TP timed over it
     precisions: tuple[str, ...]
     max_prompt_tokens: int
     mixture_of_experts: bool  # whether any timed model routes to experts
@@ -80,10 +80,11 @@ class KernelFit:
     def basis(self) -> str:
         return "aic kernels" if self.labels and all(label.startswith("aic:") for label in self.labels) else "timed kernels"
 
-    def outside(self, tp: int, precision: str, isl: int, moe: bool) -> str | None:
+    def outside(self, tp: int, link: str, precision: str, isl: int, moe: bool) -> str | None:
         """Why a query lies beyond what the timed iterations cover, or None."""
-        if tp > self.max_tp:
-            return f"TP{tp} beyond the timed TP{self.max_tp}"
+        timed = self.max_tp.get(link, 1)
+        if tp > timed:
+            return f"TP{tp} beyond the timed TP{timed} over {link}"
         if precision not in self.precisions and not (precision == "fp16" and "bf16" in self.precisions):
             return f"{precision} not timed"
         if isl > self.max_prompt_tokens:
@@ -180,7 +181,9 @@ def _fit_kernels(catalog: Catalog, architecture: str) -> KernelFit | None:
     factors = {name: _rounded(value) for name, value in zip(KERNEL_FACTORS, dataclasses.astuple(efficiency(result.x)))}
     fit = KernelFit(
         architecture, factors, len(frame), float(np.median(errors)), float(errors.max()),
-        tuple(sorted(set(frame["table"]))), int(frame["tp"].max()), tuple(sorted(set(frame["precision"]))),
+        tuple(sorted(set(frame["table"]))),
+        {link: int(tp) for link, tp in frame.groupby(frame["gpu"].map(lambda g: catalog.gpus[g].link))["tp"].max().items()},
+        tuple(sorted(set(frame["precision"]))),
         int(frame["prefill_isl"].max()), any(catalog.models[m].moe is not None for m in set(frame["model"])),
         tuple(sorted(set(frame["provenance"]))), tuple(free),
     )  # fmt: skip
