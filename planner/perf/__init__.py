@@ -31,7 +31,7 @@ from planner.perf.roofline import (
     steady_state_curve,
     supports_roofline,
 )
-from planner.perf.tables import group_by_engine, instance_memory, matching_rows, result_from_row, rows_for
+from planner.perf.tables import group_by_engine, instance_memory, matching_rows, result_from_row, rows_for, running_capacity
 from planner.perf.types import MemoryFit, PerfMiss, PerfQuery, PerfResult
 
 __all__ = [
@@ -132,11 +132,10 @@ def _table_points(query: PerfQuery, catalog: Catalog, interpolate: bool, groups=
 def _anchors(catalog: Catalog, shape: EngineShape, eff) -> AnchorSet | None:
     key = ("anchors", shape.model.id, shape.gpu.id, shape.tp, shape.precision)
     if key not in catalog.derived:
-        def capacity(isl: int, osl: int) -> int | None:
-            fit = instance_memory(catalog, shape.model.id, shape.gpu.id, shape.tp, shape.precision, isl, osl)
-            return fit.running_limit(isl, osl) if fit.fits else None
-
-        catalog.derived[key] = build_anchors(catalog, shape, eff, capacity)
+        catalog.derived[key] = build_anchors(
+            catalog, shape, eff,
+            lambda isl, osl: running_capacity(catalog, shape.model.id, shape.gpu.id, shape.tp, shape.precision, isl, osl),
+        )  # fmt: skip
     return catalog.derived[key]
 
 

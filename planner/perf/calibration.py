@@ -8,8 +8,8 @@
    a weak prior so that a few rows cannot pull them far. Estimates (aic tables) never calibrate.
 
 A generation without measured rows keeps its own kernel factors and borrows the engine factors of the generation
-with the most rows (basis 'kernel database'); one without step rows borrows everything (basis 'extrapolated').
-Fits are cached by content: loading the same catalog again does not refit.
+with the most rows (basis 'aic kernels', or 'timed kernels' for a user's own timings); one without timed iterations
+borrows everything (basis 'extrapolated'). Fits are cached with the catalog, and by content across catalogs.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import dataclasses
 import hashlib
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from scipy.optimize import least_squares
 
 from planner.catalog import BenchmarkRow, Catalog
-from planner.perf.memory import memory_fit
 from planner.perf.roofline import (
     ENGINE_FACTORS,
     KERNEL_FACTORS,
@@ -38,6 +38,7 @@ from planner.perf.roofline import (
     steady_state_curve,
     supports_roofline,
 )
+from planner.perf.tables import running_capacity
 
 # Bounds and starting points of the kernel factors (fractions of peak; latencies in us; sharpness k of smoothmax)
 KERNEL_BOUNDS = {
@@ -125,7 +126,7 @@ class CalibrationFit:
 def _kernel_frame(catalog: Catalog, architecture: str):
     import pandas as pd
 
-    frames = [t.frame.assign(table=t.path.rsplit("/", 1)[-1]) for t in catalog.steps]
+    frames = [t.frame.assign(table=Path(t.path).name) for t in catalog.steps]
     if not frames:
         return None
     frame = pd.concat(frames, ignore_index=True)
@@ -202,14 +203,6 @@ def shape_for_row(row: BenchmarkRow, catalog: Catalog) -> EngineShape | None:
     return EngineShape(model, catalog.gpus[row.gpu], tp, row.precision, kv_bytes_for(row.precision))
 
 
-def max_running(shape: EngineShape, isl: int, osl: int, catalog: Catalog) -> int | None:
-    fit = memory_fit(
-        shape.model, shape.gpu, shape.tp, shape.precision, isl + osl,
-        catalog.defaults.memory_reserve_fraction.value, shape.kv_bytes_per_element,
-    )  # fmt: skip
-    return fit.running_limit(isl, osl) if fit.fits else 0
-
-
 def predict_row(row: BenchmarkRow, shape: EngineShape, eff: Efficiency, catalog: Catalog) -> dict[str, float]:
     """What the roofline says for the metrics this row recorded."""
     measured = measured_metrics(row)
@@ -222,7 +215,7 @@ def predict_row(row: BenchmarkRow, shape: EngineShape, eff: Efficiency, catalog:
         if "itl_ms" in measured:
             predicted["itl_ms"] = decode_step_ms(shape, eff, batch, row.isl)
         return predicted
-    capacity = max_running(shape, row.isl, row.osl, catalog)
+    capacity = running_capacity(catalog, row.model, row.gpu, shape.tp, shape.precision, row.isl, row.osl)
     if not capacity:
         return {}
     if row.concurrency is not None:

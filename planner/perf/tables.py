@@ -68,6 +68,12 @@ def instance_memory(
     )
 
 
+def running_capacity(catalog: Catalog, model: str, gpu: str, tp: int, precision: str, isl: int, osl: int) -> int | None:
+    """Sequences of isl/osl an instance keeps running (its paged KV cache full); None where it does not fit."""
+    fit = instance_memory(catalog, model, gpu, tp, precision, isl, osl)
+    return fit.running_limit(isl, osl) if fit.fits else None
+
+
 def result_from_row(row: BenchmarkRow, catalog: Catalog) -> PerfResult:
     """A measured row as a PerfResult for one engine instance, filling what follows from the row itself."""
     derivations: list[str] = []
