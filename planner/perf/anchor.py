@@ -31,6 +31,7 @@ import numpy as np
 
 from planner.catalog import BenchmarkRow, Catalog
 from planner.perf.roofline import Efficiency, EngineShape, concurrency_ladder, steady_state_curve
+from planner.perf.tables import rows_for
 
 LENGTH_SCALE = math.log(4.0)
 METRICS = ("ttft_ms", "itl_ms")
@@ -101,8 +102,6 @@ class AnchorSet:
 
 def anchor_rows(catalog: Catalog, shape: EngineShape) -> list[BenchmarkRow]:
     """Measured rows of this engine that state their lengths, per instance."""
-    from planner.perf.tables import rows_for
-
     return [
         r for r in rows_for(catalog, shape.model.id, shape.gpu.id)
         if r.is_measurement and r.tp == shape.tp and r.precision == shape.precision and r.isl is not None and r.osl is not None
