@@ -50,6 +50,10 @@ class Candidate:
     power_kw: float
     rack_units: int
     cost_note: str
+    gpus_per_instance: int = 1
+    instances_per_node: int = 1
+    gpus_per_unit: int = 1  # g[c]: the GPUs the optimizer allots at a time (docs/optimizer.md)
+    instances_per_unit: int = 1  # k[c]: instances in one unit
 
     @property
     def fixed(self) -> bool:
@@ -156,6 +160,20 @@ def engine_lengths_by_model(scenario: Scenario) -> dict[str, list[tuple[int, int
     return {model: sorted(values) for model, values in lengths.items()}
 
 
+def unit_shape(gpus_per_instance: int, gpus_per_node: int, share_nodes: bool) -> tuple[int, int]:
+    """(g, k): GPUs of one allotment unit and the instances it holds. Shared nodes: the smallest slot of the node's
+    chain (powers of two dividing the node, then the whole node) that holds an instance; the chain's sizes divide
+    each other, so any units whose GPUs add up to at most the nodes' GPUs pack into the nodes. Where slots would
+    hold fewer instances than the node (an odd instance size), or nodes are not shared: the whole node."""
+    per_node = gpus_per_node // gpus_per_instance
+    if share_nodes:
+        chain = [2**i for i in range(gpus_per_node.bit_length()) if gpus_per_node % 2**i == 0] + [gpus_per_node]
+        slot = min(size for size in chain if size >= gpus_per_instance)
+        if (gpus_per_node // slot) * (slot // gpus_per_instance) == per_node:
+            return slot, slot // gpus_per_instance
+    return gpus_per_node, per_node
+
+
 def _key(offer: SystemOffer, model: str, tp, precision, batch, isl: int, osl: int, gpus_per_instance: int) -> str:
     tp_part = f"tp{tp}" if tp else f"{gpus_per_instance}gpu"
     return "/".join((offer.site, offer.pricing, offer.system, model, tp_part, precision or "prec?",
@@ -197,6 +215,9 @@ class _Builder:
                 key=key, site=offer.site, pricing=offer.pricing, system=offer.system, gpu=system.gpu,
                 gpus_per_node=system.gpus_per_node, model=workload.model, tp=point.tp, precision=point.precision,
                 max_batch=batch, engine_isl=lengths[0], engine_osl=lengths[1], **offer_costs(offer, self.scenario),
+                gpus_per_instance=point.gpus_per_instance, instances_per_node=instances,
+                **dict(zip(("gpus_per_unit", "instances_per_unit"), unit_shape(
+                    point.gpus_per_instance, system.gpus_per_node, self.scenario.share_nodes_across_models))),
             )  # fmt: skip
         self.options[(workload.name, bucket, key)] = Option(workload.name, bucket, key, rps_per_node, instances, point)
 

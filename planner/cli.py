@@ -1,6 +1,7 @@
 """`planner` command line: parses options, calls one API function, prints. No logic lives here.
 
-Exit codes: 0 ok, 1 infeasible plan, 2 bad input (one line on stderr, no traceback; --debug shows it).
+Exit codes: 0 ok, 1 infeasible plan, 2 bad input (one line on stderr, no traceback; --debug shows it), 3 a defect
+of the planner, 4 the solver stopped at its time limit before it found any plan.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import yaml
 from rich.console import Console
 
 from planner import api
-from planner.errors import InfeasiblePlanError, PlannerInputError
+from planner.errors import InfeasiblePlanError, PlannerInputError, SolverStoppedError
 from planner.perf import PerfQuery
 from planner.perf.roofline import SteadyStateError
 from planner.report import json_out, text
@@ -32,6 +33,7 @@ app = typer.Typer(
 EXIT_INFEASIBLE = 1
 EXIT_BAD_INPUT = 2
 EXIT_DEFECT = 3  # the performance model could not solve (a planner defect, said as such)
+EXIT_STOPPED = 4  # the solver's time limit came before any plan: not infeasible, raise --time-limit
 
 CatalogOption = Annotated[
     Optional[list[Path]],
@@ -99,8 +101,9 @@ def _write_text(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
-def _run(action, debug: bool) -> None:
-    """Run one command body, turning the planner's own errors into messages and exit codes."""
+def _run(action, debug: bool, json: bool = False) -> None:
+    """Run one command body, turning the planner's own errors into messages and exit codes. With --json an
+    infeasible or stopped plan is a JSON document on stdout too (the message still goes to stderr)."""
     try:
         action()
     except PlannerInputError as exc:
@@ -114,7 +117,18 @@ def _run(action, debug: bool) -> None:
         print("infeasible: no plan meets the scenario", file=sys.stderr)
         for line in exc.diagnosis:
             print(f"- {line}", file=sys.stderr)
+        if json:
+            sys.stdout.write(json_out.dumps({"status": "infeasible", "diagnosis": exc.diagnosis}))
         raise typer.Exit(EXIT_INFEASIBLE) from None
+    except SolverStoppedError as exc:
+        if debug:
+            raise
+        print(str(exc), file=sys.stderr)
+        if json:
+            sys.stdout.write(json_out.dumps({
+                "status": "stopped", "solver": exc.solver, "time_limit_s": exc.time_limit_s, "diagnosis": [str(exc)],
+            }))  # fmt: skip
+        raise typer.Exit(EXIT_STOPPED) from None
     except SteadyStateError as exc:
         if debug:
             raise
@@ -161,7 +175,7 @@ def simulate(
         else:
             text.print_simulation(checks, _stdout())
 
-    _run(action, debug)
+    _run(action, debug, json)
 
 
 @app.command()
@@ -198,7 +212,7 @@ def plan(
             print(f"Bill of materials: planner bom {scenario} --format xlsx --out bom.xlsx; "
                   f"report with plots: planner report {scenario} --out report/")  # fmt: skip
 
-    _run(action, debug)
+    _run(action, debug, json)
 
 
 @app.command()
@@ -219,7 +233,7 @@ def compare(
         else:
             text.print_compare(results, _stdout())
 
-    _run(action, debug)
+    _run(action, debug, json)
 
 
 class BomFormat(str, Enum):
@@ -331,7 +345,7 @@ def perf(
         else:
             text.print_perf(answer, gpus_per_node, _stdout())
 
-    _run(action, debug)
+    _run(action, debug, json)
 
 
 class XAxis(str, Enum):
@@ -382,7 +396,7 @@ def curve(
             if png is not None:
                 print(f"plot written to {png}")
 
-    _run(action, debug)
+    _run(action, debug, json)
 
 
 def _check_precision(precision: str | None) -> None:
@@ -406,7 +420,7 @@ def peak(
         else:
             text.print_peak(answer, _stdout())
 
-    _run(action, debug)
+    _run(action, debug, json)
 
 
 @app.command()
@@ -426,7 +440,7 @@ def users(
         else:
             text.print_users(answer, _stdout())
 
-    _run(action, debug)
+    _run(action, debug, json)
 
 
 @app.command("catalog")
@@ -445,7 +459,7 @@ def catalog_list(
         else:
             text.print_catalog(kind.value, entries, _stdout())
 
-    _run(action, debug)
+    _run(action, debug, json)
 
 
 def _scales(text: str, flag: str) -> tuple[float, ...]:
@@ -481,7 +495,7 @@ def sensitivity(
         else:
             text.print_sensitivity(result, _stdout())
 
-    _run(action, debug)
+    _run(action, debug, json)
 
 
 @app.command("sweep")
@@ -515,7 +529,7 @@ def sweep_command(
         else:
             text.print_sweep(result, _stdout(), str(out) if out else None)
 
-    _run(action, debug)
+    _run(action, debug, json)
 
 
 class IngestTool(str, Enum):
@@ -560,7 +574,7 @@ def ingest(
         else:
             text.print_ingest(result, str(out), _stdout())
 
-    _run(action, debug)
+    _run(action, debug, json)
 
 
 tables_app = typer.Typer(help="Benchmark tables made from a perf source.", no_args_is_help=True)
@@ -648,7 +662,7 @@ def workload_analyze(
         else:
             text.print_trace_analysis(answer, _stdout(), block_yaml, str(out) if out else None)
 
-    _run(action, debug)
+    _run(action, debug, json)
 
 
 def main() -> None:

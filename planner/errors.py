@@ -48,6 +48,17 @@ class InfeasiblePlanError(PlannerError):
         super().__init__("no feasible plan: " + "; ".join(self.diagnosis))
 
 
+class SolverStoppedError(PlannerError):
+    """The solver hit its time limit before it found any plan: not a proof that none exists."""
+
+    def __init__(self, solver: str, time_limit_s: float):
+        self.solver, self.time_limit_s = solver, time_limit_s
+        super().__init__(
+            f"stopped: the solver ({solver}) reached its time limit of {time_limit_s:g} s before finding any plan; "
+            "this is not a proof that none exists: raise --time-limit"
+        )
+
+
 def did_you_mean(value: str, known: Iterable[str]) -> str:
     """' Did you mean 'x'?' for the closest known id, or '' when nothing is close."""
     close = difflib.get_close_matches(str(value), list(known), n=1, cutoff=0.6)

@@ -1,36 +1,49 @@
-"""The fleet integer program (design.md, "The integer program").
+"""The fleet integer program (design.md, "The integer program"; docs/optimizer.md is the math of record).
+
+Hardware and configuration are separate decisions: integer nodes per hardware offer (what to buy or rent), and
+integer engine units per configuration and period (what those nodes run), tied by the GPUs of each node.
 
 Notations
 ---------
 w, b            workload w and its length bucket b (share s[w,b] of w's requests)
 t in T          periods, h[t] hours per year
-c in C          candidate configurations (site, pricing, system, model, TP, precision, max batch, engine ISL/OSL);
-                C_fix: bought on-prem (capex) or reserved cloud; C_dem: on-demand cloud
-(w,b,c) in O    options: c serves bucket (w,b) within w's limits at r[w,b,c] requests/s per node
-N[c]  in Z>=0   nodes of c in C_fix, the same in every period
-M[c,t] in Z>=0  nodes of c in C_dem rented in period t
+h in H          hardware offers (site, pricing, system) with G[h] GPUs per node; H_fix: bought on-prem (capex) or
+                reserved cloud, H_dem: on-demand cloud
+c in C          configurations (an engine: model, TP, precision, max batch, engine ISL/OSL) on the nodes of h(c)
+unit of c       g[c] GPUs holding k[c] instances of c. Nodes shared across models: the smallest slot of the
+                node's chain (1, 2, 4, ... GPUs, then the whole node) that holds an instance; not shared: the whole
+                node. Slot sizes divide each other and G[h], so GPUs counted per node always pack into nodes.
+(w,b,c) in O    options: c serves bucket (w,b) within w's limits at rho[w,b,c] requests/s per unit
+N[h]   in Z>=0  nodes of h in H_fix, the same in every period (bought once, or reserved for the year)
+M[h,t] in Z>=0  nodes of h in H_dem rented in period t
+U[c,t] in Z>=0  units of c running in period t (one U[c] for every period when c runs on H_fix and nodes are
+                not reconfigured between periods)
 x[w,b,c,t] >= 0 requests/s of bucket (w,b) routed to c in period t
 d[w,t]          peak demand of w in period t; H the headroom fraction
-S[s]  in Z>=0   spare on-prem nodes of system s (N + k), with used[s] in {0,1}
+S[s]   in Z>=0  spare on-prem nodes of system s (N + k), with used[s] in {0,1}
 use[v] in {0,1} engine variant v is built (only with a variant limit)
 
-minimize   sum_{c in C_fix} cost[c] N[c] + sum_{c in C_dem, t} usd_per_hour[c] h[t] M[c,t] + sum_s cost[s] S[s]
+minimize   sum_{h in H_fix} cost[h] N[h] + sum_{h in H_dem, t} usd_per_hour[h] h[t] M[h,t] + sum_s cost[s] S[s]
 subject to sum_c x[w,b,c,t] = d[w,t] s[w,b] (1 + H)                       demand, every (w,b,t)
-           sum_{(w,b)} x[w,b,c,t] / r[w,b,c] <= N[c]  (or M[c,t])          capacity, every (c,t)
+           sum_{(w,b)} x[w,b,c,t] / rho[w,b,c] <= U[c,t]                   engine capacity, every (c,t)
+           sum_{c on h} g[c] U[c,t] <= G[h] N[h]  (or G[h] M[h,t])         node room, every (h,t)
            sum power_kw (N + S) <= P;  sum rack_units (N + S) <= R;  sum capex_usd (N + S) <= K   budgets
-           sum_{c on GPU g} gpus_per_node (N[c] or M[c,t]) + spares <= G[g]                   GPUs, every (g,t)
-           sum_{c of s} N[c] <= U[s] used[s];  S[s] = k used[s]                               spares N + k
-           nodes of variant v in any period <= U[v] use[v];  sum_v use[v] <= V                engine variants
+           sum_{h on GPU g} G[h] (N[h] or M[h,t]) + spares of g <= A[g]                GPUs, every (g,t)
+           sum_{h of s} N[h] <= B[s] used[s];  S[s] = k used[s]                        spares N + k
+           sum_{c of v} U[c,t] <= B[v] use[v];  sum_v use[v] <= V                      engine variants
+           sum_{h} G[h] (N[h] or M[h,t]) >= ceil(LP GPUs of t) per GPU-compatible pool  valid, see add_gpu_floor
 
-Counts are integers per configuration, never one binary per node (symmetric binaries make CBC crawl).
-design.md writes the demand constraint with >=; routing more than the demand never lowers the cost, and
+Counts are integers per hardware and per configuration, never one binary per node (symmetric binaries make CBC
+crawl). design.md writes the demand constraint with >=; routing more than the demand never lowers the cost, and
 equality makes x the requests/s actually sent to each configuration, which the report shows.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -45,10 +58,11 @@ import pulp
 
 from planner.candidates import Candidate, CandidateSet, Option, enumerate_candidates
 from planner.catalog import Catalog
-from planner.errors import InfeasiblePlanError, PlannerInputError
+from planner.errors import InfeasiblePlanError, PlannerInputError, SolverStoppedError
 from planner.plan import (
     Assignment,
     CostBreakdown,
+    InstanceAllocation,
     PeriodLoad,
     Plan,
     PlanLine,
@@ -63,24 +77,66 @@ _TOLERANCE = 1e-6
 CBC_THREADS = 1  # deterministic: the same inputs give the same plan
 
 
+@dataclass(frozen=True)
+class Hardware:
+    """One hardware offer: what is bought or rented, with its per-node figures."""
+
+    key: tuple[str, str, str]  # (site, pricing, system)
+    site: str
+    pricing: str
+    system: str
+    gpu: str
+    gpus_per_node: int
+    annual_cost_usd: float
+    usd_per_hour: float | None
+    capex_usd: float
+    power_kw: float
+    rack_units: int
+    cost_note: str
+
+    @property
+    def fixed(self) -> bool:
+        return self.pricing in ("capex", "reserved")
+
+
+def hardware_of(candidate: Candidate) -> tuple[str, str, str]:
+    return (candidate.site, candidate.pricing, candidate.system)
+
+
+def hardware_list(cset: CandidateSet) -> dict[tuple[str, str, str], Hardware]:
+    """The hardware offers the candidates run on (their per-node figures come from the offer)."""
+    hardware = {}
+    for c in cset.candidates:
+        key = hardware_of(c)
+        if key not in hardware:
+            hardware[key] = Hardware(
+                key, c.site, c.pricing, c.system, c.gpu, c.gpus_per_node, c.annual_cost_usd, c.usd_per_hour,
+                c.capex_usd, c.power_kw, c.rack_units, c.cost_note,
+            )  # fmt: skip
+    return dict(sorted(hardware.items()))
+
+
 @dataclass
 class FleetModel:
     """The PuLP problem with its named variables, as built by the `define_*` / `add_*` functions below."""
 
     problem: pulp.LpProblem
-    fixed_nodes: dict[str, pulp.LpVariable] = field(default_factory=dict)  # N[c]
-    period_nodes: dict[tuple[str, str], pulp.LpVariable] = field(default_factory=dict)  # M[c,t]
+    hardware: dict[tuple, Hardware] = field(default_factory=dict)
+    fixed_nodes: dict[tuple, pulp.LpVariable] = field(default_factory=dict)  # N[h]
+    period_nodes: dict[tuple[tuple, str], pulp.LpVariable] = field(default_factory=dict)  # M[h,t]
+    units: dict[tuple[str, str], pulp.LpVariable] = field(default_factory=dict)  # U[c,t] (the same var for all t if fixed)
     routed: dict[tuple[str, int, str, str], pulp.LpVariable] = field(default_factory=dict)  # x[w,b,c,t]
     spares: dict[str, pulp.LpVariable] = field(default_factory=dict)  # S[s]
     system_used: dict[str, pulp.LpVariable] = field(default_factory=dict)  # used[s]
     variant_used: dict[tuple, pulp.LpVariable] = field(default_factory=dict)  # use[v]
     spare_figures: dict[str, dict[str, float]] = field(default_factory=dict)  # per-node figures of spare systems
+    unit_bounds: dict[tuple[str, str], int] = field(default_factory=dict)  # ceil(all the load c can take in t)
 
-    def nodes(self, candidate: Candidate, period: str):
-        """N[c] for bought/reserved configurations, M[c,t] for on-demand ones."""
-        if candidate.fixed:
-            return self.fixed_nodes[candidate.key]
-        return self.period_nodes.get((candidate.key, period), 0)
+    def nodes(self, hardware: tuple, period: str):
+        """N[h] for bought/reserved hardware, M[h,t] for on-demand."""
+        if self.hardware[hardware].fixed:
+            return self.fixed_nodes[hardware]
+        return self.period_nodes.get((hardware, period), 0)
 
 
 def bucket_demand(scenario: Scenario) -> dict[tuple[str, int, str], float]:
@@ -96,26 +152,68 @@ def bucket_demand(scenario: Scenario) -> dict[tuple[str, int, str], float]:
     return demand
 
 
-def node_upper_bound(cset: CandidateSet, demand: dict, candidate: Candidate, periods) -> int:
-    """Most nodes configuration c can usefully have: all the demand it can serve, in its busiest period."""
-    options = cset.options_of(candidate.key)
-    busiest = 0.0
+def unit_rate(option: Option, candidate: Candidate) -> float:
+    """rho[w,b,c]: requests/s of one unit (k[c] instances) of c for this bucket."""
+    return option.rps_per_node * candidate.instances_per_unit / option.instances_per_node
+
+
+def unit_load(cset: CandidateSet, demand: dict, candidate: Candidate, period: str) -> float:
+    """Units of c that all the demand it can serve in period t would keep busy."""
+    return sum(
+        demand.get((o.workload, o.bucket, period), 0.0) / unit_rate(o, candidate) for o in cset.options_of(candidate.key)
+    )
+
+
+def node_bound(model: FleetModel, cset: CandidateSet, scenario: Scenario, demand: dict, hardware: Hardware, periods) -> int:
+    """Most nodes of h worth having in these periods. Without a variant limit: each bucket h can serve, all of it,
+    on the configuration of h that needs the fewest GPUs for it (whole units); more nodes than that never help,
+    since everything routed to h could move onto those configurations. With one: every unit bound of h."""
+    members = [c for c in cset.candidates if hardware_of(c) == hardware.key]
+    most = 0
     for period in periods:
-        load = sum(demand.get((o.workload, o.bucket, period.name), 0.0) / o.rps_per_node for o in options)
-        busiest = max(busiest, load)
-    return math.ceil(busiest - 1e-9)
-
-
-def define_node_variables(model: FleetModel, cset: CandidateSet, scenario: Scenario, demand: dict, bounds: dict) -> None:
-    """N[c] in Z>=0 for bought/reserved c; M[c,t] in Z>=0 for on-demand c and every period; each bounded by the
-    nodes that all the demand c can serve would need (a tighter box helps branch and bound)."""
-    for index, candidate in enumerate(cset.candidates):
-        if candidate.fixed:
-            model.fixed_nodes[candidate.key] = pulp.LpVariable(f"N_{index}", 0, bounds[candidate.key], cat=pulp.LpInteger)
+        if scenario.limits.max_engine_variants is None:
+            best: dict[tuple[str, int], float] = {}
+            for c in members:
+                for o in cset.options_of(c.key):
+                    cell = (o.workload, o.bucket, period.name)
+                    if cell in demand:
+                        gpus = math.ceil(demand[cell] / unit_rate(o, c) - 1e-9) * c.gpus_per_unit
+                        best[cell[:2]] = min(best.get(cell[:2], math.inf), gpus)
+            gpus = sum(best.values())
         else:
-            for t, period in enumerate(scenario.periods):
-                upper = node_upper_bound(cset, demand, candidate, (period,))
-                model.period_nodes[(candidate.key, period.name)] = pulp.LpVariable(
+            gpus = sum(c.gpus_per_unit * model.unit_bounds[(c.key, period.name)] for c in members)
+        most = max(most, math.ceil(gpus / hardware.gpus_per_node - 1e-9))
+    return most
+
+
+def define_unit_variables(model: FleetModel, cset: CandidateSet, scenario: Scenario, demand: dict) -> None:
+    """U[c,t] in Z>=0, bounded by the units all the demand c can serve would keep busy (a tight box helps branch
+    and bound). Without reconfiguration a configuration on bought/reserved nodes has one U[c] for the year."""
+    for index, c in enumerate(cset.candidates):
+        bounds = {p.name: math.ceil(unit_load(cset, demand, c, p.name) - 1e-9) for p in scenario.periods}
+        model.unit_bounds.update({(c.key, p): b for p, b in bounds.items()})
+        if c.fixed and not scenario.reconfigure_between_periods:
+            var = pulp.LpVariable(f"U_{index}", 0, max(bounds.values()), cat=pulp.LpInteger)
+            model.units.update({(c.key, p.name): var for p in scenario.periods})
+            continue
+        for t, period in enumerate(scenario.periods):
+            if bounds[period.name] > 0:
+                model.units[(c.key, period.name)] = pulp.LpVariable(
+                    f"U_{index}_{t}", 0, bounds[period.name], cat=pulp.LpInteger
+                )
+
+
+def define_node_variables(model: FleetModel, cset: CandidateSet, scenario: Scenario, demand: dict) -> None:
+    """N[h] in Z>=0 for bought/reserved h; M[h,t] in Z>=0 for on-demand h, each bounded by node_bound."""
+    for index, hardware in enumerate(model.hardware.values()):
+        if hardware.fixed:
+            upper = node_bound(model, cset, scenario, demand, hardware, scenario.periods)
+            model.fixed_nodes[hardware.key] = pulp.LpVariable(f"N_{index}", 0, upper, cat=pulp.LpInteger)
+            continue
+        for t, period in enumerate(scenario.periods):
+            upper = node_bound(model, cset, scenario, demand, hardware, (period,))
+            if upper > 0:
+                model.period_nodes[(hardware.key, period.name)] = pulp.LpVariable(
                     f"M_{index}_{t}", 0, upper, cat=pulp.LpInteger
                 )
 
@@ -143,70 +241,90 @@ def add_demand_constraints(model: FleetModel, demand: dict) -> None:
         model.problem += pulp.lpSum(routed_by_cell.get(cell, [])) == value, f"demand_{index}"
 
 
-def add_capacity_constraints(model: FleetModel, cset: CandidateSet) -> None:
-    """sum_(w,b) x[w,b,c,t] / r[w,b,c] <= N[c] (or M[c,t]) for every configuration and period."""
-    rate = {(o.workload, o.bucket, o.candidate): o.rps_per_node for o in cset.options}
+def add_engine_capacity(model: FleetModel, cset: CandidateSet) -> None:
+    """sum_(w,b) x[w,b,c,t] / rho[w,b,c] <= U[c,t] for every configuration and period."""
+    rate = {(o.workload, o.bucket, o.candidate): unit_rate(o, cset.candidate(o.candidate)) for o in cset.options}
     load: dict[tuple[str, str], list] = defaultdict(list)
     for (workload, bucket, key, period), var in model.routed.items():
         load[(key, period)].append(var * (1.0 / rate[(workload, bucket, key)]))
     for index, ((key, period), terms) in enumerate(sorted(load.items(), key=lambda kv: kv[0])):
-        model.problem += pulp.lpSum(terms) <= model.nodes(cset.candidate(key), period), f"capacity_{index}"
+        model.problem += pulp.lpSum(terms) <= model.units.get((key, period), 0), f"capacity_{index}"
 
 
-def _on_prem_sum(model: FleetModel, cset: CandidateSet, catalog: Catalog, attribute: str) -> pulp.LpAffineExpression:
+def add_node_room(model: FleetModel, cset: CandidateSet, scenario: Scenario) -> None:
+    """sum_{c on h} g[c] U[c,t] <= G[h] N[h] (or G[h] M[h,t]) for every hardware offer and period: the units
+    running in a period fit in the GPUs of the nodes (whole slots of a divisibility chain always pack)."""
+    members: dict[tuple, list[Candidate]] = defaultdict(list)
+    for c in cset.candidates:
+        members[hardware_of(c)].append(c)
+    index = 0
+    for key, hardware in model.hardware.items():
+        for period in scenario.periods:
+            terms = [c.gpus_per_unit * model.units[(c.key, period.name)] for c in members[key] if (c.key, period.name) in model.units]
+            if terms:
+                model.problem += pulp.lpSum(terms) <= hardware.gpus_per_node * model.nodes(key, period.name), f"room_{index}"
+                index += 1
+            if hardware.fixed and not scenario.reconfigure_between_periods and terms:
+                break  # the same units in every period: one row says it
+
+
+def _on_prem_sum(model: FleetModel, attribute: str) -> pulp.LpAffineExpression:
     """sum over bought nodes (and spares) of a per-node figure (power_kw, rack_units, capex_usd)."""
-    terms = [getattr(c, attribute) * model.fixed_nodes[c.key] for c in cset.candidates if c.pricing == "capex"]
+    terms = [getattr(h, attribute) * model.fixed_nodes[k] for k, h in model.hardware.items() if h.pricing == "capex"]
     for system_id, spare in model.spares.items():
         terms.append(model.spare_figures[system_id][attribute] * spare)
     return pulp.lpSum(terms)
 
 
-def add_power_limit(model: FleetModel, cset: CandidateSet, catalog: Catalog, power_kw: float | None) -> None:
+def add_power_limit(model: FleetModel, power_kw: float | None) -> None:
     """sum power_kw (N + S) <= P over on-prem nodes (cloud power is in the hourly price)."""
     if power_kw is not None:
-        model.problem += _on_prem_sum(model, cset, catalog, "power_kw") <= power_kw, "power_limit"
+        model.problem += _on_prem_sum(model, "power_kw") <= power_kw, "power_limit"
 
 
-def add_rack_limit(model: FleetModel, cset: CandidateSet, catalog: Catalog, rack_units: int | None) -> None:
+def add_rack_limit(model: FleetModel, rack_units: int | None) -> None:
     """sum rack_units (N + S) <= R."""
     if rack_units is not None:
-        model.problem += _on_prem_sum(model, cset, catalog, "rack_units") <= rack_units, "rack_limit"
+        model.problem += _on_prem_sum(model, "rack_units") <= rack_units, "rack_limit"
 
 
-def add_capex_limit(model: FleetModel, cset: CandidateSet, catalog: Catalog, capex_usd: float | None) -> None:
+def add_capex_limit(model: FleetModel, capex_usd: float | None) -> None:
     """sum capex_usd (N + S) <= K."""
     if capex_usd is not None:
-        model.problem += _on_prem_sum(model, cset, catalog, "capex_usd") <= capex_usd, "capex_limit"
+        model.problem += _on_prem_sum(model, "capex_usd") <= capex_usd, "capex_limit"
 
 
-def add_gpu_availability(
-    model: FleetModel, cset: CandidateSet, scenario: Scenario, catalog: Catalog, skip: frozenset = frozenset()
-) -> None:
-    """sum_{c on GPU g} gpus_per_node (N[c] or M[c,t]) + spares of g <= G[g] in every period t."""
+def gpus_in_use(model: FleetModel, catalog: Catalog, gpu: str, period: str) -> pulp.LpAffineExpression:
+    """sum_{h on GPU g} G[h] (N[h] or M[h,t]) + GPUs of the spares of g."""
+    terms = [h.gpus_per_node * model.nodes(k, period) for k, h in model.hardware.items() if h.gpu == gpu]
+    for system_id, spare in model.spares.items():
+        system = catalog.systems[system_id]
+        if system.gpu == gpu:
+            terms.append(system.gpus_per_node * spare)
+    return pulp.lpSum(terms)
+
+
+def add_gpu_availability(model: FleetModel, scenario: Scenario, catalog: Catalog, skip: frozenset = frozenset()) -> None:
+    """sum_{h on GPU g} G[h] (N[h] or M[h,t]) + spares of g <= A[g] in every period t."""
     for gpu, available in sorted(scenario.limits.max_gpus.items()):
         if f"gpus:{gpu}" in skip:
             continue
         for t, period in enumerate(scenario.periods):
-            terms = [c.gpus_per_node * model.nodes(c, period.name) for c in cset.candidates if c.gpu == gpu]
-            for system_id, spare in model.spares.items():
-                system = catalog.systems[system_id]
-                if system.gpu == gpu:
-                    terms.append(system.gpus_per_node * spare)
-            model.problem += pulp.lpSum(terms) <= available, f"gpus_{_safe(gpu)}_{t}"
+            model.problem += gpus_in_use(model, catalog, gpu, period.name) <= available, f"gpus_{_safe(gpu)}_{t}"
 
 
-def add_spare_nodes(model: FleetModel, cset: CandidateSet, scenario: Scenario, catalog: Catalog, bounds: dict) -> None:
-    """N + k: S[s] = k used[s], sum_{c of s} N[c] <= U[s] used[s] for every on-prem system s."""
+def add_spare_nodes(model: FleetModel, scenario: Scenario, catalog: Catalog) -> None:
+    """N + k: S[s] = k used[s], sum_{h of s} N[h] <= B[s] used[s] for every on-prem system s."""
     k = scenario.limits.spare_nodes_per_system
     if k <= 0:
         return
-    systems = sorted({c.system for c in cset.candidates if c.pricing == "capex"})
-    for index, system_id in enumerate(systems):
-        members = [c for c in cset.candidates if c.pricing == "capex" and c.system == system_id]
+    bought = [h for h in model.hardware.values() if h.pricing == "capex"]
+    for index, system_id in enumerate(sorted({h.system for h in bought})):
+        members = [h for h in bought if h.system == system_id]
         used = pulp.LpVariable(f"used_{index}", cat=pulp.LpBinary)
         spare = pulp.LpVariable(f"S_{index}", lowBound=0, cat=pulp.LpInteger)
-        upper = max(1, sum(bounds[c.key] for c in members))
-        model.problem += pulp.lpSum(model.fixed_nodes[c.key] for c in members) <= upper * used, f"spare_use_{index}"
+        upper = max(1, sum(int(model.fixed_nodes[h.key].upBound or 0) for h in members))
+        model.problem += pulp.lpSum(model.fixed_nodes[h.key] for h in members) <= upper * used, f"spare_use_{index}"
         model.problem += spare == k * used, f"spare_count_{index}"
         model.system_used[system_id], model.spares[system_id] = used, spare
         sample = members[0]
@@ -216,8 +334,8 @@ def add_spare_nodes(model: FleetModel, cset: CandidateSet, scenario: Scenario, c
         }  # fmt: skip
 
 
-def add_variant_limit(model: FleetModel, cset: CandidateSet, scenario: Scenario, bounds: dict) -> None:
-    """nodes of variant v <= U[v] use[v] in every period; sum_v use[v] <= V."""
+def add_variant_limit(model: FleetModel, cset: CandidateSet, scenario: Scenario) -> None:
+    """sum_{c of v} U[c,t] <= B[v] use[v] in every period; sum_v use[v] <= V."""
     limit = scenario.limits.max_engine_variants
     if limit is None:
         return
@@ -227,18 +345,40 @@ def add_variant_limit(model: FleetModel, cset: CandidateSet, scenario: Scenario,
     for index, (variant, members) in enumerate(sorted(by_variant.items(), key=lambda kv: str(kv[0]))):
         use = pulp.LpVariable(f"use_{index}", cat=pulp.LpBinary)
         model.variant_used[variant] = use
-        upper = max(1, sum(bounds[c.key] for c in members))
         for t, period in enumerate(scenario.periods):
-            model.problem += pulp.lpSum(model.nodes(c, period.name) for c in members) <= upper * use, f"variant_{index}_{t}"
+            units = [model.units[(c.key, period.name)] for c in members if (c.key, period.name) in model.units]
+            upper = sum(model.unit_bounds[(c.key, period.name)] for c in members)
+            if units:
+                model.problem += pulp.lpSum(units) <= max(1, upper) * use, f"variant_{index}_{t}"
     model.problem += pulp.lpSum(model.variant_used.values()) <= limit, "variant_limit"
 
 
-def cost_expression(model: FleetModel, cset: CandidateSet, scenario: Scenario) -> pulp.LpAffineExpression:
-    """sum_{C_fix} cost[c] N[c] + sum_{C_dem,t} usd_per_hour[c] h[t] M[c,t] + sum_s cost[s] S[s]."""
-    terms = [c.annual_cost_usd * model.fixed_nodes[c.key] for c in cset.candidates if c.fixed]
+def add_gpu_floor(model: FleetModel, cset: CandidateSet, scenario: Scenario, demand: dict) -> None:
+    """Valid inequality, per period t: sum_h G[h] (N[h] or M[h,t]) >= ceil(L[t]) where L[t] = sum over buckets of
+    d[w,b,t] x (fewest GPUs per request/s of any option of the bucket). Any plan serves t on at least L[t] GPUs,
+    and the GPUs of whole nodes are a multiple of the gcd of the node sizes: rounding L[t] up to that cuts off
+    fractional-node LP solutions."""
+    fewest: dict[tuple[str, int], float] = {}
+    for o in cset.options:
+        c = cset.candidate(o.candidate)
+        per_rps = c.gpus_per_unit / unit_rate(o, c)
+        fewest[(o.workload, o.bucket)] = min(fewest.get((o.workload, o.bucket), math.inf), per_rps)
+    step = math.gcd(*(h.gpus_per_node for h in model.hardware.values()))  # GPUs of whole nodes come in these steps
+    for t, period in enumerate(scenario.periods):
+        floor = sum(fewest[cell[:2]] * value for cell, value in demand.items() if cell[2] == period.name and cell[:2] in fewest)
+        if floor <= 0:
+            continue
+        floor = step * math.ceil(floor / step - 1e-9)
+        terms = [h.gpus_per_node * model.nodes(k, period.name) for k, h in model.hardware.items()]
+        model.problem += pulp.lpSum(terms) >= floor, f"gpu_floor_{t}"
+
+
+def cost_expression(model: FleetModel, scenario: Scenario) -> pulp.LpAffineExpression:
+    """sum_{H_fix} cost[h] N[h] + sum_{H_dem,t} usd_per_hour[h] h[t] M[h,t] + sum_s cost[s] S[s]."""
+    terms = [h.annual_cost_usd * model.fixed_nodes[k] for k, h in model.hardware.items() if h.fixed]
     hours = {p.name: p.hours_per_year for p in scenario.periods}
     for (key, period), var in model.period_nodes.items():
-        terms.append(cset.candidate(key).usd_per_hour * hours[period] * var)
+        terms.append(model.hardware[key].usd_per_hour * hours[period] * var)
     for system_id, spare in model.spares.items():
         terms.append(model.spare_figures[system_id]["annual_cost_usd"] * spare)
     return pulp.lpSum(terms)
@@ -248,48 +388,63 @@ def build_fleet_model(
     scenario: Scenario, cset: CandidateSet, catalog: Catalog, with_limits: bool = True, skip: frozenset = frozenset()
 ) -> FleetModel:
     """The whole program; `skip` leaves out budgets by name (power, rack, capex, gpus:<id>) for diagnosis."""
-    model = FleetModel(pulp.LpProblem(_safe(scenario.name), pulp.LpMinimize))
+    model = FleetModel(pulp.LpProblem(_safe(scenario.name), pulp.LpMinimize), hardware_list(cset))
     demand = bucket_demand(scenario)
-    bounds = {c.key: node_upper_bound(cset, demand, c, scenario.periods) for c in cset.candidates}
-    define_node_variables(model, cset, scenario, demand, bounds)
+    define_unit_variables(model, cset, scenario, demand)
+    define_node_variables(model, cset, scenario, demand)
     define_routing_variables(model, cset, demand)
-    add_spare_nodes(model, cset, scenario, catalog, bounds)
-    model.problem += cost_expression(model, cset, scenario), "annual_cost_usd"
+    add_spare_nodes(model, scenario, catalog)
+    model.problem += cost_expression(model, scenario), "annual_cost_usd"
     add_demand_constraints(model, demand)
-    add_capacity_constraints(model, cset)
-    add_variant_limit(model, cset, scenario, bounds)
+    add_engine_capacity(model, cset)
+    add_node_room(model, cset, scenario)
+    add_variant_limit(model, cset, scenario)
+    add_gpu_floor(model, cset, scenario, demand)
     if with_limits:
         if "power" not in skip:
-            add_power_limit(model, cset, catalog, scenario.limits.power_kw)
+            add_power_limit(model, scenario.limits.power_kw)
         if "rack" not in skip:
-            add_rack_limit(model, cset, catalog, scenario.limits.rack_units)
+            add_rack_limit(model, scenario.limits.rack_units)
         if "capex" not in skip:
-            add_capex_limit(model, cset, catalog, scenario.limits.capex_usd)
-        add_gpu_availability(model, cset, scenario, catalog, skip)
+            add_capex_limit(model, scenario.limits.capex_usd)
+        add_gpu_availability(model, scenario, catalog, skip)
     return model
 
 
 @dataclass(frozen=True)
 class SolveOutcome:
-    status: str  # optimal | feasible | infeasible | no-solution
-    mip_gap: float | None
+    status: str  # optimal | feasible | infeasible | stopped (time limit before any plan)
+    mip_gap: float | None  # (objective - best bound) / objective, as the solver's bound gives it
     seconds: float
+    best_bound: float | None = None
 
 
 def solve_model(model: FleetModel, solver: str, time_limit_s: float) -> SolveOutcome:
-    """Solve with CBC (default), HiGHS or OR-Tools (SCIP) and read the status from the solver itself."""
+    """Solve with CBC (default), HiGHS or OR-Tools (SCIP) and read the status from the solver itself. Every
+    solver runs to a relative gap of 0: 'optimal' means proven, a time-limit stop with a plan is 'feasible' with
+    the gap computed from the solver's best bound, and one without a plan is 'stopped' (never 'infeasible')."""
     started = time.perf_counter()
     if solver == "cbc":
-        status, gap = _solve_cbc(model.problem, time_limit_s)
+        status, bound = _solve_cbc(model.problem, time_limit_s)
     elif solver == "highs":
-        status, gap = _solve_highs(model.problem, time_limit_s)
+        status, bound = _solve_highs(model.problem, time_limit_s)
     elif solver == "ortools":
-        status, gap = _solve_ortools(model.problem, time_limit_s)
+        status, bound = _solve_ortools(model.problem, time_limit_s)
     else:
         raise PlannerInputError("--solver", "solver", f"unknown solver '{solver}'; allowed: {', '.join(SOLVERS)}")
+    gap = None
     if status == "optimal":
         gap = 0.0
-    return SolveOutcome(status, gap, time.perf_counter() - started)
+    elif status == "feasible" and bound is not None:
+        objective = pulp.value(model.problem.objective) or 0.0
+        gap = relative_gap(objective, bound)
+    return SolveOutcome(status, gap, time.perf_counter() - started, bound)
+
+
+def relative_gap(objective: float, bound: float) -> float:
+    """(objective - bound) / |objective|, unrounded but for float noise (6 significant digits)."""
+    gap = max(0.0, objective - bound) / max(abs(objective), 1e-9)
+    return float(f"{gap:.6g}")
 
 
 _PULP_STATUS = {
@@ -305,38 +460,64 @@ def _pulp_status(problem: pulp.LpProblem) -> str:
     'no solution found' with problem status 'infeasible'."""
     if problem.sol_status in _PULP_STATUS:
         return _PULP_STATUS[problem.sol_status]
-    return "infeasible" if problem.status == pulp.LpStatusInfeasible else "no-solution"
+    return "infeasible" if problem.status == pulp.LpStatusInfeasible else "stopped"
 
 
 def _solve_cbc(problem: pulp.LpProblem, time_limit_s: float) -> tuple[str, float | None]:
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "cbc.log"
-        problem.solve(pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit_s, threads=CBC_THREADS, logPath=str(log)))
+        problem.solve(pulp.PULP_CBC_CMD(
+            msg=False, timeLimit=time_limit_s, threads=CBC_THREADS, logPath=str(log), gapRel=0.0,
+        ))  # fmt: skip
         log_text = log.read_text(errors="replace") if log.exists() else ""
     status = _pulp_status(problem)
-    return status, _cbc_gap(log_text, pulp.value(problem.objective)) if status == "feasible" else None
+    if status == "stopped" and "Problem is infeasible" in log_text:
+        status = "infeasible"
+    return status, _cbc_bound(log_text) if status == "feasible" else None
 
 
-def _cbc_gap(log_text: str, objective: float | None) -> float | None:
-    """CBC's summary on an early stop: 'Gap: 0.0123', or the best bound from which the gap follows."""
-    found = re.findall(r"^Gap:\s+([0-9.eE+-]+)", log_text, flags=re.MULTILINE)
+def _cbc_bound(log_text: str) -> float | None:
+    """CBC's best bound on an early stop, from its summary ('Lower bound: ...'), or its last progress line
+    ('best possible ...'). Its own 'Gap:' line is rounded to whole hundredths, so the gap is computed from this."""
+    found = re.findall(r"^Lower bound:\s+([0-9.eE+-]+)", log_text, flags=re.MULTILINE)
     if found:
         return float(found[-1])
-    bound = re.findall(r"best possible\s+([0-9.eE+-]+)", log_text)
-    if bound and objective:
-        return abs(objective - float(bound[-1])) / max(abs(objective), 1e-9)
-    return None
+    found = re.findall(r"best possible\s+([0-9.eE+-]+)", log_text)
+    return float(found[-1]) if found else None
+
+
+@contextlib.contextmanager
+def quiet_stdout():
+    """Send what a native library prints on file descriptor 1 (HiGHS' banner comes before any option can silence
+    it) to stderr, so `--json` output stays one JSON document."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no real stdout (embedded use): nothing to guard
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            import ctypes
+
+            ctypes.CDLL(None).fflush(None)
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _solve_highs(problem: pulp.LpProblem, time_limit_s: float) -> tuple[str, float | None]:
-    problem.solve(pulp.HiGHS(msg=False, timeLimit=time_limit_s, threads=1))
+    with quiet_stdout():
+        problem.solve(pulp.HiGHS(msg=False, timeLimit=time_limit_s, threads=1, gapRel=0.0))
     status = _pulp_status(problem)
     highs = getattr(problem, "solverModel", None)
-    gap = None
+    bound = None
     if highs is not None and status == "feasible":
-        info_gap = highs.getInfo().mip_gap
-        gap = float(info_gap) if math.isfinite(info_gap) else None
-    return status, gap
+        value = highs.getInfo().mip_dual_bound
+        bound = float(value) if math.isfinite(value) else None
+    return status, bound
 
 
 def _solve_ortools(problem: pulp.LpProblem, time_limit_s: float) -> tuple[str, float | None]:
@@ -356,10 +537,10 @@ def _solve_ortools(problem: pulp.LpProblem, time_limit_s: float) -> tuple[str, f
     if status in ("optimal", "feasible"):
         for var in problem.variables():
             var.varValue = result["values"].get(var.name, 0.0)
-    gap = None
-    if status == "feasible" and result["objective"] is not None:
-        gap = abs(result["objective"] - result["bound"]) / max(abs(result["objective"]), 1e-9)
-    return status, gap
+    elif status not in ("infeasible",):
+        status = "stopped"
+    bound = result["bound"] if status == "feasible" and result.get("bound") is not None else None
+    return status, bound
 
 
 def plan(
@@ -389,10 +570,8 @@ def solve_candidates(
     outcome = solve_model(model, solver, time_limit_s)
     if outcome.status == "infeasible":
         raise InfeasiblePlanError(diagnose_limits(scenario, cset, catalog, solver, time_limit_s))
-    if outcome.status == "no-solution":
-        raise InfeasiblePlanError(
-            [f"the solver ({solver}) found no feasible plan within the time limit of {time_limit_s:g} s; raise --time-limit"]
-        )
+    if outcome.status == "stopped":
+        raise SolverStoppedError(solver, time_limit_s)
     return _read_plan(scenario, cset, catalog, model, solver, outcome)
 
 
@@ -440,35 +619,41 @@ def diagnose_limits(scenario: Scenario, cset: CandidateSet, catalog: Catalog, so
     hold, against its limit."""
     limits = scenario.limits
     checks = [
-        ("power", "power budget", lambda m: _on_prem_sum(m, cset, catalog, "power_kw"), limits.power_kw, "kW"),
-        ("rack", "rack-unit budget", lambda m: _on_prem_sum(m, cset, catalog, "rack_units"), limits.rack_units, "RU"),
-        ("capex", "capex budget", lambda m: _on_prem_sum(m, cset, catalog, "capex_usd"), limits.capex_usd, "USD"),
+        ("power", "power budget", lambda m: _on_prem_sum(m, "power_kw"), limits.power_kw, "kW"),
+        ("rack", "rack-unit budget", lambda m: _on_prem_sum(m, "rack_units"), limits.rack_units, "RU"),
+        ("capex", "capex budget", lambda m: _on_prem_sum(m, "capex_usd"), limits.capex_usd, "USD"),
     ]
     for gpu, available in sorted(limits.max_gpus.items()):
         for period in scenario.periods:
             checks.append((
                 f"gpus:{gpu}",
                 f"GPUs available of {gpu}" + (f" in period {period.name}" if len(scenario.periods) > 1 else ""),
-                lambda m, g=gpu, p=period.name: pulp.lpSum(
-                    [c.gpus_per_node * m.nodes(c, p) for c in cset.candidates if c.gpu == g]
-                    + [catalog.systems[s].gpus_per_node * v for s, v in m.spares.items() if catalog.systems[s].gpu == g]
-                ),
+                lambda m, g=gpu, p=period.name: gpus_in_use(m, catalog, g, p),
                 available, "GPUs",
             ))  # fmt: skip
-    problems = []
+    problems, stopped = [], False
     for key, label, expression, limit, unit in checks:
         if limit is None:
             continue
         model = build_fleet_model(scenario, cset, catalog, skip=frozenset({key}))
         model.problem.setObjective(expression(model))
         outcome = solve_model(model, solver, time_limit_s)
-        if outcome.status in ("optimal", "feasible"):
+        stopped = stopped or outcome.status in ("stopped", "feasible")
+        if outcome.status == "optimal":
             least = pulp.value(model.problem.objective) or 0.0
             if least > limit + _TOLERANCE:
                 problems.append(f"{label} {limit:,.6g} {unit} < {least:,.6g} {unit} needed at minimum")
+        elif outcome.status == "feasible" and outcome.best_bound is not None and outcome.best_bound > limit + _TOLERANCE:
+            # a re-solve stopped by its time limit proves only its bound
+            problems.append(f"{label} {limit:,.6g} {unit} < {outcome.best_bound:,.6g} {unit}, a lower bound on what is "
+                            "needed (the re-solve stopped at its time limit)")
     if not problems:
         model = build_fleet_model(scenario, cset, catalog, with_limits=False)
-        if solve_model(model, solver, time_limit_s).status == "infeasible":
+        status = solve_model(model, solver, time_limit_s).status
+        if status == "stopped" or (stopped and status != "infeasible"):
+            problems.append(f"the diagnosis stopped at its time limit of {time_limit_s:g} s: raise --time-limit to learn "
+                            "which limit is too tight")
+        elif status == "infeasible":
             problems.append(
                 f"at most {limits.max_engine_variants} engine variants cannot serve every workload bucket"
                 if limits.max_engine_variants is not None else "the workloads cannot be served together"
@@ -482,22 +667,13 @@ def diagnose_limits(scenario: Scenario, cset: CandidateSet, catalog: Catalog, so
 
 
 def _read_plan(scenario, cset: CandidateSet, catalog: Catalog, model: FleetModel, solver: str, outcome: SolveOutcome) -> Plan:
-    hours = {p.name: p.hours_per_year for p in scenario.periods}
     fixed = {key: int(round(var.value() or 0.0)) for key, var in model.fixed_nodes.items()}
     rented = {key: int(round(var.value() or 0.0)) for key, var in model.period_nodes.items()}
+    units = {key: int(round(var.value() or 0.0)) for key, var in model.units.items()}
     spares = {s: int(round(var.value() or 0.0)) for s, var in model.spares.items()}
     routed = {key: max(0.0, var.value() or 0.0) for key, var in model.routed.items()}
 
-    lines: list[PlanLine] = []
-    for c in cset.candidates:
-        if c.fixed and fixed.get(c.key, 0) > 0:
-            n = fixed[c.key]
-            lines.append(_line(c, n, "all", c.annual_cost_usd * n))
-        elif not c.fixed:
-            for period in scenario.periods:
-                n = rented.get((c.key, period.name), 0)
-                if n > 0:
-                    lines.append(_line(c, n, period.name, c.usd_per_hour * hours[period.name] * n))
+    lines = node_lines(scenario, cset, model, fixed, rented, units)
     for system_id, count in sorted(spares.items()):
         if count > 0:
             figures = model.spare_figures[system_id]
@@ -507,27 +683,157 @@ def _read_plan(scenario, cset: CandidateSet, catalog: Catalog, model: FleetModel
                 max_batch=None, engine_isl=0, engine_osl=0, nodes=count, gpus=system.gpus_per_node * count,
                 period="all", role="spare", annual_cost_usd=round(figures["annual_cost_usd"] * count, 2),
                 capex_usd=round(figures["capex_usd"] * count, 2), power_kw=round(figures["power_kw"] * count, 6),
-                cost_note=f"N+{scenario.limits.spare_nodes_per_system} spare",
+                cost_note=f"N+{scenario.limits.spare_nodes_per_system} spare", runs="idle: a spare",
             ))  # fmt: skip
     objective = sum(line.annual_cost_usd for line in lines)
     totals = _totals(scenario, cset, catalog, lines)
-    workloads = tuple(_workload_result(w, scenario, cset, routed, fixed, rented) for w in scenario.workloads)
+    instances = _instances(scenario, cset, units, routed)
+    workloads = tuple(_workload_result(w, scenario, cset, routed, units) for w in scenario.workloads)
     return Plan(
         scenario=scenario.name, deployment=scenario.deployment, status=outcome.status, solver=solver,
         objective_usd_per_year=round(objective, 2), solve_seconds=round(outcome.seconds, 3), mip_gap=outcome.mip_gap,
         lines=tuple(lines), totals=totals, workloads=workloads,
-        binding_limits=_binding_limits(scenario, totals, lines),
+        binding_limits=_binding_limits(scenario, totals, lines, instances),
         candidates=cset.stats,
         periods=tuple(p.name for p in scenario.periods),
         routing=_routing(scenario, cset, routed),
+        instances=instances,
+        fleet={"reconfigure_between_periods": scenario.reconfigure_between_periods,
+               "share_nodes_across_models": scenario.share_nodes_across_models},
     )  # fmt: skip
 
 
 _ROLE = {"capex": "bought", "reserved": "reserved", "on-demand": "on-demand"}
 
 
+def pack_nodes(hardware: Hardware, nodes: int, running: list[tuple[Candidate, int]]) -> list[tuple[tuple[str, int], ...]]:
+    """What each of `nodes` nodes runs: units placed largest first into the first node with room. Unit sizes
+    form a divisibility chain of the node size, so this never fails when the units' GPUs fit in the nodes'
+    (the node-room constraint); each node's content is ((configuration key, instances), ...)."""
+    free = [hardware.gpus_per_node] * nodes
+    content: list[dict[str, int]] = [defaultdict(int) for _ in range(nodes)]
+    for candidate, count in sorted(running, key=lambda item: (-item[0].gpus_per_unit, item[0].key)):
+        for _ in range(count):
+            node = next((i for i, room in enumerate(free) if room >= candidate.gpus_per_unit), None)
+            if node is None:
+                raise RuntimeError(f"units of {hardware.system} do not pack into {nodes} nodes: a planner defect")
+            free[node] -= candidate.gpus_per_unit
+            content[node][candidate.key] += candidate.instances_per_unit
+    return [tuple(sorted(c.items())) for c in content]
+
+
+def node_lines(scenario, cset: CandidateSet, model: FleetModel, fixed: dict, rented: dict, units: dict) -> list[PlanLine]:
+    """One plan line per group of identical nodes (the same instances in every period): what to buy or rent, and
+    in `runs` what those nodes run. Bought/reserved nodes once for the year, on-demand ones per period."""
+    hours = {p.name: p.hours_per_year for p in scenario.periods}
+    members: dict[tuple, list[Candidate]] = defaultdict(list)
+    for c in cset.candidates:
+        members[hardware_of(c)].append(c)
+
+    def running(key, period):
+        return [(c, units.get((c.key, period), 0)) for c in members[key] if units.get((c.key, period), 0) > 0]
+
+    lines = []
+    for key, hardware in model.hardware.items():
+        if hardware.fixed:
+            count = fixed.get(key, 0)
+            if count <= 0:
+                continue
+            per_period = [pack_nodes(hardware, count, running(key, p.name)) for p in scenario.periods]
+            schedules = [tuple(packing[i] for packing in per_period) for i in range(count)]
+            for schedule, n in _groups(schedules):
+                lines.append(_node_line(scenario, cset, hardware, schedule, n, "all", hardware.annual_cost_usd * n))
+            continue
+        for period in scenario.periods:
+            count = rented.get((key, period.name), 0)
+            if count <= 0:
+                continue
+            packing = pack_nodes(hardware, count, running(key, period.name))
+            for schedule, n in _groups([(content,) for content in packing]):
+                cost = hardware.usd_per_hour * hours[period.name] * n
+                lines.append(_node_line(scenario, cset, hardware, schedule, n, period.name, cost, (period.name,)))
+    return lines
+
+
+def _groups(schedules: list[tuple]) -> list[tuple[tuple, int]]:
+    """Identical node schedules counted, in the order nodes were filled."""
+    counts: dict[tuple, int] = {}
+    for schedule in schedules:
+        counts[schedule] = counts.get(schedule, 0) + 1
+    return list(counts.items())
+
+
+def _engine_label(c: Candidate) -> str:
+    parts = [c.model, f"TP{c.tp}" if c.tp else f"{c.gpus_per_instance} GPUs", c.precision or "", f"b{c.max_batch}" if c.max_batch else ""]
+    return " ".join(p for p in parts if p) + f" {c.engine_isl}/{c.engine_osl}"
+
+
+def _runs(cset: CandidateSet, schedule: tuple, periods: tuple[str, ...], gpus_per_node: int) -> str:
+    """Consecutive periods with the same content, in words, with the GPUs left idle."""
+
+    def words(content) -> str:
+        idle = gpus_per_node - sum(n * cset.candidate(k).gpus_per_instance for k, n in content)
+        running = " + ".join(f"{n}x {_engine_label(cset.candidate(k))}" for k, n in content)
+        if not running:
+            return "idle"
+        return running + (f" ({idle} GPU{'s' if idle > 1 else ''} idle)" if idle > 0 else "")
+
+    spans: list[list] = []
+    for period, content in zip(periods, schedule):
+        if spans and spans[-1][2] == content:
+            spans[-1][1] = period
+        else:
+            spans.append([period, period, content])
+    if len(spans) == 1:
+        return words(spans[0][2]) if len(periods) == 1 else f"all periods: {words(spans[0][2])}"
+    return "; ".join(f"{a}{'' if a == b else '-' + b}: {words(content)}" for a, b, content in spans)
+
+
+def _node_line(scenario, cset: CandidateSet, hardware: Hardware, schedule: tuple, nodes: int, period: str,
+               annual_cost: float, periods: tuple[str, ...] | None = None) -> PlanLine:
+    """A line of identical nodes; its engine fields are the configuration's when the nodes run one configuration
+    all year, else what the configurations they run have in common (the models joined by '+')."""
+    periods = periods or tuple(p.name for p in scenario.periods)
+    configs = [cset.candidate(k) for k in sorted({k for content in schedule for k, _ in content})]
+
+    def common(attribute, mixed):
+        values = {getattr(c, attribute) for c in configs}
+        return values.pop() if len(values) == 1 else mixed
+
+    return PlanLine(
+        site=hardware.site, system=hardware.system, gpu=hardware.gpu,
+        model="+".join(sorted({c.model for c in configs})) or "(idle)",
+        tp=common("tp", None), precision=common("precision", None), max_batch=common("max_batch", None),
+        engine_isl=common("engine_isl", 0), engine_osl=common("engine_osl", 0), nodes=nodes,
+        gpus=hardware.gpus_per_node * nodes, period=period, role=_ROLE[hardware.pricing],
+        annual_cost_usd=round(annual_cost, 2), capex_usd=round(hardware.capex_usd * nodes, 2),
+        power_kw=round(hardware.power_kw * nodes, 6), cost_note=hardware.cost_note,
+        runs=_runs(cset, schedule, periods, hardware.gpus_per_node),
+    )  # fmt: skip
+
+
+def _instances(scenario, cset: CandidateSet, units: dict, routed: dict) -> tuple[InstanceAllocation, ...]:
+    rps: dict[tuple[str, str], float] = defaultdict(float)
+    for (_, _, key, period), value in routed.items():
+        rps[(key, period)] += value
+    out = []
+    for period in scenario.periods:
+        for c in cset.candidates:
+            count = units.get((c.key, period.name), 0)
+            if count <= 0:
+                continue
+            instances = count * c.instances_per_unit
+            out.append(InstanceAllocation(
+                period=period.name, site=c.site, role=_ROLE[c.pricing], system=c.system, gpu=c.gpu, model=c.model,
+                tp=c.tp, precision=c.precision, max_batch=c.max_batch, engine_isl=c.engine_isl, engine_osl=c.engine_osl,
+                gpus_per_instance=c.gpus_per_instance, instances=instances, gpus=instances * c.gpus_per_instance,
+                rps=round(rps[(c.key, period.name)], 9),
+            ))  # fmt: skip
+    return tuple(out)
+
+
 def _routing(scenario: Scenario, cset: CandidateSet, routed: dict) -> tuple[Route, ...]:
-    rate = {(o.workload, o.bucket, o.candidate): o.rps_per_node for o in cset.options}
+    rate = {(o.workload, o.bucket, o.candidate): o for o in cset.options}
     buckets = {w.name: w.buckets for w in scenario.workloads}
     order = {p.name: i for i, p in enumerate(scenario.periods)}
     routes = []
@@ -539,19 +845,10 @@ def _routing(scenario: Scenario, cset: CandidateSet, routed: dict) -> tuple[Rout
             period=period, workload=workload, bucket_isl=buckets[workload][bucket].isl_tokens,
             bucket_osl=buckets[workload][bucket].osl_tokens, site=c.site, role=_ROLE[c.pricing], system=c.system, model=c.model,
             tp=c.tp, precision=c.precision, max_batch=c.max_batch, engine_isl=c.engine_isl, engine_osl=c.engine_osl,
-            rps=round(rps, 9), rps_per_node=rate[(workload, bucket, key)],
+            rps=round(rps, 9), rps_per_node=rate[(workload, bucket, key)].rps_per_node,
+            rps_per_instance=rate[(workload, bucket, key)].rps_per_node / rate[(workload, bucket, key)].instances_per_node,
         ))  # fmt: skip
     return tuple(routes)
-
-
-def _line(c: Candidate, nodes: int, period: str, annual_cost: float) -> PlanLine:
-    return PlanLine(
-        site=c.site, system=c.system, gpu=c.gpu, model=c.model, tp=c.tp, precision=c.precision, max_batch=c.max_batch,
-        engine_isl=c.engine_isl, engine_osl=c.engine_osl, nodes=nodes, gpus=c.gpus_per_node * nodes, period=period,
-        role=_ROLE[c.pricing],
-        annual_cost_usd=round(annual_cost, 2),
-        capex_usd=round(c.capex_usd * nodes, 2), power_kw=round(c.power_kw * nodes, 6), cost_note=c.cost_note,
-    )  # fmt: skip
 
 
 def _totals(scenario: Scenario, cset: CandidateSet, catalog: Catalog, lines: list[PlanLine]) -> Totals:
@@ -600,7 +897,7 @@ def _totals(scenario: Scenario, cset: CandidateSet, catalog: Catalog, lines: lis
     )  # fmt: skip
 
 
-def _workload_result(workload, scenario: Scenario, cset: CandidateSet, routed: dict, fixed: dict, rented: dict) -> WorkloadResult:
+def _workload_result(workload, scenario: Scenario, cset: CandidateSet, routed: dict, units: dict) -> WorkloadResult:
     options = {(o.bucket, o.candidate): o for o in cset.options if o.workload == workload.name}
     users_of: dict[str, set] = defaultdict(set)
     for o in cset.options:
@@ -614,9 +911,9 @@ def _workload_result(workload, scenario: Scenario, cset: CandidateSet, routed: d
             if rps <= _TOLERANCE:
                 continue
             candidate = cset.candidate(key)
-            nodes = fixed.get(key, 0) if candidate.fixed else rented.get((key, period.name), 0)
-            # a configuration only this bucket uses lends it all its nodes; shared ones, what was routed
-            capacity += option.rps_per_node * nodes if len(users_of[key]) == 1 else rps
+            # a configuration only this bucket uses lends it all its instances; shared ones, what was routed
+            running = units.get((key, period.name), 0)
+            capacity += unit_rate(option, candidate) * running if len(users_of[key]) == 1 else rps
             assignments.setdefault((bucket, key), 0.0)
             assignments[(bucket, key)] = max(assignments[(bucket, key)], rps)
         loads.append(PeriodLoad(period.name, round(demand, 6), round(capacity, 6)))
@@ -666,7 +963,7 @@ def _assignment(option: Option, candidate: Candidate, workload, rps: float) -> A
     )  # fmt: skip
 
 
-def _binding_limits(scenario: Scenario, totals: Totals, lines: list[PlanLine]) -> tuple[str, ...]:
+def _binding_limits(scenario: Scenario, totals: Totals, lines: list[PlanLine], instances) -> tuple[str, ...]:
     """The budgets the plan uses up: what stops a cheaper answer."""
     limits = scenario.limits
     binding = []
@@ -687,7 +984,7 @@ def _binding_limits(scenario: Scenario, totals: Totals, lines: list[PlanLine]) -
                 binding.append(f"GPUs of {gpu}: {used} of {available} used in period {period.name}")
                 break
     if limits.max_engine_variants is not None:
-        variants = {(l.model, l.gpu, l.tp, l.precision, l.max_batch, l.engine_isl, l.engine_osl) for l in lines if l.role != "spare"}
+        variants = {(i.model, i.gpu, i.tp, i.precision, i.max_batch, i.engine_isl, i.engine_osl) for i in instances}
         if len(variants) >= limits.max_engine_variants:
             binding.append(f"engine variants: {len(variants)} of {limits.max_engine_variants}")
     return tuple(binding)

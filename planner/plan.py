@@ -26,6 +26,29 @@ class PlanLine:
     capex_usd: float
     power_kw: float
     cost_note: str
+    runs: str = ""  # what these nodes run in each period ("h00-h07: 2x llama-3.1-8b TP4 fp8 b256 2048/256 + ...")
+
+
+@dataclass(frozen=True)
+class InstanceAllocation:
+    """Engine instances of one configuration running in one period (the solved U[c,t] x k[c]), on the nodes of
+    one hardware offer; `rps` is what was routed to them."""
+
+    period: str
+    site: str
+    role: str  # bought | reserved | on-demand: the nodes they run on
+    system: str
+    gpu: str
+    model: str
+    tp: int | None
+    precision: str | None
+    max_batch: int | None
+    engine_isl: int
+    engine_osl: int
+    gpus_per_instance: int
+    instances: int
+    gpus: int
+    rps: float
 
 
 def configuration_key(item, role: str | None = None) -> tuple:
@@ -79,6 +102,7 @@ class Route:
     engine_osl: int
     rps: float
     rps_per_node: float
+    rps_per_instance: float = 0.0  # one engine instance of the configuration, at this bucket's lengths
 
 
 @dataclass(frozen=True)
@@ -174,6 +198,8 @@ class Plan:
     periods: tuple[str, ...]
     routing: tuple[Route, ...]
     robustness: RobustnessSummary | None = None
+    instances: tuple[InstanceAllocation, ...] = ()
+    fleet: dict[str, bool] | None = None  # reconfigure_between_periods, share_nodes_across_models
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict with the names of design.md."""
@@ -198,6 +224,7 @@ def plan_from_document(document: dict) -> Plan:
         workloads=tuple(workloads), binding_limits=tuple(document["binding_limits"]),
         candidates=CandidateStats(**candidates), periods=tuple(document["periods"]),
         routing=tuple(Route(**r) for r in document["routing"]),
+        instances=tuple(InstanceAllocation(**i) for i in document.get("instances", ())),
     )  # fmt: skip
     fields.pop("verification", None)
     if fields.get("robustness"):

@@ -62,16 +62,15 @@ def is_robust(scenario: Scenario) -> bool:
 
 
 def demand_multiplier_limit(plan: Plan, scenario: Scenario, cset: CandidateSet) -> float:
-    """lambda* = max lambda such that the plan's node counts route lambda x every bucket's demand in every period
-    (capacity: sum x / r <= nodes of the plan line, per configuration and period). Spares are not counted."""
+    """lambda* = max lambda such that the plan's running instances route lambda x every bucket's demand in every
+    period (capacity: sum x / r <= instances of the configuration in the period, r per instance). Spares and idle
+    GPUs are not counted."""
     from planner.optimize import _ROLE, bucket_demand
 
-    nodes: dict[tuple, int] = {}
-    for line in plan.lines:
-        if line.role == "spare":
-            continue
-        key = (configuration_key(line), line.period if line.role == "on-demand" else None)
-        nodes[key] = nodes.get(key, 0) + line.nodes
+    running: dict[tuple, int] = {}
+    for allocation in plan.instances:
+        key = (configuration_key(allocation), allocation.period)
+        running[key] = running.get(key, 0) + allocation.instances
     demand = bucket_demand(scenario)
     problem = pulp.LpProblem("demand_multiplier", pulp.LpMaximize)
     scale = pulp.LpVariable("lambda", lowBound=0)
@@ -85,16 +84,16 @@ def demand_multiplier_limit(plan: Plan, scenario: Scenario, cset: CandidateSet) 
             cell = (option.workload, option.bucket, period.name)
             if cell not in demand:
                 continue
-            period_key = period.name if candidate.pricing == "on-demand" else None
-            if not nodes.get((identity, period_key)):
+            if not running.get((identity, period.name)):
                 continue
             routed = pulp.LpVariable(f"x_{index}_{t}", lowBound=0)
             by_cell.setdefault(cell, []).append(routed)
-            load.setdefault((identity, period_key, period.name), []).append(routed * (1.0 / option.rps_per_node))
+            per_instance = option.rps_per_node / option.instances_per_node
+            load.setdefault((identity, period.name), []).append(routed * (1.0 / per_instance))
     for index, (cell, value) in enumerate(sorted(demand.items())):
         problem += pulp.lpSum(by_cell.get(cell, [])) == value * scale, f"demand_{index}"
-    for index, ((identity, period_key, period), terms) in enumerate(sorted(load.items(), key=str)):
-        problem += pulp.lpSum(terms) <= nodes[(identity, period_key)], f"capacity_{index}"
+    for index, ((identity, period), terms) in enumerate(sorted(load.items(), key=str)):
+        problem += pulp.lpSum(terms) <= running[(identity, period)], f"capacity_{index}"
     problem.solve(pulp.PULP_CBC_CMD(msg=False))
     if pulp.LpStatus[problem.status] != "Optimal" or scale.value() is None:
         return 0.0

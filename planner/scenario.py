@@ -187,6 +187,16 @@ class RobustnessSpec(StrictModel):
     demand_forecasts: list[ForecastSpec] = Field(default_factory=list)
 
 
+class FleetSpec(StrictModel):
+    """How nodes may be used. `reconfigure_between_periods`: a bought or reserved node may run different engine
+    instances in different periods (night-time batch on the daytime chat fleet). `share_nodes_across_models`: one
+    node's GPUs may host instances of several configurations and models (engines pinned to GPU subsets). Both
+    false: a node runs one engine configuration all year (a "one model per server" policy)."""
+
+    reconfigure_between_periods: bool = True
+    share_nodes_across_models: bool = True
+
+
 class SolverSpec(StrictModel):
     name: SolverName = "cbc"
     time_limit_s: float = Field(default=60.0, gt=0)
@@ -205,6 +215,7 @@ class ScenarioSpec(StrictModel):
     engine: EngineSpec = Field(default_factory=EngineSpec)
     perf: PerfSpec = Field(default_factory=PerfSpec)
     solver: SolverSpec = Field(default_factory=SolverSpec)
+    fleet: FleetSpec = Field(default_factory=FleetSpec)
     catalog: str | list[str] | None = None  # user catalog directories layered over the shipped one
     robustness: RobustnessSpec = Field(default_factory=RobustnessSpec)
 
@@ -318,6 +329,8 @@ class Scenario:
     time_limit_s: float
     perf_margin: float = 0.0  # plan for throughput (1 - margin) x what the perf model says
     demand_forecasts: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = ()  # (name, ((workload, factor), ...))
+    reconfigure_between_periods: bool = True  # fleet: a bought/reserved node may run other instances per period
+    share_nodes_across_models: bool = True  # fleet: one node's GPUs may host instances of several configurations
 
 
 # ---- checks against the catalog: one function per rule, all raising PlannerInputError ----
@@ -646,6 +659,8 @@ def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str) -> Scenario:
         demand_forecasts=tuple(
             (f.name, tuple(sorted(f.scale.items()))) for f in spec.robustness.demand_forecasts
         ),
+        reconfigure_between_periods=spec.fleet.reconfigure_between_periods,
+        share_nodes_across_models=spec.fleet.share_nodes_across_models,
     )
 
 

@@ -455,7 +455,7 @@ def _instances_per_node(route, gpus_per_node: int) -> int:
     return gpus_per_node // route.tp if route.tp else 1  # rows of a whole system: one instance per node
 
 
-def _engines_for(route, assignment, line_nodes: int, share: float, catalog, scenario) -> tuple[list, str]:
+def _engines_for(route, assignment, instances: int, share: float, catalog, scenario) -> tuple[list, str]:
     """The engine instances that serve this route: the roofline's steps for modeled points, slots for data."""
     from planner.perf import is_modeled
     from planner.perf.calibration import efficiency_for
@@ -464,7 +464,7 @@ def _engines_for(route, assignment, line_nodes: int, share: float, catalog, scen
 
     system = catalog.systems[route.system]
     per_node = _instances_per_node(route, system.gpus_per_node)
-    count = max(1, round(line_nodes * per_node * share))
+    count = max(1, round(instances * share))
     if is_modeled(assignment.provenance):
         gpu = catalog.gpus[system.gpu]
         shape = EngineShape(catalog.models[route.model], gpu, route.tp, route.precision, kv_bytes_for(route.precision))
@@ -503,9 +503,9 @@ def simulate_plan(plan, scenario, catalog, duration_s: float = 600.0, seed: int 
                 continue
             batches, notes, instances = [], [], 0
             for route in mine:
-                line_nodes = _line_nodes(plan, route)
+                running = _running_instances(plan, route, catalog)
                 assignment = next(a for a in workload.assignments if _assignment_matches(a, route))
-                engines, note = _engines_for(route, assignment, line_nodes, route.rps / config_total[configuration_key(route)], catalog, scenario)
+                engines, note = _engines_for(route, assignment, running, route.rps / config_total[configuration_key(route)], catalog, scenario)
                 notes.append(f"{route.system}: {note}")
                 if not engines:
                     continue
@@ -529,10 +529,18 @@ def simulate_plan(plan, scenario, catalog, duration_s: float = 600.0, seed: int 
     return tuple(checks)
 
 
-def _line_nodes(plan, route) -> int:
+def _running_instances(plan, route, catalog) -> int:
+    """Instances of the route's configuration running in its period (plans saved before instances were
+    recorded: the nodes of its plan line x instances per node)."""
+    if plan.instances:
+        for allocation in plan.instances:
+            if configuration_key(allocation) == configuration_key(route) and allocation.period == route.period:
+                return allocation.instances
+        raise ValueError(f"no instances serve route {route}")
+    per_node = _instances_per_node(route, catalog.systems[route.system].gpus_per_node)
     for line in plan.lines:
         if configuration_key(line) == configuration_key(route) and (line.role != "on-demand" or line.period == route.period):
-            return line.nodes
+            return line.nodes * per_node
     raise ValueError(f"no plan line serves route {route}")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pulp
 import pytest
 from hypothesis import HealthCheck, given, settings
 
@@ -220,25 +221,36 @@ def test_variant_limit_infeasibility_message(limited):
 
 def test_time_limit_without_a_solution_is_not_a_plan(limited, monkeypatch):
     import planner.optimize as optimize
+    from planner.errors import SolverStoppedError
 
-    monkeypatch.setattr(optimize, "_solve_cbc", lambda problem, limit: ("no-solution", None))
-    with pytest.raises(InfeasiblePlanError) as error:
+    monkeypatch.setattr(optimize, "_solve_cbc", lambda problem, limit: ("stopped", None))
+    with pytest.raises(SolverStoppedError) as error:
         limited()
-    assert "no feasible plan within the time limit" in error.value.diagnosis[0]
+    assert "before finding any plan" in str(error.value) and "raise --time-limit" in str(error.value)
 
 
-def test_feasible_status_carries_the_gap(limited, monkeypatch):
+def test_feasible_status_carries_the_gap_from_the_bound(limited, monkeypatch):
     import planner.optimize as optimize
 
     real = optimize._solve_cbc
 
     def stopped_early(problem, limit):
         status, _ = real(problem, limit)
-        return ("feasible", 0.04) if status == "optimal" else (status, None)
+        # a bound 3.89% under the objective: the gap is that, not CBC's rounded log figure
+        return ("feasible", 0.9611 * pulp.value(problem.objective)) if status == "optimal" else (status, None)
 
     monkeypatch.setattr(optimize, "_solve_cbc", stopped_early)
     result = limited()
-    assert result.status == "feasible" and result.mip_gap == 0.04
+    assert result.status == "feasible" and result.mip_gap == pytest.approx(0.0389, abs=1e-6)
+
+
+def test_cbc_bound_is_read_from_its_summary_not_its_rounded_gap():
+    from planner.optimize import _cbc_bound
+
+    log = "Result - Stopped on time limit\n\nObjective value:                725049.00000000\n" \
+          "Lower bound:                    696843.500\nGap:                            0.04\n"
+    assert _cbc_bound(log) == 696843.5
+    assert _cbc_bound("Cbc0010I After 100 nodes, 5 on tree, 725049 best solution, best possible 700000.25 (1.2 seconds)") == 700000.25
 
 
 # ---------------------------------------------------------------- length buckets
@@ -286,9 +298,9 @@ def test_three_solvers_agree_on_the_optimum(fleet):
     objectives = {}
     for solver in ("cbc", "highs", "ortools"):
         scenario["solver"] = {"name": solver}
-        result, _, loaded = solve(systems, rows, scenario)
+        result, catalog, loaded = solve(systems, rows, scenario)
         assert result.status == "optimal"
-        check_plan_covers_demand(result, loaded)
+        check_plan_covers_demand(result, loaded, catalog)
         objectives[solver] = result.objective_usd_per_year
     assert objectives["highs"] == pytest.approx(objectives["cbc"], rel=1e-6, abs=0.01)
     assert objectives["ortools"] == pytest.approx(objectives["cbc"], rel=1e-6, abs=0.01)

@@ -60,37 +60,37 @@ def solve(systems, rows, scenario):
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def check_plan_covers_demand(result, scenario) -> None:
-    """Independently of the solver's capacity rows: in every period, routes add up to each workload's demand, and
-    the routes sent to each plan line fit in its nodes."""
+def check_plan_covers_demand(result, scenario, catalog) -> None:
+    """Independently of the solver's rows: in every period, routes add up to each workload's demand, the routes
+    sent to each configuration fit in its running instances, and the instances' GPUs fit in the nodes of the
+    plan lines that are up in that period."""
     headroom = 1 + scenario.limits.headroom_fraction
+    engine = ("site", "role", "system", "model", "tp", "precision", "max_batch", "engine_isl", "engine_osl")
     for period in scenario.periods:
         routes = [r for r in result.routing if r.period == period.name]
         for workload in scenario.workloads:
             sent = sum(r.rps for r in routes if r.workload == workload.name)
             assert sent == pytest.approx(period.demand_rps[workload.name] * headroom, rel=1e-6, abs=1e-6)
-        for line in result.lines:
-            if line.role == "spare" or (line.role == "on-demand" and line.period != period.name):
-                continue
-            identity = (line.site, line.role, line.system, line.model, line.tp, line.precision, line.max_batch, line.engine_isl, line.engine_osl)
-            load = sum(
-                r.rps / r.rps_per_node for r in routes
-                if (r.site, r.role, r.system, r.model, r.tp, r.precision, r.max_batch, r.engine_isl, r.engine_osl) == identity
+        running = [i for i in result.instances if i.period == period.name]
+        for allocation in running:
+            identity = tuple(getattr(allocation, a) for a in engine)
+            load = sum(r.rps / r.rps_per_instance for r in routes if tuple(getattr(r, a) for a in engine) == identity)
+            assert load <= allocation.instances + 1e-6
+        assert {tuple(getattr(r, a) for a in engine) for r in routes} <= {tuple(getattr(i, a) for a in engine) for i in running}
+        for hardware in {(i.site, i.role, i.system) for i in running}:
+            used = sum(i.gpus for i in running if (i.site, i.role, i.system) == hardware)
+            up = sum(
+                line.gpus for line in result.lines
+                if (line.site, line.role, line.system) == hardware and line.period in ("all", period.name)
             )  # fmt: skip
-            assert load <= line.nodes + 1e-6
-        served = {(r.site, r.role, r.system, r.model, r.tp, r.precision, r.max_batch, r.engine_isl, r.engine_osl) for r in routes}
-        provided = {
-            (l.site, l.role, l.system, l.model, l.tp, l.precision, l.max_batch, l.engine_isl, l.engine_osl)
-            for l in result.lines if l.role != "spare" and (l.role != "on-demand" or l.period == period.name)
-        }  # fmt: skip
-        assert served <= provided
+            assert used <= up
 
 
 @SETTINGS
 @given(fleets())
 def test_capacity_covers_demand_for_every_workload(fleet):
     result, catalog, scenario = solve(*fleet)
-    check_plan_covers_demand(result, scenario)
+    check_plan_covers_demand(result, scenario, catalog)
     for workload in result.workloads:
         assert workload.capacity_rps >= workload.demand_rps * (1 + scenario.limits.headroom_fraction) - 1e-5
 

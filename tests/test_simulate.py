@@ -174,7 +174,11 @@ def test_fourteen_nodes_hold_the_limit():
 
     planned = plan_in_context(SCENARIOS / "contact-center.yaml")
     (line,) = planned.plan.lines
-    plan = dataclasses.replace(planned.plan, lines=(dataclasses.replace(line, nodes=14),))
+    (running,) = planned.plan.instances
+    assert line.nodes == running.instances == 13  # TP8: one instance per DGX H100
+    plan = dataclasses.replace(
+        planned.plan, lines=(dataclasses.replace(line, nodes=14),), instances=(dataclasses.replace(running, instances=14),)
+    )
     (check,) = simulate_plan(plan, planned.scenario, planned.catalog, duration_s=1200, seed=1)
     assert check.ok and check.stats.ttft_ms.p50 == pytest.approx(2606, rel=0.01)
 

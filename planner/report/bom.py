@@ -90,11 +90,11 @@ def build_bom(plan: Plan, scenario: Scenario, catalog: Catalog) -> Bom:
     lines = []
     for line in plan.lines:
         system = catalog.systems[line.system]
-        runs = "idle spare (N+k)" if line.role == "spare" else (
+        runs = "idle spare (N+k)" if line.role == "spare" else (line.runs or (
             f"{line.model} {f'TP{line.tp}' if line.tp else 'TP n/s'} {line.precision or 'precision n/s'} "
             f"batch {line.max_batch or 'n/s'} "
             f"{line.engine_isl}/{line.engine_osl}"
-        )  # fmt: skip
+        ))  # fmt: skip
         if line.site == "on-prem":
             unit_price = line.capex_usd / line.nodes
             offer = offers.get((line.system, "capex"))

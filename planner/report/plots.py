@@ -79,19 +79,17 @@ def demand_capacity_figure(plan, scenario) -> Figure:
     periods = list(plan.periods)
     hours = {p.name: p.hours_per_year for p in scenario.periods}
     stacks: dict[str, list[float]] = {}
+    engine = ("site", "role", "system", "model", "tp", "precision", "max_batch", "engine_isl", "engine_osl")
     for t, period in enumerate(periods):
-        for line in plan.lines:
-            if line.role == "spare" or (line.role == "on-demand" and line.period != period):
+        for allocation in plan.instances:
+            if allocation.period != period:
                 continue
-            identity = (line.site, line.role, line.system, line.model, line.tp, line.precision, line.max_batch,
-                        line.engine_isl, line.engine_osl)  # fmt: skip
-            routes = [r for r in plan.routing if (r.site, r.role, r.system, r.model, r.tp, r.precision, r.max_batch,
-                                                   r.engine_isl, r.engine_osl) == identity]  # fmt: skip
-            in_period = [r for r in routes if r.period == period] or routes
-            node_load = sum(r.rps / r.rps_per_node for r in in_period)
-            rate = sum(r.rps for r in in_period) / node_load if node_load else 0.0
-            label = f"{line.system} ({line.role})"
-            stacks.setdefault(label, [0.0] * len(periods))[t] += line.nodes * rate
+            identity = tuple(getattr(allocation, a) for a in engine)
+            routes = [r for r in plan.routing if r.period == period and tuple(getattr(r, a) for a in engine) == identity]
+            instance_load = sum(r.rps / r.rps_per_instance for r in routes if r.rps_per_instance)
+            rate = sum(r.rps for r in routes) / instance_load if instance_load else 0.0
+            label = f"{allocation.system} ({allocation.role})"
+            stacks.setdefault(label, [0.0] * len(periods))[t] += allocation.instances * rate
     demand = [sum(w.periods[t].demand_rps for w in plan.workloads) for t in range(len(periods))]
     figure, axes = plt.subplots(figsize=(8, 4.5), dpi=110)
     bottom = [0.0] * len(periods)
@@ -137,7 +135,7 @@ def lengths_figure(plan, scenario) -> Figure:
         color = colors[index % len(colors)]
         axes.scatter([b.isl_tokens for b in workload.buckets], [b.osl_tokens for b in workload.buckets],
                      s=[40 + 400 * b.share for b in workload.buckets], color=color, alpha=0.7, label=workload.name)  # fmt: skip
-    engines = sorted({(line.engine_isl, line.engine_osl) for line in plan.lines if line.role != "spare"})
+    engines = sorted({(i.engine_isl, i.engine_osl) for i in plan.instances})
     for isl, osl in engines:
         axes.add_patch(Rectangle((0, 0), isl, osl, fill=False, linestyle="--", edgecolor="gray"))
         axes.annotate(f"engine {isl}/{osl}", (isl, osl), textcoords="offset points", xytext=(-60, 4), fontsize=7)

@@ -42,12 +42,12 @@ def print_plan(plan: Plan, console: Console) -> None:
                   + (f", gap {plan.mip_gap:.2%}" if plan.status == "feasible" and plan.mip_gap is not None else "")
                   + ")")  # fmt: skip
     buy = Table(title="What to buy or rent", title_justify="left")
-    for column in ("system", "how", "model", "engine", "period", "nodes", "GPUs", "USD/year"):
+    for column in ("system", "how", "period", "nodes", "GPUs", "USD/year", "each node runs"):
         buy.add_column(column, justify="right" if column in ("nodes", "GPUs", "USD/year") else "left")
     for line in plan.lines:
-        engine = _engine(line) if line.role != "spare" else "idle spare (N+k)"
-        buy.add_row(line.system, line.role, line.model, engine, line.period, str(line.nodes), str(line.gpus),
-                    f"{line.annual_cost_usd:,.0f}")  # fmt: skip
+        runs = line.runs or (_engine(line) if line.role != "spare" else "idle spare (N+k)")
+        buy.add_row(line.system, line.role, line.period, str(line.nodes), str(line.gpus), f"{line.annual_cost_usd:,.0f}",
+                    escape(runs))  # fmt: skip
     console.print(buy)
     totals = plan.totals
     nodes = totals.nodes
@@ -102,7 +102,7 @@ def print_plan(plan: Plan, console: Console) -> None:
         f"({stats.generated} configurations tried: {stats.pruned_memory} do not fit, {stats.pruned_latency} miss a "
         f"latency limit, {stats.pruned_dominated} dominated; {stats.kept} kept. Reasons: --json)"
     )
-    n_s = any(line.tp is None or line.precision is None for line in plan.lines)
+    n_s = any(i.tp is None or i.precision is None for i in plan.instances)
     if n_s:
         console.print("n/s = not stated by the benchmark source")
 
