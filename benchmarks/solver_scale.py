@@ -2,8 +2,10 @@
 
 20 workloads (5 models, 3 length buckets each), every catalog system that can be priced (on-prem and cloud),
 TP 1-8, every precision the GPU has (bf16, fp8, fp4), 4 batch caps, 3 engine lengths per model, 24 hourly
-periods, hybrid. Prints candidate counts, enumeration and build time, solve time, status and gap per solver.
-Run:  python benchmarks/solver_scale.py [--solvers cbc,highs,ortools] [--time-limit 60]
+periods, hybrid. Prints candidate counts, enumeration time, then per solver: model size, build time, the LP relaxation's bound and
+the root gap it leaves against the optimum, solve time, status and gap.
+Run:  python benchmarks/solver_scale.py [--solvers cbc,highs,ortools] [--time-limit 60] [--periods 24]
+      [--workloads 20] [--fleet shared|fixed]   (fixed: no reconfiguration, no sharing: the v1 formulation)
 """
 
 from __future__ import annotations
@@ -32,11 +34,11 @@ def hourly_factor(hour: int, phase: int) -> float:
     return round(0.15 + 0.85 * max(0.0, math.sin(math.pi * ((hour + phase) % 24 - 6) / 14)) ** 1.5, 3)
 
 
-def scale_scenario(catalog) -> dict:
+def scale_scenario(catalog, n_workloads: int = 20, n_periods: int = 24, fleet: str = "shared") -> dict:
     on_prem = [s for s, v in sorted(catalog.systems.items()) if v.kind == "on-prem" and v.power_kw is not None]
     cloud = [s for s, v in sorted(catalog.systems.items()) if v.kind == "cloud" and v.usd_per_hour is not None]
     workloads = []
-    for index in range(20):
+    for index in range(n_workloads):
         shares = [(index % 3 + 1) / 6, (2 - index % 3 + 1) / 6]
         shares.append(round(1 - sum(shares), 6))
         workloads.append({
@@ -44,49 +46,83 @@ def scale_scenario(catalog) -> dict:
             "buckets": [{"isl_tokens": i, "osl_tokens": o, "share": s} for (i, o), s in zip(BUCKETS, shares)],
             "slo": {"ttft_ms": 2000 + 500 * (index % 3), "itl_ms": 80},
         })  # fmt: skip
+    hours = [round(h * 24 / n_periods) for h in range(n_periods)]
     periods = [
-        {"name": f"h{hour:02d}", "hours_per_year": 365,
+        {"name": f"h{hour:02d}", "hours_per_year": 8760 / n_periods,
          "demand_factor": {w["name"]: hourly_factor(hour, i % 4) for i, w in enumerate(workloads)}}
-        for hour in range(24)
+        for hour in hours
     ]  # fmt: skip
     return {
         "name": "solver-scale", "deployment": "hybrid", "workloads": workloads, "periods": periods,
         "sites": {"on_prem": {"systems": on_prem, "price_usd": {s: p for s, p in PLACEHOLDER_PRICES.items() if s in on_prem}},
                   "cloud": {"systems": cloud}},
         "engine": {"max_batch_ladder": [16, 64, 256, 1024], "tp_ladder": [1, 2, 4, 8]},
+        "fleet": {"reconfigure_between_periods": fleet == "shared", "share_nodes_across_models": fleet == "shared"},
     }  # fmt: skip
+
+
+def lp_bound(model) -> float | None:
+    """The LP relaxation's optimum (every integer relaxed), by HiGHS."""
+    import pulp
+
+    from planner.optimize import quiet_stdout
+
+    with quiet_stdout():
+        model.problem.solve(pulp.HiGHS(msg=False, mip=False, threads=1))
+    return pulp.value(model.problem.objective) if model.problem.status == pulp.LpStatusOptimal else None
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--solvers", default="cbc,highs,ortools")
     parser.add_argument("--time-limit", type=float, default=60.0)
+    parser.add_argument("--periods", type=int, default=24)
+    parser.add_argument("--workloads", type=int, default=20)
+    parser.add_argument("--fleet", choices=("shared", "fixed"), default="shared")
     args = parser.parse_args()
+    started = time.perf_counter()
     catalog = load_catalog()
+    load_catalog_s = time.perf_counter() - started
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "scale.yaml"
-        path.write_text(yaml.safe_dump(scale_scenario(catalog), sort_keys=False))
+        path.write_text(yaml.safe_dump(scale_scenario(catalog, args.workloads, args.periods, args.fleet), sort_keys=False))
         scenario = load_scenario(path, catalog)
+    from planner.perf.calibration import efficiency_for
+
+    started = time.perf_counter()
+    for gpu in sorted({catalog.systems[o.system].gpu for o in scenario.offers}):
+        efficiency_for(catalog, catalog.gpus[gpu].architecture)  # calibration fits, cached with the catalog
+    calibrate_s = time.perf_counter() - started
     started = time.perf_counter()
     cset = enumerate_candidates(scenario, catalog)
     enumerate_s = time.perf_counter() - started
     stats = cset.stats
-    print(f"scenario: {len(scenario.workloads)} workloads x {sum(len(w.buckets) for w in scenario.workloads) // len(scenario.workloads)} "
+    print(f"catalog load {load_catalog_s:.2f} s, calibration fits {calibrate_s:.2f} s (once per catalog)")
+    print(f"fleet: {args.fleet}; scenario: {len(scenario.workloads)} workloads x {sum(len(w.buckets) for w in scenario.workloads) // len(scenario.workloads)} "
           f"buckets, {len(scenario.offers)} system offers, {len(scenario.periods)} periods")  # fmt: skip
     print(f"candidates: {stats.generated} generated, {stats.pruned_memory} do not fit, {stats.pruned_latency} miss a limit, "
           f"{stats.pruned_dominated} dominated, {stats.kept} kept; {len(cset.options)} options; enumeration {enumerate_s:.1f} s")  # fmt: skip
-    print(f"{'solver':8} {'build s':>8} {'solve s':>8} {'status':>9} {'gap':>8} {'USD/year':>14} {'vars':>8} {'rows':>8}")
+    started = time.perf_counter()
+    relaxed = build_fleet_model(scenario, cset, catalog)
+    build_s = time.perf_counter() - started
+    variables = relaxed.problem.variables()
+    integers = sum(1 for v in variables if v.cat == "Integer")
+    started = time.perf_counter()
+    bound = lp_bound(relaxed)
+    print(f"model: {len(variables)} variables ({integers} integer), {len(relaxed.problem.constraints)} rows; build "
+          f"{build_s:.2f} s; LP relaxation {bound:,.0f} USD/year in {time.perf_counter() - started:.2f} s")  # fmt: skip
+    print(f"{'solver':8} {'build s':>8} {'solve s':>8} {'status':>9} {'gap':>8} {'USD/year':>14} {'root gap':>9}")
     for solver in args.solvers.split(","):
         started = time.perf_counter()
         model = build_fleet_model(scenario, cset, catalog)
         build_s = time.perf_counter() - started
         outcome = solve_model(model, solver, args.time_limit)
-        objective = "-"
+        objective, root = "-", "-"
         if outcome.status in ("optimal", "feasible"):
-            objective = f"{_read_plan(scenario, cset, catalog, model, solver, outcome).objective_usd_per_year:,.0f}"
+            value = _read_plan(scenario, cset, catalog, model, solver, outcome).objective_usd_per_year
+            objective, root = f"{value:,.0f}", f"{(value - bound) / value:.2%}"
         gap = "-" if outcome.mip_gap is None else f"{outcome.mip_gap:.2%}"
-        print(f"{solver:8} {build_s:8.2f} {outcome.seconds:8.2f} {outcome.status:>9} {gap:>8} {objective:>14} "
-              f"{len(model.problem.variables()):8d} {len(model.problem.constraints):8d}")  # fmt: skip
+        print(f"{solver:8} {build_s:8.2f} {outcome.seconds:8.2f} {outcome.status:>9} {gap:>8} {objective:>14} {root:>9}")
 
 
 if __name__ == "__main__":

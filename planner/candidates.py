@@ -297,42 +297,54 @@ class _Builder:
         )  # fmt: skip
 
     def drop_dominated(self) -> None:
-        """Drop candidates another one makes useless: c is dominated by c' when m = ceil(max over c's buckets of
-        r[c] / r[c']) nodes of c' serve at least what one node of c serves and cost no more in every respect that
-        counts (annual and hourly cost, power, rack units, capex, GPUs). Replacing each node of c by m of c' then
-        keeps any plan feasible and no dearer, so the optimum is unchanged. Across systems only where no N + k
+        """Drop candidates another one makes useless, so the optimum is unchanged.
+
+        Nodes shared or reconfigured (the default fleet): c is dominated by c' on the same hardware offer when c'
+        serves every bucket c serves and m = ceil(max over c's buckets of rho[c] / rho[c']) units of c' take no
+        more GPUs than one unit of c: replacing each unit of c by m of c' keeps every node-room row, and the
+        engine-variant count cannot grow (all of c's units move to c').
+        One configuration per node all year (both fleet switches off): units are whole nodes and c is dominated
+        by c' when m nodes of c' serve at least what one node of c serves and cost no more in every respect that
+        counts (annual and hourly cost, power, rack units, capex, GPUs); across systems only where no N + k
         spares, engine-variant limit or GPU limit could tell them apart."""
         served: dict[str, dict[tuple[str, int], float]] = defaultdict(dict)
         for (workload, bucket, key), option in self.options.items():
-            served[key][(workload, bucket)] = option.rps_per_node
+            c = self.candidates[key]
+            served[key][(workload, bucket)] = option.rps_per_node * c.instances_per_unit / option.instances_per_node
         limits = self.scenario.limits
-        cross_system = limits.max_engine_variants is None and not limits.max_gpus
+        per_node = not (self.scenario.share_nodes_across_models or self.scenario.reconfigure_between_periods)
+        cross_system = per_node and limits.max_engine_variants is None and not limits.max_gpus
         groups: dict[tuple, list[str]] = defaultdict(list)
         for key, c in self.candidates.items():
             site_key = (c.site, c.pricing) if cross_system and not (c.pricing == "capex" and limits.spare_nodes_per_system) else (c.site, c.pricing, c.system)
-            groups[(*site_key, c.model, c.engine_isl, c.engine_osl)].append(key)
+            # across engine lengths too: an engine built for longer sequences serves the shorter buckets at the
+            # same rate (a paged KV cache runs as many of them), so it can dominate the narrower one
+            groups[(*site_key, c.model)].append(key)
         dropped = set()
         for keys in groups.values():
-            ordered = sorted(keys, key=lambda k: (self._unit_cost(k, served), k))
+            ordered = sorted(keys, key=lambda k: (self._unit_cost(k, served, per_node), k))
             for index, key in enumerate(ordered):
                 for other in ordered[:index]:
-                    if other not in dropped and self._dominates(other, key, served):
+                    if other not in dropped and self._dominates(other, key, served, per_node):
                         dropped.add(key)
                         break
         self.counts["dominated"] = len(dropped)
         self.candidates = {k: c for k, c in self.candidates.items() if k not in dropped}
         self.options = {k: o for k, o in self.options.items() if o.candidate not in dropped}
 
-    def _unit_cost(self, key: str, served: dict) -> float:
+    def _unit_cost(self, key: str, served: dict, per_node: bool) -> float:
         c = self.candidates[key]
-        return (c.annual_cost_usd + (c.usd_per_hour or 0.0)) / max(sum(served[key].values()), 1e-12)
+        cost = (c.annual_cost_usd + (c.usd_per_hour or 0.0)) if per_node else c.gpus_per_unit
+        return cost / max(sum(served[key].values()), 1e-12)
 
-    def _dominates(self, better: str, worse: str, served: dict) -> bool:
+    def _dominates(self, better: str, worse: str, served: dict, per_node: bool) -> bool:
         cells = served[worse]
         if any(served[better].get(cell, 0.0) <= 0 for cell in cells):
             return False
         m = max(1, math.ceil(max(rate / served[better][cell] for cell, rate in cells.items()) - 1e-9))
         b, w = self.candidates[better], self.candidates[worse]
+        if not per_node:
+            return m * b.gpus_per_unit <= w.gpus_per_unit
         pairs = (
             (b.annual_cost_usd, w.annual_cost_usd), (b.usd_per_hour or 0.0, w.usd_per_hour or 0.0),
             (b.power_kw, w.power_kw), (b.rack_units, w.rack_units), (b.capex_usd, w.capex_usd),

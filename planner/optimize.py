@@ -373,6 +373,30 @@ def add_gpu_floor(model: FleetModel, cset: CandidateSet, scenario: Scenario, dem
         model.problem += pulp.lpSum(terms) >= floor, f"gpu_floor_{t}"
 
 
+def add_instance_floor(model: FleetModel, cset: CandidateSet, scenario: Scenario, demand: dict) -> None:
+    """Valid inequality, per model m and period t: sum_{c of m} U[c,t] >= ceil(sum over m's buckets of
+    d[w,b,t] / (most requests/s any unit of m serves of the bucket)). Summing the engine-capacity rows of m's
+    configurations gives the bound; units are whole, so its ceiling holds too. It says what the LP relaxation
+    forgets: a model with any demand in a period runs at least one whole instance."""
+    fastest: dict[tuple[str, int], float] = {}
+    configs_of: dict[str, list[Candidate]] = defaultdict(list)
+    model_of = {w.name: w.model for w in scenario.workloads}
+    for c in cset.candidates:
+        configs_of[c.model].append(c)
+    for o in cset.options:
+        rate = unit_rate(o, cset.candidate(o.candidate))
+        fastest[(o.workload, o.bucket)] = max(fastest.get((o.workload, o.bucket), 0.0), rate)
+    for t, period in enumerate(scenario.periods):
+        need: dict[str, float] = defaultdict(float)
+        for (workload, bucket, name), value in demand.items():
+            if name == period.name and (workload, bucket) in fastest:
+                need[model_of[workload]] += value / fastest[(workload, bucket)]
+        for index, (model_id, units) in enumerate(sorted(need.items())):
+            terms = [model.units[(c.key, period.name)] for c in configs_of[model_id] if (c.key, period.name) in model.units]
+            if terms and units > 0:
+                model.problem += pulp.lpSum(terms) >= math.ceil(units - 1e-9), f"instance_floor_{t}_{index}"
+
+
 def cost_expression(model: FleetModel, scenario: Scenario) -> pulp.LpAffineExpression:
     """sum_{H_fix} cost[h] N[h] + sum_{H_dem,t} usd_per_hour[h] h[t] M[h,t] + sum_s cost[s] S[s]."""
     terms = [h.annual_cost_usd * model.fixed_nodes[k] for k, h in model.hardware.items() if h.fixed]
@@ -400,6 +424,7 @@ def build_fleet_model(
     add_node_room(model, cset, scenario)
     add_variant_limit(model, cset, scenario)
     add_gpu_floor(model, cset, scenario, demand)
+    add_instance_floor(model, cset, scenario, demand)
     if with_limits:
         if "power" not in skip:
             add_power_limit(model, scenario.limits.power_kw)
