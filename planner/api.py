@@ -240,6 +240,7 @@ class DeploymentResult:
     plan: Plan | None
     infeasible: tuple[str, ...]
     output_tokens_per_year: float
+    no_plan_status: str = "infeasible"  # or "stopped": the time limit came before any plan
 
     @property
     def usd_per_million_output_tokens(self) -> float | None:
@@ -261,19 +262,27 @@ def compare(
     scenario_path: Path | str, catalog_dirs: CatalogDirs = None, solver: str | None = None,
     time_limit_s: float | None = None,
 ) -> tuple[DeploymentResult, ...]:
-    """Plan the scenario on-prem, in the cloud and hybrid (as its sites allow) and return the three side by side."""
-    from planner.errors import InfeasiblePlanError
+    """Plan the scenario on-prem, in the cloud and hybrid (as its sites allow) and return the three side by side.
+    Candidates are priced once, for the deployment with the most offers, and each deployment solves on its part."""
+    from planner.candidates import enumerate_candidates, restrict_candidates
+    from planner.errors import InfeasiblePlanError, SolverStoppedError
+    from planner.optimize import solve_candidates
     from planner.scenario import load_scenario_deployments
 
     catalog = scenario_catalog(scenario_path, catalog_dirs)
+    deployments = load_scenario_deployments(scenario_path, catalog)
+    widest = max(deployments.values(), key=lambda s: len(s.offers))
+    priced = enumerate_candidates(widest, catalog)
     results = []
-    for deployment, scenario in load_scenario_deployments(scenario_path, catalog).items():
+    for deployment, scenario in deployments.items():
         tokens = output_tokens_per_year(scenario)
         try:
-            result = solve_plan(scenario, catalog, solver=solver, time_limit_s=time_limit_s)
+            result = solve_candidates(scenario, restrict_candidates(priced, scenario.offers), catalog, solver, time_limit_s)
             results.append(DeploymentResult(deployment, result, (), tokens))
         except InfeasiblePlanError as error:
             results.append(DeploymentResult(deployment, None, tuple(error.diagnosis), tokens))
+        except SolverStoppedError as error:
+            results.append(DeploymentResult(deployment, None, (str(error),), tokens, "stopped"))
     return tuple(results)
 
 

@@ -10,6 +10,7 @@ does not add candidates for that pair. Every pruning is counted, and its reasons
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -20,11 +21,12 @@ from planner.perf import (
     PerfMiss,
     PerfQuery,
     PerfResult,
-    best_point,
+    best_points_by_cap,
     model_precisions,
     modeled_points,
     operating_points,
 )
+from planner.perf.tables import instance_memory
 from planner.perf.roofline import supports_roofline
 from planner.plan import CandidateStats
 from planner.scenario import HOURS_PER_YEAR, Bucket, OnPremCosts, Scenario, SystemOffer, Workload
@@ -123,6 +125,21 @@ class CandidateSet:
 
 
 
+def restrict_candidates(cset: CandidateSet, offers) -> CandidateSet:
+    """The candidates of these offers only (`planner compare` enumerates the widest deployment once and solves
+    each deployment on its part). Dominance never compares candidates of different sites, so what remains is
+    what enumerating the narrower deployment would give."""
+    allowed = {(o.site, o.pricing, o.system) for o in offers}
+    systems = {o.system for o in offers}
+    candidates = tuple(c for c in cset.candidates if (c.site, c.pricing, c.system) in allowed)
+    keys = {c.key for c in candidates}
+    options = tuple(o for o in cset.options if o.candidate in keys)
+    pruned = tuple(p for p in cset.pruned if p.system in systems)
+    stats = dataclasses.replace(cset.stats, kept=len(candidates), options=len(options),
+                                pruned=tuple(p for p in cset.stats.pruned if p[1] in systems))  # fmt: skip
+    return CandidateSet(candidates, options, pruned, stats, cset.fastest)
+
+
 def on_prem_annual_cost_usd(price_usd: float, power_kw: float, rack_units: int, costs: OnPremCosts) -> tuple[float, str]:
     """capex / years + kW x utilization x PUE x $/kWh x 8760 h + maintenance x capex + RU x space $/RU/year."""
     capital = price_usd / costs.amortization_years
@@ -190,6 +207,7 @@ class _Builder:
         self.engines = engine_lengths_by_model(scenario)
         self.curves: dict[tuple, list[PerfResult] | str] = {}
         self.fastest: dict[str, dict[str, Fastest]] = defaultdict(dict)
+        self.engine_fit: dict[tuple[str, int, str], object] = {}  # memory fit of an option's engine lengths
 
     def note_fastest(self, workload: Workload, offer: SystemOffer, point: PerfResult) -> None:
         label = f"{offer.system} TP{point.tp} {point.precision}"
@@ -199,16 +217,17 @@ class _Builder:
             if value is not None and (known is None or value < known.value_ms):
                 self.fastest[workload.name][metric] = Fastest(value, label)
 
-    def add(self, offer: SystemOffer, workload: Workload, bucket: int, point: PerfResult, batch, lengths) -> None:
+    def add(self, offer: SystemOffer, workload: Workload, bucket: int, point: PerfResult, batch, lengths) -> str | None:
+        """The option of this point (its candidate made if new); its candidate key, or None when pruned."""
         system = self.catalog.systems[offer.system]
         instances = point.instances_per_node(system.gpus_per_node)
         rps_per_node = point.rps_per_node(system.gpus_per_node)
         if instances < 1:
             self.prune(workload, offer, f"an instance needs {point.gpus_per_instance} GPUs; the node has {system.gpus_per_node}")
-            return
+            return None
         if not rps_per_node:
             self.prune(workload, offer, f"no request throughput in {point.source}")
-            return
+            return None
         key = _key(offer, workload.model, point.tp, point.precision, batch, *lengths, point.gpus_per_instance)
         if key not in self.candidates:
             self.candidates[key] = Candidate(
@@ -220,6 +239,7 @@ class _Builder:
                     point.gpus_per_instance, system.gpus_per_node, self.scenario.share_nodes_across_models))),
             )  # fmt: skip
         self.options[(workload.name, bucket, key)] = Option(workload.name, bucket, key, rps_per_node, instances, point)
+        return key
 
     def prune(self, workload: Workload, offer: SystemOffer, reason: str, kind: str = "other") -> None:
         self.pruned.append(Pruned(workload.name, offer.system, reason, kind))
@@ -234,6 +254,7 @@ class _Builder:
             query, self.catalog, tps=tuple(self.scenario.tp_ladder),
             precisions=tuple(workload.precisions) if workload.precisions else None,
             sources=tuple(self.scenario.perf_sources), percentile=workload.slo.percentile, model_without_rows=False,
+            max_concurrency=max(self.scenario.max_batch_ladder),  # the ladder caps the batch of table rows too
         )  # fmt: skip
         if isinstance(points, PerfMiss):
             if points.reason.startswith("no benchmark row"):
@@ -267,28 +288,49 @@ class _Builder:
         engines = [e for e in self.engines[workload.model] if e[0] >= need_isl and e[1] >= need_osl]
         for tp in (t for t in self.scenario.tp_ladder if t <= system.gpus_per_node):
             for precision in precisions:
+                # the curve does not depend on the latency limits, nor on the engine's max lengths beyond whether
+                # one sequence of them fits (a paged KV cache runs as many of the bucket's sequences): one curve
+                # per bucket shape serves every workload and engine variant
+                points = self.curve(query, tp, precision, workload.slo.percentile)
+                if not isinstance(points, str) and points:
+                    self.note_fastest(workload, offer, points[0])
+                best_by_cap = None
                 for lengths in engines:
-                    curve_key = (query, tp, precision, workload.slo.percentile, lengths)
-                    if curve_key not in self.curves:
-                        self.curves[curve_key] = modeled_points(
-                            query, self.catalog, tp, precision, workload.slo.percentile, engine_lengths=lengths,
-                            aic_where_extrapolated="aic" in self.scenario.perf_sources,
-                        )
-                    points = self.curves[curve_key]
-                    if not isinstance(points, str) and points:
-                        self.note_fastest(workload, offer, points[0])
+                    fit = self.fit(workload.model, system.gpu, tp, precision, lengths)
+                    if not isinstance(points, str) and fit.fits and best_by_cap is None:
+                        best_by_cap = best_points_by_cap(points, query, self.scenario.max_batch_ladder)
                     for batch in self.scenario.max_batch_ladder:
                         self.counts["generated"] += 1
-                        if isinstance(points, str):
+                        if isinstance(points, str) or not fit.fits:
                             self.counts["memory"] += 1
-                            self.prune(workload, offer, points, "memory")
+                            why = points if isinstance(points, str) else f"TP{tp} {precision}: does not fit: {fit.reason}"
+                            self.prune(workload, offer, why, "memory")
                             continue
-                        best = best_point(points, query, max_concurrency=batch)
+                        best = best_by_cap[batch]
                         if isinstance(best, str):
                             self.counts["latency"] += 1
                             self.prune(workload, offer, f"TP{tp} {precision} batch <= {batch}: {best}", "latency")
                             continue
-                        self.add(offer, workload, bucket_index, best, batch, lengths)
+                        key = self.add(offer, workload, bucket_index, best, batch, lengths)
+                        if key is not None:
+                            self.engine_fit[(workload.name, bucket_index, key)] = fit
+
+    def fit(self, model: str, gpu: str, tp: int, precision: str, lengths: tuple[int, int]):
+        key = ("fit", model, gpu, tp, precision, lengths)
+        if key not in self.curves:
+            self.curves[key] = instance_memory(self.catalog, model, gpu, tp, precision, *lengths)
+        return self.curves[key]
+
+    def curve(self, query: PerfQuery, tp: int, precision: str, percentile: float) -> list[PerfResult] | str:
+        """The modeled curve of an engine at the query's lengths, computed once per shape (cached)."""
+        shape = dataclasses.replace(query, ttft_ms=None, itl_ms=None, e2e_ms=None)
+        key = (shape, tp, precision, percentile)
+        if key not in self.curves:
+            self.curves[key] = modeled_points(
+                shape, self.catalog, tp, precision, percentile,
+                aic_where_extrapolated="aic" in self.scenario.perf_sources,
+            )  # fmt: skip
+        return self.curves[key]
 
     def query(self, workload: Workload, offer: SystemOffer, bucket: Bucket) -> PerfQuery:
         return PerfQuery(
@@ -330,7 +372,10 @@ class _Builder:
                         break
         self.counts["dominated"] = len(dropped)
         self.candidates = {k: c for k, c in self.candidates.items() if k not in dropped}
-        self.options = {k: o for k, o in self.options.items() if o.candidate not in dropped}
+        self.options = {
+            k: o if k not in self.engine_fit else dataclasses.replace(o, perf=dataclasses.replace(o.perf, memory=self.engine_fit[k]))
+            for k, o in self.options.items() if o.candidate not in dropped
+        }  # fmt: skip
 
     def _unit_cost(self, key: str, served: dict, per_node: bool) -> float:
         c = self.candidates[key]

@@ -290,6 +290,22 @@ def modeled_points(
     return _aic_instead(query, catalog, tp, precision, curve) if aic_where_extrapolated else curve
 
 
+def best_points_by_cap(points: list[PerfResult], query: PerfQuery, caps) -> dict[int, PerfResult | str]:
+    """best_point for every batch cap at once: each point's limits are checked once (candidate enumeration asks
+    for every cap of the ladder on the same curve)."""
+    usable = [p for p in points if p.memory is None or p.memory.fits]
+    meets = [limit_violation(p, query.ttft_ms, query.itl_ms, query.e2e_ms) is None for p in usable]
+    out: dict[int, PerfResult | str] = {}
+    for cap in caps:
+        within = [p for p in usable if (p.concurrency or 0) <= cap]
+        if not within:
+            out[cap] = best_point(points, query, cap)  # says why, in the same words
+            continue
+        meeting = [p for p, ok in zip(usable, meets) if ok and (p.concurrency or 0) <= cap]
+        out[cap] = max(meeting, key=lambda r: (throughput_key(r), -(r.concurrency or 0))) if meeting else _best(within, query)
+    return out
+
+
 def best_point(points: list[PerfResult], query: PerfQuery, max_concurrency: int | None = None) -> PerfResult | str:
     """The highest-throughput point meeting the query's limits, at concurrency <= max_concurrency."""
     if max_concurrency is not None:
@@ -321,10 +337,10 @@ def _modelable(group, catalog: Catalog) -> bool:
             and supports_roofline(catalog.models[row.model]))  # fmt: skip
 
 
-def _pick(variants, query: PerfQuery, reasons: list[str]) -> list[PerfResult]:
+def _pick(variants, query: PerfQuery, reasons: list[str], max_concurrency: int | None = None) -> list[PerfResult]:
     points = []
     for variant in variants:
-        best = variant if isinstance(variant, str) else _best(variant, query)
+        best = variant if isinstance(variant, str) else best_point(variant, query, max_concurrency)
         (reasons if isinstance(best, str) else points).append(best)
     return points
 
@@ -337,8 +353,10 @@ def operating_points(
     sources: tuple[str, ...] = SOURCES,
     percentile: float = 50.0,
     model_without_rows: bool = True,
+    max_concurrency: int | None = None,
 ) -> list[PerfResult] | PerfMiss:
-    """The best point meeting the limits for each engine variant (TP, precision), from the first layer with data.
+    """The best point meeting the limits for each engine variant (TP, precision), from the first layer with data,
+    at concurrency <= `max_concurrency` (the largest batch of the scenario's ladder) when given.
 
     `tps`/`precisions` are the variants the roofline may model (default: TP 1-8 and the GPU's precisions, or the
     query's own TP/precision when it names them); `precisions` also filters table rows (a row that does not state
@@ -366,7 +384,7 @@ def operating_points(
                     variants.append(_curve(query, catalog, group[0].tp, group[0].precision, percentile))
                 else:
                     variants += _table_points(query, catalog, "interpolated" in sources, [group])
-            points = _pick(variants, query, reasons)
+            points = _pick(variants, query, reasons, max_concurrency)
             return points if points else PerfMiss(query, "; ".join(sorted(set(reasons))) or _no_data_reason(query, sources))
     if "interpolated" in sources:
         between = [p for p in over_lengths(query, catalog) if allowed(p)]
@@ -375,10 +393,10 @@ def operating_points(
         if query.concurrency is not None:
             between = [p for p in between if p.concurrency == query.concurrency]
         if between:
-            points = _pick([[p] for p in between], query, reasons)
+            points = _pick([[p] for p in between], query, reasons, max_concurrency)
             return points if points else PerfMiss(query, "; ".join(sorted(set(reasons))))
     if sources == ("aic",):
-        points = _pick(_aic_points(query, catalog, tps, precisions), query, reasons)
+        points = _pick(_aic_points(query, catalog, tps, precisions), query, reasons, max_concurrency)
         return points if points else PerfMiss(query, "; ".join(dict.fromkeys(reasons)))
     if modeled and model_without_rows:
         tps = (query.tp,) if query.tp else (tps or TP_LADDER)
@@ -389,7 +407,7 @@ def operating_points(
                 curve = _curve(query, catalog, tp, precision, percentile, anchored=sources != ("modeled",))
                 if "aic" in sources:  # auto: the package where the roofline would extrapolate (or cannot model)
                     curve = _aic_instead(query, catalog, tp, precision, curve)
-                best = curve if isinstance(curve, str) else _best(curve, query)
+                best = curve if isinstance(curve, str) else best_point(curve, query, max_concurrency)
                 if isinstance(best, str):
                     reasons.append(best if best.startswith(("TP", "aic")) or "architecture" in best else f"TP{tp} {precision}: {best}")
                 else:

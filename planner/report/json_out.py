@@ -107,8 +107,10 @@ def compare_document(results: tuple[DeploymentResult, ...]) -> dict:
         plan = r.plan
         sides.append({
             "deployment": r.deployment,
-            "status": plan.status if plan else "infeasible",
+            "status": plan.status if plan else r.no_plan_status,
             "objective_usd_per_year": plan.objective_usd_per_year if plan else None,
+            "mip_gap": plan.mip_gap if plan else None,
+            "solve_seconds": plan.solve_seconds if plan else None,
             "usd_per_million_output_tokens": _round(r.usd_per_million_output_tokens, 4),
             "output_tokens_per_year": round(r.output_tokens_per_year, 1),
             "gpus": plan.totals.gpus if plan else None,

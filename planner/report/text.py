@@ -224,11 +224,12 @@ def print_compare(results: tuple[DeploymentResult, ...], console: Console) -> No
     for r in results:
         plan = r.plan
         if plan is None:
-            table.add_row(r.deployment, "infeasible", "-", "-", "-", "-", "-")
+            table.add_row(r.deployment, r.no_plan_status, "-", "-", "-", "-", "-")
             continue
         per_million = r.usd_per_million_output_tokens
+        status = plan.status + (f" (gap {plan.mip_gap:.2%})" if plan.status == "feasible" and plan.mip_gap is not None else "")
         table.add_row(
-            r.deployment, plan.status, f"{plan.objective_usd_per_year:,.0f}",
+            r.deployment, status, f"{plan.objective_usd_per_year:,.0f}",
             "-" if per_million is None else f"{per_million:,.3f}", str(plan.totals.gpus),
             str(plan.totals.nodes), f"{plan.totals.capex_usd:,.0f}",
         )
