@@ -41,6 +41,7 @@ equality makes x the requests/s actually sent to each configuration, which the r
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -597,7 +598,10 @@ def solve_candidates(
         raise InfeasiblePlanError(diagnose_limits(scenario, cset, catalog, solver, time_limit_s))
     if outcome.status == "stopped":
         raise SolverStoppedError(solver, time_limit_s)
-    return _read_plan(scenario, cset, catalog, model, solver, outcome)
+    result = _read_plan(scenario, cset, catalog, model, solver, outcome)
+    if scenario.limits.power_kw is not None or scenario.limits.rack_units is not None or scenario.limits.capex_usd is not None or scenario.limits.max_gpus:
+        result = dataclasses.replace(result, binding_limits=costly_limits(scenario, cset, catalog, solver, time_limit_s, result))
+    return result
 
 
 def check_every_workload_has_options(scenario: Scenario, cset: CandidateSet) -> None:
@@ -989,29 +993,57 @@ def _assignment(option: Option, candidate: Candidate, workload, rps: float) -> A
 
 
 def _binding_limits(scenario: Scenario, totals: Totals, lines: list[PlanLine], instances) -> tuple[str, ...]:
-    """The budgets the plan uses up: what stops a cheaper answer."""
+    """The budgets the plan uses up (a first reading; costly_limits replaces it with what re-solves show)."""
+    return tuple(label for label, _ in _limit_usage(scenario, totals, lines, instances) if label.endswith("used up"))
+
+
+def _limit_usage(scenario: Scenario, totals: Totals, lines, instances) -> list[tuple[str, str | None]]:
+    """(what the plan uses of each limit set, the budget's skip name for a re-solve without it)."""
     limits = scenario.limits
-    binding = []
-    for label, used, limit, unit in (
-        ("power budget", totals.power_kw, limits.power_kw, "kW"),
-        ("rack-unit budget", totals.rack_units, limits.rack_units, "RU"),
-        ("capex budget", totals.capex_usd, limits.capex_usd, "USD"),
+    usage = []
+    for key, label, used, limit, unit in (
+        ("power", "power budget", totals.power_kw, limits.power_kw, "kW"),
+        ("rack", "rack-unit budget", totals.rack_units, limits.rack_units, "RU"),
+        ("capex", "capex budget", totals.capex_usd, limits.capex_usd, "USD"),
     ):
-        if limit is not None and used >= limit - _TOLERANCE * max(1.0, limit):
-            binding.append(f"{label}: {used:,.6g} of {limit:,.6g} {unit} used")
+        if limit is not None:
+            exhausted = used >= limit - _TOLERANCE * max(1.0, limit)
+            usage.append((f"{label}: {used:,.6g} of {limit:,.6g} {unit} used" + (" up" if exhausted else ""), key))
     for gpu, available in sorted(limits.max_gpus.items()):
+        peak, where = 0, scenario.periods[0].name
         for period in scenario.periods:
             used = sum(
                 line.gpus for line in lines
                 if line.gpu == gpu and (line.role != "on-demand" or line.period == period.name)
             )  # fmt: skip
-            if used >= available:
-                binding.append(f"GPUs of {gpu}: {used} of {available} used in period {period.name}")
-                break
+            if used > peak:
+                peak, where = used, period.name
+        usage.append((f"GPUs of {gpu}: {peak} of {available} used in period {where}" + (" up" if peak >= available else ""), f"gpus:{gpu}"))
     if limits.max_engine_variants is not None:
         variants = {(i.model, i.gpu, i.tp, i.precision, i.max_batch, i.engine_isl, i.engine_osl) for i in instances}
-        if len(variants) >= limits.max_engine_variants:
-            binding.append(f"engine variants: {len(variants)} of {limits.max_engine_variants}")
+        full = len(variants) >= limits.max_engine_variants
+        usage.append((f"engine variants: {len(variants)} of {limits.max_engine_variants} used" + (" up" if full else ""), None))
+    return usage
+
+
+def costly_limits(scenario: Scenario, cset: CandidateSet, catalog: Catalog, solver: str, time_limit_s: float, plan: Plan) -> tuple[str, ...]:
+    """The limits that cost money: for each budget the scenario sets, the plan re-solved without it; the budget
+    is binding when that optimum is cheaper (whether or not the plan used it up exactly: a power cap can force
+    a dearer mix and still leave a few kW unused). Where a re-solve cannot prove its optimum, or for the engine-
+    variant limit, a budget counts as binding when the plan uses it up."""
+    binding = []
+    for label, skip in _limit_usage(scenario, plan.totals, plan.lines, plan.instances):
+        if skip is None or plan.status != "optimal":
+            if label.endswith("used up"):
+                binding.append(label)
+            continue
+        model = build_fleet_model(scenario, cset, catalog, skip=frozenset({skip}))
+        outcome = solve_model(model, solver, time_limit_s)
+        cheaper = pulp.value(model.problem.objective) if outcome.status == "optimal" else None
+        if cheaper is not None and cheaper < plan.objective_usd_per_year - max(0.01, 1e-7 * plan.objective_usd_per_year):
+            binding.append(f"{label}; without it the plan costs {plan.objective_usd_per_year - cheaper:,.0f} USD/year less")
+        elif cheaper is None and label.endswith("used up"):
+            binding.append(label)
     return tuple(binding)
 
 

@@ -87,10 +87,10 @@ def test_rack_limit_changes_the_mix(mixed):
     assert "rack-unit budget 26 RU < 28 RU needed at minimum" in error.value.diagnosis[0]
 
 
-def test_power_budget_binding_is_reported(mixed):
-    result = mixed(power_kw=38)  # exactly what the optimum draws
+def test_power_budget_used_up_at_no_cost_is_not_binding(mixed):
+    result = mixed(power_kw=38)  # exactly what the unconstrained optimum draws: used up, but it costs nothing
     assert result.totals.nodes_by_system == {"sys-a": 2, "sys-b": 3}
-    assert any("power budget" in line for line in result.binding_limits)
+    assert not any("power budget" in line for line in result.binding_limits)
 
 
 def test_power_budget_too_small_is_diagnosed(mixed):
