@@ -168,8 +168,13 @@ def unit_load(cset: CandidateSet, demand: dict, candidate: Candidate, period: st
 def node_bound(model: FleetModel, cset: CandidateSet, scenario: Scenario, demand: dict, hardware: Hardware, periods) -> int:
     """Most nodes of h worth having in these periods. Without a variant limit: each bucket h can serve, all of it,
     on the configuration of h that needs the fewest GPUs for it (whole units); more nodes than that never help,
-    since everything routed to h could move onto those configurations. With one: every unit bound of h."""
+    since everything routed to h could move onto those configurations. With one: every unit bound of h. Without
+    reconfiguration, bought/reserved nodes hold every configuration's units at once: the sum of their bounds."""
     members = [c for c in cset.candidates if hardware_of(c) == hardware.key]
+    if hardware.fixed and not scenario.reconfigure_between_periods:
+        # the same units all year: each configuration at its own busiest period, side by side
+        gpus = sum(c.gpus_per_unit * max(model.unit_bounds[(c.key, p.name)] for p in periods) for c in members)
+        return math.ceil(gpus / hardware.gpus_per_node - 1e-9)
     most = 0
     for period in periods:
         if scenario.limits.max_engine_variants is None:
