@@ -417,7 +417,10 @@ def cost_expression(model: FleetModel, scenario: Scenario) -> pulp.LpAffineExpre
 def build_fleet_model(
     scenario: Scenario, cset: CandidateSet, catalog: Catalog, with_limits: bool = True, skip: frozenset = frozenset()
 ) -> FleetModel:
-    """The whole program; `skip` leaves out budgets by name (power, rack, capex, gpus:<id>) for diagnosis."""
+    """The whole program; `skip` leaves out budgets by name (power, rack, capex, gpus:<id>) for diagnosis.
+    Periods with the same demand are one period of the program (merge_equal_periods); every period of the
+    scenario still finds its variables under its own name."""
+    scenario, members = merge_equal_periods(scenario)
     model = FleetModel(pulp.LpProblem(_safe(scenario.name), pulp.LpMinimize), hardware_list(cset))
     demand = bucket_demand(scenario)
     define_unit_variables(model, cset, scenario, demand)
@@ -439,7 +442,42 @@ def build_fleet_model(
         if "capex" not in skip:
             add_capex_limit(model, scenario.limits.capex_usd)
         add_gpu_availability(model, scenario, catalog, skip)
+    _alias_merged_periods(model, members)
     return model
+
+
+def merge_equal_periods(scenario: Scenario) -> tuple[Scenario, dict[str, list[str]]]:
+    """Periods with the same demand of every workload, as one period with their hours added (and the names of
+    the periods each stands for). Exact: given the bought/reserved nodes, a period's best units, routing and
+    rented nodes serve every period with its demand, and its cost scales with the hours; one program period
+    instead of several also spares branch and bound from re-proving the same rounding in each copy."""
+    groups: dict[tuple, list] = {}
+    for period in scenario.periods:
+        signature = tuple(period.demand_rps[w.name] for w in scenario.workloads)
+        groups.setdefault(signature, []).append(period)
+    if len(groups) == len(scenario.periods):
+        return scenario, {p.name: [p.name] for p in scenario.periods}
+    merged, members = [], {}
+    for periods in groups.values():
+        first = periods[0]
+        merged.append(dataclasses.replace(first, hours_per_year=sum(p.hours_per_year for p in periods)))
+        members[first.name] = [p.name for p in periods]
+    return dataclasses.replace(scenario, periods=tuple(merged)), members
+
+
+def _alias_merged_periods(model: FleetModel, members: dict[str, list[str]]) -> None:
+    """Every period a merged one stands for gets its variables (read back after the solve)."""
+    for first, names in members.items():
+        for name in names[1:]:
+            for (key, period), var in list(model.units.items()):
+                if period == first:
+                    model.units[(key, name)] = var
+            for (key, period), var in list(model.period_nodes.items()):
+                if period == first:
+                    model.period_nodes[(key, name)] = var
+            for (w, b, c, period), var in list(model.routed.items()):
+                if period == first:
+                    model.routed[(w, b, c, name)] = var
 
 
 @dataclass(frozen=True)
@@ -820,7 +858,7 @@ def _runs(cset: CandidateSet, schedule: tuple, periods: tuple[str, ...], gpus_pe
             spans.append([period, period, content])
     if len(spans) == 1:
         return words(spans[0][2]) if len(periods) == 1 else f"all periods: {words(spans[0][2])}"
-    return "; ".join(f"{a}{'' if a == b else '-' + b}: {words(content)}" for a, b, content in spans)
+    return "; ".join(f"{a}{'' if a == b else ' to ' + b}: {words(content)}" for a, b, content in spans)
 
 
 def _node_line(scenario, cset: CandidateSet, hardware: Hardware, schedule: tuple, nodes: int, period: str,

@@ -182,3 +182,58 @@ def test_sharing_and_reconfiguring_cut_the_cost_of_a_day_night_fleet(tmp_path):
     assert nodes == {"shared": 2, "reconfigure": 3, "share": 3, "fixed": 3}
     shared = plans["shared"][0]
     assert any("day:" in line.runs and "night:" in line.runs for line in shared.lines)
+
+
+def test_both_switches_off_reproduce_the_v1_plan_and_sharing_saves_a_node():
+    """daily-hybrid: the v1 optimizer (commit fb61f59, one configuration per node all year) planned 15 DGX H100 for
+    980,681.98 USD/year; the shared, reconfigured fleet runs the nightly batch on the assistant's daytime nodes."""
+    import yaml
+    from conftest import SCENARIOS
+
+    document = yaml.safe_load((SCENARIOS / "daily-hybrid.yaml").read_text())
+    costs = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ("fixed", "shared"):
+            path = write_scenario(Path(tmp), {**document, "fleet": SWITCHES[name]}, f"{name}.yaml")
+            from planner.api import plan_file
+
+            result = plan_file(path)
+            costs[name] = (result.objective_usd_per_year, result.totals.nodes_by_system)
+    assert costs["fixed"] == (pytest.approx(980_681.98, abs=0.01), {"dgx-h100": 15})
+    assert costs["shared"] == (pytest.approx(915_303.18, abs=0.01), {"dgx-h100": 14})
+
+
+def test_periods_with_equal_demand_are_one_period_of_the_program(tmp_path):
+    """Two night periods with the same demand cost what one period of their added hours costs, and the plan still
+    lists each with its routes and instances."""
+    systems = [on_prem_system("sys-0", "H100-SXM-80GB", 200_000.0)]
+    rows = [instance_row("llama-3-8b", "H100-SXM-80GB", 1, 10.0), instance_row("llama-2-70b", "H100-SXM-80GB", 4, 5.0)]
+    base = {
+        "name": "merge",
+        "workloads": [
+            {"name": "chat", "model": "llama-3-8b", "isl_tokens": 1000, "osl_tokens": 100, "peak_rps": 75, "slo": {"ttft_ms": 500}},
+            {"name": "batch", "model": "llama-2-70b", "isl_tokens": 1000, "osl_tokens": 100, "peak_rps": 15, "slo": {"ttft_ms": 500}},
+        ],
+        "sites": {"on_prem": {"systems": ["sys-0"]}},
+        "perf": {"sources": ["measured"]},
+    }  # fmt: skip
+    night = {"chat": 0.2, "batch": 1.0}
+    split = [{"name": "day", "hours_per_year": 4380, "demand_factor": {"chat": 1.0, "batch": 0.0}},
+             {"name": "early", "hours_per_year": 2000, "demand_factor": night},
+             {"name": "late", "hours_per_year": 2380, "demand_factor": night}]  # fmt: skip
+    joined = [split[0], {"name": "night", "hours_per_year": 4380, "demand_factor": night}]
+    catalog = load_catalog(make_catalog(tmp_path, systems, rows))
+    from planner.candidates import enumerate_candidates
+    from planner.optimize import build_fleet_model
+
+    results = {}
+    for name, periods in (("split", split), ("joined", joined)):
+        loaded = load_scenario(write_scenario(tmp_path, {**base, "periods": periods}, f"{name}.yaml"), catalog)
+        results[name] = plan(loaded, catalog)
+        program = build_fleet_model(loaded, enumerate_candidates(loaded, catalog), catalog)
+        assert len([c for c in program.problem.constraints if c.startswith("demand_")]) == 2 * 1 + 1  # day: chat only
+    assert results["split"].objective_usd_per_year == pytest.approx(results["joined"].objective_usd_per_year)
+    early = sorted((r.workload, r.rps) for r in results["split"].routing if r.period == "early")
+    late = sorted((r.workload, r.rps) for r in results["split"].routing if r.period == "late")
+    assert early == late and early
+    assert {i.period for i in results["split"].instances} == {"day", "early", "late"}
