@@ -298,7 +298,7 @@ class _Builder:
                 for lengths in engines:
                     fit = self.fit(workload.model, system.gpu, tp, precision, lengths)
                     if not isinstance(points, str) and fit.fits and best_by_cap is None:
-                        best_by_cap = best_points_by_cap(points, query, self.scenario.max_batch_ladder)
+                        best_by_cap = self.best_by_cap(points, query, tp, precision, workload.slo.percentile)
                     for batch in self.scenario.max_batch_ladder:
                         self.counts["generated"] += 1
                         if isinstance(points, str) or not fit.fits:
@@ -314,6 +314,13 @@ class _Builder:
                         key = self.add(offer, workload, bucket_index, best, batch, lengths)
                         if key is not None:
                             self.engine_fit[(workload.name, bucket_index, key)] = fit
+
+    def best_by_cap(self, points, query: PerfQuery, tp: int, precision: str, percentile: float) -> dict:
+        """best_points_by_cap, once per curve and latency limits (workloads often share both)."""
+        key = ("best", query, tp, precision, percentile)
+        if key not in self.curves:
+            self.curves[key] = best_points_by_cap(points, query, self.scenario.max_batch_ladder)
+        return self.curves[key]
 
     def fit(self, model: str, gpu: str, tp: int, precision: str, lengths: tuple[int, int]):
         key = ("fit", model, gpu, tp, precision, lengths)

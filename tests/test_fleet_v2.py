@@ -155,25 +155,32 @@ def test_shared_optimum_equals_an_independent_milp(fleet):
     assert result.objective_usd_per_year == pytest.approx(independent_optimum(systems, scenario, rates, catalog), abs=0.05)
 
 
-def test_sharing_and_reconfiguring_cut_the_cost_of_a_day_night_fleet(tmp_path):
-    """Chat by day, batch by night, on one kind of node: sharing the nodes between the two models and switching
-    them between periods needs the peak of the sum, not the sum of the peaks."""
-    systems = [on_prem_system("sys-0", "H100-SXM-80GB", 200_000.0)]
-    rows = [instance_row("llama-3-8b", "H100-SXM-80GB", 1, 10.0), instance_row("llama-2-70b", "H100-SXM-80GB", 4, 5.0)]
-    scenario = {
+DAY_NIGHT_SYSTEMS = [on_prem_system("sys-0", "H100-SXM-80GB", 200_000.0)]
+DAY_NIGHT_ROWS = [instance_row("llama-3-8b", "H100-SXM-80GB", 1, 10.0), instance_row("llama-2-70b", "H100-SXM-80GB", 4, 5.0)]
+
+
+def day_night(periods: list[dict]) -> dict:
+    """Chat (8B) and batch (70B) on one node type, over these periods."""
+    return {
         "name": "day-night",
         "workloads": [
             {"name": "chat", "model": "llama-3-8b", "isl_tokens": 1000, "osl_tokens": 100, "peak_rps": 75, "slo": {"ttft_ms": 500}},
             {"name": "batch", "model": "llama-2-70b", "isl_tokens": 1000, "osl_tokens": 100, "peak_rps": 15, "slo": {"ttft_ms": 500}},
         ],
-        "periods": [
-            {"name": "day", "hours_per_year": 4380, "demand_factor": {"chat": 1.0, "batch": 0.0}},
-            {"name": "night", "hours_per_year": 4380, "demand_factor": {"chat": 0.2, "batch": 1.0}},
-        ],
+        "periods": periods,
         "sites": {"on_prem": {"systems": ["sys-0"]}},
         "perf": {"sources": ["measured"]},
     }  # fmt: skip
-    plans = solve_all(systems, rows, scenario)
+
+
+def test_sharing_and_reconfiguring_cut_the_cost_of_a_day_night_fleet(tmp_path):
+    """Chat by day, batch by night, on one kind of node: sharing the nodes between the two models and switching
+    them between periods needs the peak of the sum, not the sum of the peaks."""
+    scenario = day_night([
+        {"name": "day", "hours_per_year": 4380, "demand_factor": {"chat": 1.0, "batch": 0.0}},
+        {"name": "night", "hours_per_year": 4380, "demand_factor": {"chat": 0.2, "batch": 1.0}},
+    ])
+    plans = solve_all(DAY_NIGHT_SYSTEMS, DAY_NIGHT_ROWS, scenario)
     nodes = {name: result.totals.nodes_by_system["sys-0"] for name, (result, _, _) in plans.items()}
     # day: chat 75 rps / 10 per instance = 8 TP1 instances (8 GPUs); night: chat 15 rps = 2 TP1 + batch 15 / 5 =
     # 3 TP4 (12 GPUs) = 14 GPUs. Shared and reconfigured: max(8, 14) GPUs = 2 nodes. Reconfigured, one engine
@@ -206,29 +213,18 @@ def test_both_switches_off_reproduce_the_v1_plan_and_sharing_saves_a_node():
 def test_periods_with_equal_demand_are_one_period_of_the_program(tmp_path):
     """Two night periods with the same demand cost what one period of their added hours costs, and the plan still
     lists each with its routes and instances."""
-    systems = [on_prem_system("sys-0", "H100-SXM-80GB", 200_000.0)]
-    rows = [instance_row("llama-3-8b", "H100-SXM-80GB", 1, 10.0), instance_row("llama-2-70b", "H100-SXM-80GB", 4, 5.0)]
-    base = {
-        "name": "merge",
-        "workloads": [
-            {"name": "chat", "model": "llama-3-8b", "isl_tokens": 1000, "osl_tokens": 100, "peak_rps": 75, "slo": {"ttft_ms": 500}},
-            {"name": "batch", "model": "llama-2-70b", "isl_tokens": 1000, "osl_tokens": 100, "peak_rps": 15, "slo": {"ttft_ms": 500}},
-        ],
-        "sites": {"on_prem": {"systems": ["sys-0"]}},
-        "perf": {"sources": ["measured"]},
-    }  # fmt: skip
     night = {"chat": 0.2, "batch": 1.0}
     split = [{"name": "day", "hours_per_year": 4380, "demand_factor": {"chat": 1.0, "batch": 0.0}},
              {"name": "early", "hours_per_year": 2000, "demand_factor": night},
              {"name": "late", "hours_per_year": 2380, "demand_factor": night}]  # fmt: skip
     joined = [split[0], {"name": "night", "hours_per_year": 4380, "demand_factor": night}]
-    catalog = load_catalog(make_catalog(tmp_path, systems, rows))
+    catalog = load_catalog(make_catalog(tmp_path, DAY_NIGHT_SYSTEMS, DAY_NIGHT_ROWS))
     from planner.candidates import enumerate_candidates
     from planner.optimize import build_fleet_model
 
     results = {}
     for name, periods in (("split", split), ("joined", joined)):
-        loaded = load_scenario(write_scenario(tmp_path, {**base, "periods": periods}, f"{name}.yaml"), catalog)
+        loaded = load_scenario(write_scenario(tmp_path, day_night(periods), f"{name}.yaml"), catalog)
         results[name] = plan(loaded, catalog)
         program = build_fleet_model(loaded, enumerate_candidates(loaded, catalog), catalog)
         assert len([c for c in program.problem.constraints if c.startswith("demand_")]) == 2 * 1 + 1  # day: chat only
