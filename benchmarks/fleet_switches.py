@@ -36,11 +36,11 @@ def three_workloads() -> dict:
     return {
         "name": "three-workloads-24h", "deployment": "hybrid",
         "workloads": [
-            {"name": "chat", "model": "llama-3.1-8b", "isl_tokens": 1024, "osl_tokens": 256, "peak_rps": 60,
+            {"name": "chat", "model": "llama-3.1-8b", "isl_tokens": 1024, "osl_tokens": 256, "peak_rps": 400,
              "slo": {"ttft_ms": 1000, "itl_ms": 50}},
-            {"name": "summarize", "model": "llama-3.1-70b", "isl_tokens": 4096, "osl_tokens": 512, "peak_rps": 6,
+            {"name": "summarize", "model": "llama-3.1-70b", "isl_tokens": 4096, "osl_tokens": 512, "peak_rps": 40,
              "slo": {"ttft_ms": 3000, "itl_ms": 80}},
-            {"name": "batch", "model": "llama-3.1-70b", "isl_tokens": 2048, "osl_tokens": 512, "peak_rps": 8,
+            {"name": "batch", "model": "llama-3.1-70b", "isl_tokens": 2048, "osl_tokens": 512, "peak_rps": 60,
              "mode": "offline"},
         ],
         "periods": periods,
