@@ -13,8 +13,9 @@ from hypothesis import HealthCheck, given, settings
 
 from planner.api import compare, plan_file
 from planner.errors import InfeasiblePlanError
+from planner.scenario import load_scenario
 
-from conftest import make_catalog, node_row, on_prem_system, write_scenario
+from conftest import SCENARIOS, make_catalog, node_row, on_prem_system, write_scenario
 from test_properties import check_plan_covers_demand, fleets, solve
 
 
@@ -309,3 +310,56 @@ def test_three_solvers_agree_on_the_optimum(fleet):
         objectives[solver] = result.objective_usd_per_year
     assert objectives["highs"] == pytest.approx(objectives["cbc"], rel=1e-6, abs=0.01)
     assert objectives["ortools"] == pytest.approx(objectives["cbc"], rel=1e-6, abs=0.01)
+
+
+def test_a_diagnosis_never_quotes_a_minimum_from_a_stopped_re_solve(limited, monkeypatch):
+    """Re-solves stopped by their time limit prove only their bound: the message quotes it as a lower bound."""
+    import planner.optimize as optimize
+
+    real = optimize.solve_model
+
+    def stopped_with_a_bound(model, solver, limit):
+        outcome = real(model, solver, limit)
+        if outcome.status != "optimal":
+            return outcome
+        value = pulp.value(model.problem.objective)
+        return optimize.SolveOutcome("feasible", 0.1, outcome.seconds, best_bound=0.99 * value)
+
+    monkeypatch.setattr(optimize, "solve_model", stopped_with_a_bound)
+    with pytest.raises(InfeasiblePlanError) as error:
+        limited({"power_kw": 14})
+    (message,) = error.value.diagnosis
+    assert "needed at minimum" not in message
+    assert message == "power budget 14 kW < 14.85 kW, a lower bound on what is needed (the re-solve stopped at its time limit)"
+
+
+def test_the_batch_ladder_caps_table_rows_too(tmp_path, catalog):
+    # NIM rows for llama-3.3-70b TP2 fp8, 5000/500 reach concurrency 25 within ITL 40 ms; a ladder up to 16 may not
+    document = {
+        "name": "ladder",
+        "workloads": [{"name": "summ", "model": "llama-3.3-70b", "isl_tokens": 5000, "osl_tokens": 500,
+                       "peak_rps": 10, "slo": {"ttft_ms": 1000, "itl_ms": 40}}],
+        "sites": {"on_prem": {"systems": ["dgx-h100"]}},
+        "perf": {"sources": ["measured", "interpolated"]},
+    }  # fmt: skip
+    from planner.optimize import plan
+
+    wide = plan(load_scenario(write_scenario(tmp_path, document, "wide.yaml"), catalog), catalog)
+    assert max(a.concurrency for w in wide.workloads for a in w.assignments) == 25
+    narrow = plan(load_scenario(write_scenario(tmp_path, {**document, "engine": {"max_batch_ladder": [8, 16]}}, "narrow.yaml"),
+                                catalog), catalog)  # fmt: skip
+    assert max(a.concurrency for w in narrow.workloads for a in w.assignments) <= 16
+    assert narrow.objective_usd_per_year >= wide.objective_usd_per_year
+
+
+def test_compare_prices_candidates_once_and_reports_the_gap(cli, monkeypatch):
+    import planner.candidates as candidates
+
+    calls = []
+    real = candidates.enumerate_candidates
+    monkeypatch.setattr(candidates, "enumerate_candidates", lambda *a, **k: calls.append(1) or real(*a, **k))
+    code, out, err = cli("compare", SCENARIOS / "daily-hybrid.yaml", "--json")
+    assert code == 0, err
+    sides = json.loads(out)["deployments"]
+    assert [s["deployment"] for s in sides] == ["on-prem", "cloud", "hybrid"] and len(calls) == 1
+    assert all(s["mip_gap"] == 0.0 and s["status"] == "optimal" and s["solve_seconds"] >= 0 for s in sides)
