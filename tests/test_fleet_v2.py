@@ -233,3 +233,21 @@ def test_periods_with_equal_demand_are_one_period_of_the_program(tmp_path):
     late = sorted((r.workload, r.rps) for r in results["split"].routing if r.period == "late")
     assert early == late and early
     assert {i.period for i in results["split"].instances} == {"day", "early", "late"}
+
+
+def test_the_bom_lists_what_to_buy_and_the_plan_what_each_node_runs(tmp_path):
+    from planner.report.bom import build_bom
+
+    scenario = day_night([
+        {"name": "day", "hours_per_year": 4380, "demand_factor": {"chat": 1.0, "batch": 0.0}},
+        {"name": "night", "hours_per_year": 4380, "demand_factor": {"chat": 0.2, "batch": 1.0}},
+    ])
+    result, catalog, loaded = solve_all(DAY_NIGHT_SYSTEMS, DAY_NIGHT_ROWS, scenario)["shared"]
+    bom = build_bom(result, loaded, catalog)
+    (line,) = bom.lines  # one item: 2 nodes of sys-0, bought
+    assert (line.item, line.how, line.count) == ("sys-0", "bought", 2)
+    assert line.annual_cost_usd == pytest.approx(result.objective_usd_per_year)
+    assert sum(plan_line.nodes for plan_line in result.lines) == 2
+    for plan_line in result.lines:  # every node group says what it runs by day and by night
+        assert plan_line.runs in line.runs
+        assert "day:" in plan_line.runs and "night:" in plan_line.runs

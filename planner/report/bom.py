@@ -6,6 +6,7 @@ The totals equal the plan's objective (tests recompute them).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import io
 import zipfile
@@ -84,17 +85,40 @@ class Bom:
         return frame
 
 
+def _runs(line) -> str:
+    return "idle spare (N+k)" if line.role == "spare" else (line.runs or (
+        f"{line.model} {f'TP{line.tp}' if line.tp else 'TP n/s'} {line.precision or 'precision n/s'} "
+        f"batch {line.max_batch or 'n/s'} "
+        f"{line.engine_isl}/{line.engine_osl}"
+    ))  # fmt: skip
+
+
+def purchase_lines(plan: Plan) -> list[tuple]:
+    """What to buy or rent: the plan's node groups of one system, how and period added up (a BOM line per item),
+    each with what its nodes run ("2 nodes: ... | 1 node: ..." when groups differ)."""
+    merged: dict[tuple, list] = {}
+    for line in plan.lines:
+        merged.setdefault((line.site, line.system, line.role, line.period), []).append(line)
+    out = []
+    for group in merged.values():
+        first = group[0]
+        runs = _runs(first) if len(group) == 1 else " | ".join(
+            f"{line.nodes} node{'s' if line.nodes > 1 else ''}: {_runs(line)}" for line in group
+        )
+        out.append((first, sum(line.nodes for line in group), sum(line.gpus for line in group),
+                    round(sum(line.capex_usd for line in group), 2), round(sum(line.annual_cost_usd for line in group), 2),
+                    round(sum(line.power_kw for line in group), 6), runs))  # fmt: skip
+    return out
+
+
 def build_bom(plan: Plan, scenario: Scenario, catalog: Catalog) -> Bom:
     hours = {p.name: p.hours_per_year for p in scenario.periods}
     offers = {(o.system, o.pricing): o for o in scenario.offers}
     lines = []
-    for line in plan.lines:
+    for first, nodes, gpus, capex_usd, annual_cost_usd, power_kw, runs in purchase_lines(plan):
+        line = dataclasses.replace(first, nodes=nodes, gpus=gpus, capex_usd=capex_usd, annual_cost_usd=annual_cost_usd,
+                                   power_kw=power_kw)  # fmt: skip
         system = catalog.systems[line.system]
-        runs = "idle spare (N+k)" if line.role == "spare" else (line.runs or (
-            f"{line.model} {f'TP{line.tp}' if line.tp else 'TP n/s'} {line.precision or 'precision n/s'} "
-            f"batch {line.max_batch or 'n/s'} "
-            f"{line.engine_isl}/{line.engine_osl}"
-        ))  # fmt: skip
         if line.site == "on-prem":
             unit_price = line.capex_usd / line.nodes
             offer = offers.get((line.system, "capex"))
