@@ -284,6 +284,7 @@ class _Builder:
         if workload.precisions is not None:
             precisions = tuple(p for p in precisions if p in workload.precisions)
         query = self.query(workload, offer, bucket)
+        shape = dataclasses.replace(query, ttft_ms=None, itl_ms=None, e2e_ms=None)  # what the curve depends on
         need_isl, need_osl = bucket.engine_lengths
         engines = [e for e in self.engines[workload.model] if e[0] >= need_isl and e[1] >= need_osl]
         for tp in (t for t in self.scenario.tp_ladder if t <= system.gpus_per_node):
@@ -291,7 +292,7 @@ class _Builder:
                 # the curve does not depend on the latency limits, nor on the engine's max lengths beyond whether
                 # one sequence of them fits (a paged KV cache runs as many of the bucket's sequences): one curve
                 # per bucket shape serves every workload and engine variant
-                points = self.curve(query, tp, precision, workload.slo.percentile)
+                points = self.curve(shape, tp, precision, workload.slo.percentile)
                 if not isinstance(points, str) and points:
                     self.note_fastest(workload, offer, points[0])
                 best_by_cap = None
@@ -328,9 +329,8 @@ class _Builder:
             self.curves[key] = instance_memory(self.catalog, model, gpu, tp, precision, *lengths)
         return self.curves[key]
 
-    def curve(self, query: PerfQuery, tp: int, precision: str, percentile: float) -> list[PerfResult] | str:
-        """The modeled curve of an engine at the query's lengths, computed once per shape (cached)."""
-        shape = dataclasses.replace(query, ttft_ms=None, itl_ms=None, e2e_ms=None)
+    def curve(self, shape: PerfQuery, tp: int, precision: str, percentile: float) -> list[PerfResult] | str:
+        """The modeled curve of an engine at the lengths of `shape` (a query without limits), computed once."""
         key = (shape, tp, precision, percentile)
         if key not in self.curves:
             self.curves[key] = modeled_points(
@@ -390,11 +390,12 @@ class _Builder:
         return cost / max(sum(served[key].values()), 1e-12)
 
     def _dominates(self, better: str, worse: str, served: dict, per_node: bool) -> bool:
-        cells = served[worse]
-        if any(served[better].get(cell, 0.0) <= 0 for cell in cells):
+        cells, rates = served[worse], served[better]
+        if not rates.keys() >= cells.keys():
             return False
-        m = max(1, math.ceil(max(rate / served[better][cell] for cell, rate in cells.items()) - 1e-9))
         b, w = self.candidates[better], self.candidates[worse]
+        most = max(rate / rates[cell] for cell, rate in cells.items())
+        m = max(1, math.ceil(most - 1e-9))
         if not per_node:
             return m * b.gpus_per_unit <= w.gpus_per_unit
         pairs = (
