@@ -89,8 +89,11 @@ def _progress(quiet: bool, description: str = "pricing candidates (workload x sy
                   TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:  # fmt: skip
         task = bar.add_task(description, total=None)
 
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
+        def update(done: int, total: int | None, phase: str | None = None) -> None:
+            if phase is not None:  # a new phase of unknown length (the solve): its name and the time it takes
+                bar.update(task, description=phase, completed=0, total=None)
+            else:
+                bar.update(task, completed=done, total=total)
 
         yield update
 

@@ -617,7 +617,7 @@ def plan(
     catalog: Catalog,
     solver: str | None = None,
     time_limit_s: float | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[..., None] | None = None,
 ) -> Plan:
     """Size the fleet for `scenario`: the cheapest nodes that serve every workload's demand in every period
     within its limits. Raises InfeasiblePlanError with a diagnosis when no plan exists."""
@@ -625,6 +625,9 @@ def plan(
     if solver not in SOLVERS:
         raise PlannerInputError("--solver", "solver", f"unknown solver '{solver}'; allowed: {', '.join(SOLVERS)}")
     cset = enumerate_candidates(scenario, catalog, progress)
+    if progress is not None:
+        limit = time_limit_s if time_limit_s is not None else scenario.time_limit_s
+        progress(0, None, f"solving the integer program ({solver}, at most {limit:g} s)")
     return solve_candidates(scenario, cset, catalog, solver, time_limit_s)
 
 

@@ -18,7 +18,7 @@ import pulp
 
 from planner.candidates import CandidateSet, enumerate_candidates
 from planner.catalog import Catalog
-from planner.errors import InfeasiblePlanError, PlannerInputError
+from planner.errors import InfeasiblePlanError, PlannerInputError, SolverStoppedError
 from planner.plan import Plan, RobustnessSummary, configuration_key
 from planner.scenario import Scenario
 
@@ -198,6 +198,8 @@ def sensitivity(
             status, cost, nodes = replanned.status, replanned.objective_usd_per_year, replanned.totals.nodes
         except InfeasiblePlanError:
             status, cost, nodes = "infeasible", None, None
+        except SolverStoppedError:
+            status, cost, nodes = "stopped", None, None
         points.append(SensitivityPoint(t, d, s, not reasons, "; ".join(reasons), status, cost, nodes))
         if progress:
             progress(done + 1, len(grid))

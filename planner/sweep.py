@@ -19,7 +19,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from planner.errors import InfeasiblePlanError, PlannerInputError
+from planner.errors import InfeasiblePlanError, PlannerInputError, SolverStoppedError
 from planner.loading import StrictModel, read_yaml, validate_model
 
 
@@ -170,6 +170,8 @@ def run_point(task: tuple) -> dict:
         )  # fmt: skip
     except InfeasiblePlanError as error:
         record.update(status="infeasible", error="; ".join(error.diagnosis))
+    except SolverStoppedError as error:
+        record.update(status="stopped", error=str(error))
     except PlannerInputError as error:
         record.update(status="invalid", error=str(error))
     return record

@@ -251,3 +251,12 @@ def test_the_bom_lists_what_to_buy_and_the_plan_what_each_node_runs(tmp_path):
     for plan_line in result.lines:  # every node group says what it runs by day and by night
         assert plan_line.runs in line.runs
         assert "day:" in plan_line.runs and "night:" in plan_line.runs
+
+
+def test_progress_names_the_solve_after_the_enumeration(tmp_path):
+    catalog = load_catalog(make_catalog(tmp_path, DAY_NIGHT_SYSTEMS, DAY_NIGHT_ROWS))
+    loaded = load_scenario(write_scenario(tmp_path, day_night([{"name": "all", "hours_per_year": 8760}])), catalog)
+    calls = []
+    plan(loaded, catalog, progress=lambda *args: calls.append(args))
+    assert calls[-1] == (0, None, "solving the integer program (cbc, at most 60 s)")
+    assert calls[0][:2] == (1, len(loaded.workloads) * len(loaded.offers))
