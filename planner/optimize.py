@@ -557,8 +557,8 @@ def _cbc_bound(log_text: str) -> float | None:
 
 @contextlib.contextmanager
 def quiet_stdout():
-    """Send what a native library prints on file descriptor 1 (HiGHS' banner comes before any option can silence
-    it) to stderr, so `--json` output stays one JSON document."""
+    """Discard what a native library prints on file descriptor 1 (HiGHS' banner comes before any option can
+    silence it), so `--json` output stays one JSON document and the terminal stays clean."""
     sys.stdout.flush()
     try:
         saved = os.dup(1)
@@ -566,7 +566,8 @@ def quiet_stdout():
         yield
         return
     try:
-        os.dup2(2, 1)
+        with open(os.devnull, "w") as sink:
+            os.dup2(sink.fileno(), 1)
         yield
     finally:
         with contextlib.suppress(Exception):
