@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,8 +129,10 @@ class PeakAnswer:
 
 def peak(mean_rps: float, quantile: float = 0.95) -> PeakAnswer:
     """Peak requests/s at a quantile of Poisson arrivals (seed case C4)."""
-    if mean_rps < 0:
-        raise PlannerInputError("--mean-rps", "mean_rps", f"must be >= 0 (got {mean_rps:g})")
+    from planner.scenario import MAX_RPS
+
+    if not (math.isfinite(mean_rps) and 0 <= mean_rps <= MAX_RPS):
+        raise PlannerInputError("--mean-rps", "mean_rps", f"must be between 0 and {MAX_RPS:,.0f} (got {mean_rps:g})")
     if not 0 < quantile < 1:
         raise PlannerInputError("--quantile", "quantile", f"must be strictly between 0 and 1 (got {quantile:g})")
     return PeakAnswer(mean_rps, quantile, peak_rps_from_mean(mean_rps, quantile))
@@ -148,8 +152,8 @@ def users(rps: float, hours_per_day: float = 8.0, requests_per_user: float = 3.0
     for flag, name, value, low in (
         ("--rps", "rps", rps, 0.0), ("--hours", "hours", hours_per_day, 0.0), ("--requests-per-user", "requests_per_user", requests_per_user, 0.0),
     ):  # fmt: skip
-        if value < low or (name != "rps" and value == 0):
-            raise PlannerInputError(flag, name, f"must be > 0 (got {value:g})")
+        if not math.isfinite(value) or value < low or (name != "rps" and value == 0) or value > 1e9:
+            raise PlannerInputError(flag, name, f"must be a finite number > 0 and at most 1e9 (got {value:g})")
     if hours_per_day > 24:
         raise PlannerInputError("--hours", "hours", f"a day has at most 24 hours (got {hours_per_day:g})")
     return UsersAnswer(

@@ -286,7 +286,7 @@ def _csv_value(raw: object) -> object:
 def load_benchmark_table(path: Path, origin: str = SHIPPED_LAYER) -> list[BenchmarkRow]:
     """Read one benchmark CSV into rows; a bad row raises PlannerInputError naming file, line and column."""
     try:
-        with open(path, newline="", encoding="utf-8") as handle:
+        with open(path, newline="", encoding="utf-8-sig") as handle:
             records = list(csv.reader(handle))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise PlannerInputError(str(path), "", f"cannot read CSV: {exc}") from exc
@@ -318,7 +318,7 @@ def load_benchmark_table(path: Path, origin: str = SHIPPED_LAYER) -> list[Benchm
 def load_step_table(path: Path, models: dict, gpus: dict, origin: str = SHIPPED_LAYER) -> StepTable:
     """Read one calibration CSV of timed engine iterations; a bad cell raises PlannerInputError naming its line."""
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise PlannerInputError(str(path), "", f"cannot read CSV: {exc}") from exc
     if tuple(frame.columns) != STEP_COLUMNS:

@@ -6,6 +6,8 @@ of the planner, 4 the solver stopped at its time limit before it found any plan.
 
 from __future__ import annotations
 
+import math
+import os
 import sys
 from contextlib import contextmanager
 from enum import Enum
@@ -35,6 +37,13 @@ EXIT_BAD_INPUT = 2
 EXIT_DEFECT = 3  # the performance model could not solve (a planner defect, said as such)
 EXIT_STOPPED = 4  # the solver's time limit came before any plan: not infeasible, raise --time-limit
 
+
+def _finite(value: float | None) -> float | None:
+    """Every number option must be a finite number: 'inf' and 'nan' parse as floats but plan nothing."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"must be a finite number (got {value})")
+    return value
+
 CatalogOption = Annotated[
     Optional[list[Path]],
     typer.Option(
@@ -50,7 +59,8 @@ PerfSourceOption = Annotated[
 ]
 ScenarioArgument = Annotated[Path, typer.Argument(help="Scenario YAML file.")]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")]
-TimeLimitOption = Annotated[Optional[float], typer.Option("--time-limit", min=0.001, help="Solver time limit, seconds.")]
+TimeLimitOption = Annotated[Optional[float], typer.Option("--time-limit", callback=_finite, min=0.001, max=1e6,
+                                                          help="Solver time limit, seconds.")]
 
 
 class SolverChoice(str, Enum):
@@ -148,8 +158,9 @@ class Balancer(str, Enum):
 def simulate(
     scenario: ScenarioArgument,
     plan_file: Annotated[Optional[Path], typer.Option("--plan", help="A saved `planner plan --json` (default: plan now).")] = None,
-    duration: Annotated[float, typer.Option("--duration", min=1.0, help="Simulated seconds per workload and period.")] = 600.0,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed of the arrivals.")] = 0,
+    duration: Annotated[float, typer.Option("--duration", callback=_finite, min=1.0, max=86_400.0,
+                                            help="Simulated seconds per workload and period (at most a day).")] = 600.0,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Random seed of the arrivals (>= 0).")] = 0,
     balancer: Annotated[Balancer, typer.Option("--balancer", help="Load balancer across engine instances.")] = Balancer.least_outstanding,
     json: JsonOption = False,
     solver: SolverOption = None,
@@ -188,7 +199,7 @@ def plan(
     verify: Annotated[bool, typer.Option("--verify", help="Simulate the plan under Poisson arrivals and flag SLO misses.")] = False,
     perf_margin: Annotated[
         Optional[float],
-        typer.Option("--perf-margin", help="Robust plan: derate every throughput by this fraction (e.g. 0.2)."),
+        typer.Option("--perf-margin", callback=_finite, help="Robust plan: derate every throughput by this fraction (e.g. 0.2)."),
     ] = None,
     perf_source: PerfSourceOption = None,
     solver: SolverOption = None,
@@ -325,9 +336,9 @@ def perf(
     tp: Annotated[Optional[int], typer.Option("--tp", min=1, help="Tensor parallelism.")] = None,
     precision: Annotated[Optional[str], typer.Option("--precision", help="bf16 | fp16 | fp8 | fp4.")] = None,
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", min=1, help="Requests in flight.")] = None,
-    ttft_ms: Annotated[Optional[float], typer.Option("--ttft-ms", min=0.0, help="TTFT limit.")] = None,
-    itl_ms: Annotated[Optional[float], typer.Option("--itl-ms", min=0.0, help="ITL limit.")] = None,
-    e2e_ms: Annotated[Optional[float], typer.Option("--e2e-ms", min=0.0, help="End-to-end limit.")] = None,
+    ttft_ms: Annotated[Optional[float], typer.Option("--ttft-ms", callback=_finite, min=0.0, help="TTFT limit.")] = None,
+    itl_ms: Annotated[Optional[float], typer.Option("--itl-ms", callback=_finite, min=0.0, help="ITL limit.")] = None,
+    e2e_ms: Annotated[Optional[float], typer.Option("--e2e-ms", callback=_finite, min=0.0, help="End-to-end limit.")] = None,
     gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", min=1, help="GPUs per node for normalization.")] = 8,
     json: JsonOption = False,
     perf_source: PerfSourceOption = None,
@@ -370,9 +381,9 @@ def curve(
     precision: Annotated[str, typer.Option("--precision", help="bf16 | fp16 | fp8 | fp4.")],
     isl: Annotated[int, typer.Option("--isl", min=1, help="Input tokens.")],
     osl: Annotated[int, typer.Option("--osl", min=1, help="Output tokens.")],
-    ttft_ms: Annotated[Optional[float], typer.Option("--ttft-ms", min=0.0, help="TTFT limit.")] = None,
-    itl_ms: Annotated[Optional[float], typer.Option("--itl-ms", min=0.0, help="ITL limit.")] = None,
-    e2e_ms: Annotated[Optional[float], typer.Option("--e2e-ms", min=0.0, help="End-to-end limit.")] = None,
+    ttft_ms: Annotated[Optional[float], typer.Option("--ttft-ms", callback=_finite, min=0.0, help="TTFT limit.")] = None,
+    itl_ms: Annotated[Optional[float], typer.Option("--itl-ms", callback=_finite, min=0.0, help="ITL limit.")] = None,
+    e2e_ms: Annotated[Optional[float], typer.Option("--e2e-ms", callback=_finite, min=0.0, help="End-to-end limit.")] = None,
     x: Annotated[XAxis, typer.Option("--x", help="x axis of the plot.")] = XAxis.tokens_per_gpu,
     y: Annotated[YAxis, typer.Option("--y", help="y axis of the plot.")] = YAxis.ttft,
     png: Annotated[Optional[Path], typer.Option("--png", help="Write the plot to this PNG file.")] = None,
@@ -409,8 +420,8 @@ def _check_precision(precision: str | None) -> None:
 
 @app.command()
 def peak(
-    mean_rps: Annotated[float, typer.Option("--mean-rps", help="Mean requests per second.")],
-    quantile: Annotated[float, typer.Option("--quantile", help="Quantile of the Poisson arrival count.")] = 0.95,
+    mean_rps: Annotated[float, typer.Option("--mean-rps", callback=_finite, help="Mean requests per second.")],
+    quantile: Annotated[float, typer.Option("--quantile", callback=_finite, help="Quantile of the Poisson arrival count.")] = 0.95,
     json: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
@@ -428,9 +439,9 @@ def peak(
 
 @app.command()
 def users(
-    rps: Annotated[float, typer.Option("--rps", help="Sustained requests per second.")],
-    hours: Annotated[float, typer.Option("--hours", help="Working hours per day.")] = 8.0,
-    requests_per_user: Annotated[float, typer.Option("--requests-per-user", help="Requests per person per day.")] = 3.0,
+    rps: Annotated[float, typer.Option("--rps", callback=_finite, help="Sustained requests per second.")],
+    hours: Annotated[float, typer.Option("--hours", callback=_finite, help="Working hours per day.")] = 8.0,
+    requests_per_user: Annotated[float, typer.Option("--requests-per-user", callback=_finite, help="Requests per person per day.")] = 3.0,
     json: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
@@ -467,9 +478,14 @@ def catalog_list(
 
 def _scales(text: str, flag: str) -> tuple[float, ...]:
     try:
-        return tuple(float(part) for part in text.split(",") if part.strip())
+        scales = tuple(float(part) for part in text.split(",") if part.strip())
     except ValueError:
-        raise PlannerInputError(flag, flag.lstrip("-"), f"expected comma-separated numbers such as 1,0.9,0.8 (got '{text}')") from None
+        scales = ()
+    if not scales or len(scales) > 100 or not all(math.isfinite(v) and 0 < v <= 1000 for v in scales):
+        shown = text if len(text) <= 60 else text[:57] + "..."
+        raise PlannerInputError(flag, flag.lstrip("-"), "expected 1 to 100 comma-separated numbers in (0, 1000] such as "
+                                f"1,0.9,0.8 (got '{shown}')")  # fmt: skip
+    return scales
 
 
 @app.command()
@@ -505,7 +521,7 @@ def sensitivity(
 def sweep_command(
     sweep_file: Annotated[Path, typer.Argument(help="Sweep YAML: a scenario and the fields to vary (grid / monte_carlo).")],
     executor: Annotated[Optional[str], typer.Option("--executor", help="process (default) or ray.")] = None,
-    workers: Annotated[Optional[int], typer.Option("--workers", help="Local worker processes (default 1).")] = None,
+    workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="Local worker processes (default 1; at most the CPU count).")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Results table: .csv or .parquet.")] = None,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Pareto plot PNG (needs pareto: in the sweep).")] = None,
     json: JsonOption = False,
@@ -516,6 +532,9 @@ def sweep_command(
     def action() -> None:
         if out is not None and out.suffix.lower() not in (".csv", ".parquet"):
             raise PlannerInputError("--out", "out", f"unknown table type '{out.suffix}'; allowed: .csv, .parquet")
+        cpus = os.cpu_count() or 1
+        if workers is not None and workers > cpus:
+            print(f"note: --workers {workers} capped at {cpus}, the CPU count of this machine", file=sys.stderr)
         with _progress(json, "planning sweep points") as progress:
             result = api.sweep(sweep_file, executor, workers, progress)
         if out is not None:
@@ -633,7 +652,7 @@ def workload_analyze(
     trace: Annotated[Path, typer.Argument(help="Request trace: CSV, TSV or JSONL, one request per line.")],
     period: Annotated[str, typer.Option("--period", help="Rate window: second, minute, hour, day or e.g. 15min.")] = "hour",
     engines: Annotated[int, typer.Option("--engines", min=1, help="Engine variants (max ISL/OSL) to choose.")] = 2,
-    quantile: Annotated[Optional[float], typer.Option("--quantile", help="Peak quantile (default: catalog's).")] = None,
+    quantile: Annotated[Optional[float], typer.Option("--quantile", callback=_finite, help="Peak quantile (default: catalog's).")] = None,
     model: Annotated[Optional[str], typer.Option("--model", help="Model id of the workload (planner catalog models).")] = None,
     name: Annotated[Optional[str], typer.Option("--name", help="Workload name (default: the trace file's stem).")] = None,
     mode: Annotated[str, typer.Option("--mode", help="streaming, sequential or offline.")] = "streaming",

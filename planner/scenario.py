@@ -7,9 +7,10 @@ workloads carry resolved token lengths and peak request rates.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -17,6 +18,18 @@ from planner.catalog import Catalog, Precision
 from planner.errors import PlannerInputError, did_you_mean, unknown_id_message
 from planner.loading import StrictModel, read_yaml, validate_model
 from planner.requirements import peak_rps_from_mean, rps_from_users, words_to_tokens
+
+# Sane ranges for every number a scenario gives: beyond them a value is a typo or an attack, and the arithmetic
+# downstream (Poisson quantiles, costs, the solver's coefficients) would overflow or lose all precision.
+MAX_RPS = 1e6  # a million requests/s: far beyond any single fleet
+MAX_MS = 1e7  # a latency limit of ~2.8 hours
+MAX_FACTOR = 1e3  # a demand factor or forecast scale
+MAX_PERIOD_RPS = 1e7  # a workload's demand in one period, after its factor and Poisson quantile
+MAX_USD = 1e13  # a capex budget
+MAX_NODES = 1_000_000
+PositiveUsd = Annotated[float, Field(gt=0, le=1e9)]
+PositiveUsdPerHour = Annotated[float, Field(gt=0, le=1e5)]
+DemandFactor = Annotated[float, Field(ge=0, le=MAX_FACTOR)]
 
 HOURS_PER_YEAR = 8760.0
 
@@ -28,17 +41,17 @@ SolverName = Literal["cbc", "highs", "ortools"]
 class SloSpec(StrictModel):
     """Latency limits. Streaming cares for TTFT and ITL, sequential for E2E, offline for none (seed 002)."""
 
-    ttft_ms: float | None = Field(default=None, gt=0)
-    itl_ms: float | None = Field(default=None, gt=0)
-    e2e_ms: float | None = Field(default=None, gt=0)
+    ttft_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
+    itl_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
+    e2e_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
     percentile: float = Field(default=50, gt=0, lt=100)
 
 
 class UsersSpec(StrictModel):
     """Demand as people: daily active users x requests each, spread over the working hours."""
 
-    daily_active_users: float = Field(gt=0)
-    requests_per_user: float = Field(gt=0)
+    daily_active_users: float = Field(gt=0, le=1e11)
+    requests_per_user: float = Field(gt=0, le=1e6)
     working_hours_per_day: float = Field(gt=0, le=24)
 
 
@@ -47,11 +60,11 @@ class BucketSpec(StrictModel):
     `max_isl_tokens`/`max_osl_tokens` the bucket is a class of requests: throughput is priced at its (typical)
     lengths, and an engine serving it must hold the maxima."""
 
-    isl_tokens: int = Field(gt=0)
-    osl_tokens: int = Field(gt=0)
+    isl_tokens: int = Field(gt=0, le=100_000_000)
+    osl_tokens: int = Field(gt=0, le=100_000_000)
     share: float = Field(gt=0, le=1)
-    max_isl_tokens: int | None = Field(default=None, gt=0)
-    max_osl_tokens: int | None = Field(default=None, gt=0)
+    max_isl_tokens: int | None = Field(default=None, gt=0, le=100_000_000)
+    max_osl_tokens: int | None = Field(default=None, gt=0, le=100_000_000)
 
     @model_validator(mode="after")
     def _max_covers_length(self) -> "BucketSpec":
@@ -69,13 +82,13 @@ class WorkloadSpec(StrictModel):
     words_in: float | None = Field(default=None, gt=0, le=100_000_000)
     words_out: float | None = Field(default=None, gt=0, le=100_000_000)
     buckets: list[BucketSpec] | None = Field(default=None, min_length=1)
-    peak_rps: float | None = Field(default=None, ge=0)
-    mean_rps: float | None = Field(default=None, ge=0)
+    peak_rps: float | None = Field(default=None, ge=0, le=MAX_RPS)
+    mean_rps: float | None = Field(default=None, ge=0, le=MAX_RPS)
     users: UsersSpec | None = None
     peak_quantile: float | None = Field(default=None, gt=0, lt=1)
     mode: WorkloadMode = "streaming"
     slo: SloSpec = Field(default_factory=SloSpec)
-    precisions: list[Precision] | None = None
+    precisions: list[Precision] | None = Field(default=None, min_length=1)  # [] would allow nothing
 
     @model_validator(mode="after")
     def _one_way_each(self) -> "WorkloadSpec":
@@ -106,20 +119,20 @@ class WorkloadSpec(StrictModel):
 class OnPremSite(StrictModel):
     systems: list[str] = Field(min_length=1)
     # None: the catalog default (catalogs/defaults.yaml names each one's source)
-    amortization_years: float | None = Field(default=None, gt=0)
-    usd_per_kwh: float | None = Field(default=None, ge=0)
-    pue: float | None = Field(default=None, ge=1.0)
+    amortization_years: float | None = Field(default=None, ge=0.1, le=50)
+    usd_per_kwh: float | None = Field(default=None, ge=0, le=10)
+    pue: float | None = Field(default=None, ge=1.0, le=5.0)
     utilization_power_factor: float | None = Field(default=None, gt=0, le=1.0)
-    maintenance_fraction_per_year: float | None = Field(default=None, ge=0)
-    space_usd_per_rack_unit_per_year: float = Field(default=0.0, ge=0)
-    price_usd: dict[str, float] = Field(default_factory=dict)
+    maintenance_fraction_per_year: float | None = Field(default=None, ge=0, le=1.0)
+    space_usd_per_rack_unit_per_year: float = Field(default=0.0, ge=0, le=1e6)
+    price_usd: dict[str, PositiveUsd] = Field(default_factory=dict)
 
 
 class CloudSite(StrictModel):
     systems: list[str] = Field(min_length=1)
-    usd_per_hour: dict[str, float] = Field(default_factory=dict)
+    usd_per_hour: dict[str, PositiveUsdPerHour] = Field(default_factory=dict)
     # a reserved / committed price per system: a constant count all year, like on-prem
-    reserved_usd_per_hour: dict[str, float] = Field(default_factory=dict)
+    reserved_usd_per_hour: dict[str, PositiveUsdPerHour] = Field(default_factory=dict)
 
 
 class SitesSpec(StrictModel):
@@ -128,13 +141,13 @@ class SitesSpec(StrictModel):
 
 
 class LimitsSpec(StrictModel):
-    headroom_fraction: float = Field(default=0.0, ge=0)
-    power_kw: float | None = Field(default=None, gt=0)
-    rack_units: int | None = Field(default=None, gt=0)
-    capex_usd: float | None = Field(default=None, gt=0)
-    max_gpus: dict[str, int] = Field(default_factory=dict)  # GPU id -> GPUs available (in any period)
-    spare_nodes_per_system: int = Field(default=0, ge=0)  # N + k: k idle on-prem nodes per system in use
-    max_engine_variants: int | None = Field(default=None, gt=0)
+    headroom_fraction: float = Field(default=0.0, ge=0, le=10)
+    power_kw: float | None = Field(default=None, gt=0, le=1e8)
+    rack_units: int | None = Field(default=None, gt=0, le=1e8)
+    capex_usd: float | None = Field(default=None, gt=0, le=MAX_USD)
+    max_gpus: dict[str, Annotated[int, Field(ge=0, le=1e8)]] = Field(default_factory=dict)  # GPU id -> GPUs available (in any period)
+    spare_nodes_per_system: int = Field(default=0, ge=0, le=1000)  # N + k: k idle on-prem nodes per system in use
+    max_engine_variants: int | None = Field(default=None, gt=0, le=100_000)
 
 
 class PeriodSpec(StrictModel):
@@ -143,13 +156,13 @@ class PeriodSpec(StrictModel):
 
     name: str = Field(min_length=1)
     hours_per_year: float = Field(gt=0, le=8760)
-    demand_factor: dict[str, float] = Field(default_factory=dict)
+    demand_factor: dict[str, DemandFactor] = Field(default_factory=dict)
 
 
 class EngineSpec(StrictModel):
     """The engine settings the candidate enumeration tries."""
 
-    max_batch_ladder: list[int] = Field(default_factory=lambda: [8, 32, 128, 512], min_length=1)
+    max_batch_ladder: list[Annotated[int, Field(gt=0, le=100_000)]] = Field(default_factory=lambda: [8, 32, 128, 512], min_length=1)
     tp_ladder: list[Literal[1, 2, 4, 8]] = Field(default_factory=lambda: [1, 2, 4, 8], min_length=1)
 
 
@@ -177,7 +190,7 @@ class ForecastSpec(StrictModel):
     """One demand forecast: each named workload's demand x its factor (workloads not named keep 1)."""
 
     name: str = Field(min_length=1)
-    scale: dict[str, float] = Field(default_factory=dict)
+    scale: dict[str, DemandFactor] = Field(default_factory=dict)
 
 
 class RobustnessSpec(StrictModel):
@@ -199,7 +212,7 @@ class FleetSpec(StrictModel):
 
 class SolverSpec(StrictModel):
     name: SolverName = "cbc"
-    time_limit_s: float = Field(default=60.0, gt=0)
+    time_limit_s: float = Field(default=60.0, gt=0, le=1e6)
 
 
 class ScenarioSpec(StrictModel):
@@ -533,6 +546,13 @@ def resolve_periods(spec: ScenarioSpec, workloads: list[Workload], file: str) ->
             if factor < 0:
                 raise PlannerInputError(file, field, f"must be >= 0 (got {factor:g})")
         demand = {w.name: period_demand_rps(w, period.demand_factor.get(w.name, 1.0)) for w in workloads}
+        for name, rps in demand.items():
+            if not math.isfinite(rps) or rps > MAX_PERIOD_RPS:
+                raise PlannerInputError(
+                    file, f"periods[{index}:{period.name}].demand_factor.{name}",
+                    f"the period's demand of {name} comes to {rps:.4g} rps; allowed: a finite rate up to "
+                    f"{MAX_PERIOD_RPS:,.0f} rps (check the workload's rate and this factor)",
+                )  # fmt: skip
         periods.append(Period(period.name, period.hours_per_year, demand, _traffic(workloads, period.demand_factor)))
     return tuple(periods)
 

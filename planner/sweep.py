@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -181,11 +182,19 @@ def _tasks(sweep: Sweep) -> list[tuple]:
     return [(i, copy.deepcopy(sweep.base), values, sweep.catalog_dirs, sweep.scenario_file) for i, values in enumerate(sweep.points)]
 
 
+def worker_count(requested: int, tasks: int) -> int:
+    """Local worker processes: as asked, but never more than the CPUs (more only thrash and exhaust memory) nor
+    than the points to plan."""
+    if requested < 1:
+        raise PlannerInputError("--workers", "workers", f"must be >= 1 (got {requested})")
+    return max(1, min(requested, os.cpu_count() or 1, tasks))
+
+
 def run_sweep(sweep: Sweep, executor: str | None = None, workers: int | None = None, progress=None) -> list[dict]:
     """Every point's record, in point order. `executor`: process (local pool; 1 worker runs in this process) or ray."""
     executor = executor or sweep.executor
-    workers = workers or sweep.workers or 1
     tasks = _tasks(sweep)
+    workers = worker_count(workers or sweep.workers or 1, len(tasks))
     records: list[dict] = []
     if executor == "ray":
         return _run_on_ray(tasks, progress)

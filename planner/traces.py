@@ -51,7 +51,7 @@ def _read_table(path: Path) -> pd.DataFrame:
     try:
         if suffix in (".jsonl", ".ndjson", ".json"):
             records = []
-            with open(path, encoding="utf-8") as handle:
+            with open(path, encoding="utf-8-sig") as handle:
                 for number, line in enumerate(handle, start=1):
                     if not line.strip():
                         continue
@@ -63,7 +63,8 @@ def _read_table(path: Path) -> pd.DataFrame:
                         raise PlannerInputError(str(path), f"line {number}", "expected one JSON object per line")
             return pd.json_normalize(records)
         if suffix in (".csv", ".tsv", ".txt"):
-            return pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", dtype=str, keep_default_na=False)
+            return pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", dtype=str, keep_default_na=False,
+                               encoding="utf-8-sig")  # a byte-order mark (Excel's CSV) is not part of a column name
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise PlannerInputError(str(path), "", f"cannot read the trace: {exc}") from None
     raise PlannerInputError(str(path), "", f"unknown trace type '{suffix}'; allowed: .csv, .tsv, .jsonl, .ndjson")

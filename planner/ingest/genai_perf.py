@@ -156,7 +156,7 @@ def parse_csv(path: Path, statistic: str, concurrency_override: int | None = Non
     """The CSV export: stats block then value block; model and concurrency are not in it."""
     file = str(path)
     try:
-        rows = list(csv.reader(io.StringIO(path.read_text(encoding="utf-8"))))
+        rows = list(csv.reader(io.StringIO(path.read_text(encoding="utf-8-sig"))))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise PlannerInputError(file, "", f"cannot read: {exc}") from None
     metrics: dict[str, dict] = {}

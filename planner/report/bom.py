@@ -17,6 +17,7 @@ import pandas as pd
 
 from planner.catalog import Catalog
 from planner.plan import Plan
+from planner.report.spreadsheet import csv_safe_frame, text_cells
 from planner.scenario import Scenario
 
 _EPOCH = _dt.datetime(2000, 1, 1)  # fixed workbook timestamps: same plan, same bytes
@@ -180,11 +181,12 @@ def _assumptions(scenario: Scenario, catalog: Catalog) -> tuple[Assumption, ...]
 
 
 def write_csv(bom: Bom, path: Path) -> None:
-    bom.frame().to_csv(path, index=False, lineterminator="\n")
+    path.write_text(csv_text(bom), encoding="utf-8")
 
 
 def csv_text(bom: Bom) -> str:
-    return bom.frame().to_csv(index=False, lineterminator="\n")
+    """The BOM as CSV; text a spreadsheet would run as a formula is made inert (planner.report.spreadsheet)."""
+    return csv_safe_frame(bom.frame()).to_csv(index=False, lineterminator="\n")
 
 
 def write_xlsx(bom: Bom, path: Path) -> None:
@@ -223,6 +225,7 @@ def write_xlsx(bom: Bom, path: Path) -> None:
         notes.append([item.name, item.value, item.source])
     notes.column_dimensions["A"].width = 40
     notes.column_dimensions["C"].width = 100
+    text_cells(workbook)  # names from the scenario stay text, never formulas
     workbook.properties.created = _EPOCH
     workbook.properties.modified = _EPOCH
     workbook.properties.creator = "planner"

@@ -158,8 +158,10 @@ def sensitivity_document(result) -> dict:
 def sensitivity_csv(result) -> str:
     import pandas as pd
 
+    from planner.report.spreadsheet import csv_safe_frame
+
     frame = pd.DataFrame([asdict(point) for point in result.points])
-    return frame.to_csv(index=False, lineterminator="\n")
+    return csv_safe_frame(frame).to_csv(index=False, lineterminator="\n")
 
 
 def write_sweep_table(records, path) -> None:
@@ -177,5 +179,7 @@ def write_sweep_table(records, path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         frame.to_parquet(path, index=False)
         return
+    from planner.report.spreadsheet import csv_safe_frame
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(frame.to_csv(index=False, lineterminator="\n"), encoding="utf-8")
+    path.write_text(csv_safe_frame(frame).to_csv(index=False, lineterminator="\n"), encoding="utf-8")

@@ -1,0 +1,157 @@
+"""Hostile and careless input (issue 16): one clear exit-2 line, never a traceback, a hang or damage."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+import yaml
+from conftest import SCENARIOS
+
+EVIL = '=HYPERLINK("http://evil.example/","click")'
+
+
+def evil_scenario(tmp_path):
+    document = yaml.safe_load((SCENARIOS / "daily-hybrid.yaml").read_text())
+    document["periods"][2]["name"] = EVIL  # the night: on-demand lines and the runs of bought nodes name it
+    path = tmp_path / "evil.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+def test_names_never_become_formulas_in_a_csv_bom(cli, tmp_path):
+    out = tmp_path / "bom.csv"
+    code, _, err = cli("bom", evil_scenario(tmp_path), "--format", "csv", "--out", out)
+    assert code == 0, err
+    cells = [cell for row in csv.reader(io.StringIO(out.read_text())) for cell in row]
+    assert any(EVIL in cell for cell in cells)
+    assert not [cell for cell in cells if cell.startswith(("=", "+", "-", "@"))]
+
+
+def test_names_never_become_formulas_in_an_xlsx_bom(cli, tmp_path):
+    from openpyxl import load_workbook
+
+    out = tmp_path / "bom.xlsx"
+    code, _, err = cli("bom", evil_scenario(tmp_path), "--format", "xlsx", "--out", out)
+    assert code == 0, err
+    workbook = load_workbook(out)
+    found = 0
+    for sheet in workbook.worksheets:
+        for row in sheet.iter_rows():
+            for cell in row:
+                assert cell.data_type != "f", f"{sheet.title}!{cell.coordinate} is a formula: {cell.value}"
+                found += isinstance(cell.value, str) and EVIL in cell.value
+    assert found
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name: x\nname: y\n", "line 2, column 1: malformed YAML: duplicate key 'name' (first on line 1)"),
+        ("a: " + "[" * 200 + "]" * 200 + "\n", "document: nested more than 64 levels deep"),
+        ("a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+            f"{b}: &{b} [{', '.join(['*' + a] * 10)}]\n" for a, b in zip("abcdefg", "bcdefgh")) + "name: *h\n",
+         "document: more than 200,000 values once its aliases (*name) are expanded"),
+    ],
+)
+def test_yaml_that_is_ambiguous_or_explodes_is_refused(cli, tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    code, _, err = cli("validate", path)
+    assert code == 2 and err.strip() == f"error: {path}: {message}"
+
+
+def test_an_oversized_file_is_not_read(cli, tmp_path):
+    path = tmp_path / "big.yaml"
+    path.write_text("# " + "x" * (4 * 1024 * 1024) + "\n")
+    code, _, err = cli("validate", path)
+    assert code == 2 and "at most 4,194,304 are read" in err and len(err) < 300
+
+
+def test_a_bad_value_is_quoted_short(cli, tmp_path):
+    document = yaml.safe_load((SCENARIOS / "contact-center.yaml").read_text())
+    document["workloads"][0]["peak_rps"] = ["x" * 100_000]
+    path = tmp_path / "long.yaml"
+    path.write_text(yaml.safe_dump(document))
+    code, _, err = cli("validate", path)
+    assert code == 2 and len(err) < 400 and "..." in err
+
+
+def test_a_byte_order_mark_is_read_as_nothing(cli, tmp_path):
+    scenario = tmp_path / "bom.yaml"
+    scenario.write_bytes(b"\xef\xbb\xbf" + (SCENARIOS / "contact-center.yaml").read_bytes())
+    code, _, err = cli("validate", scenario)
+    assert code == 0, err
+
+
+def test_a_catalog_csv_saved_by_excel_with_a_byte_order_mark_loads(tmp_path):
+    from conftest import make_catalog, node_row, on_prem_system
+
+    from planner.catalog import load_catalog
+
+    directory = make_catalog(tmp_path, [on_prem_system("sys-a", "H100-SXM-80GB", 300.0)],
+                             [node_row("llama-3-8b", "H100-SXM-80GB", 1000, 100, 10.0)])  # fmt: skip
+    table = directory / "benchmarks" / "test.csv"
+    table.write_bytes(b"\xef\xbb\xbf" + table.read_bytes())
+    (row,) = [r for r in load_catalog(directory).benchmarks if r.gpu == "H100-SXM-80GB" and r.model == "llama-3-8b" and r.per == "node"]
+    assert row.source == "test fixture"
+
+
+def _mutated(tmp_path, base: str, mutate) -> str:
+    document = yaml.safe_load((SCENARIOS / base).read_text())
+    mutate(document)
+    path = tmp_path / "mutated.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("base", "mutate", "field"),
+    [
+        ("daily-hybrid.yaml", lambda d: d["workloads"][0].update(mean_rps=1e30), "workloads[0:assistant].mean_rps"),
+        ("daily-hybrid.yaml", lambda d: d["periods"][0]["demand_factor"].update(assistant=1e308),
+         "periods[0:business-hours].demand_factor.assistant"),
+        ("contact-center.yaml", lambda d: d.update(limits={"headroom_fraction": 1e308}), "limits.headroom_fraction"),
+        ("contact-center.yaml", lambda d: d["sites"]["on_prem"].update(usd_per_kwh=1e308), "sites.on_prem.usd_per_kwh"),
+        ("contact-center.yaml", lambda d: d["sites"]["on_prem"].update(amortization_years=1e-300),
+         "sites.on_prem.amortization_years"),
+        ("contact-center.yaml", lambda d: d["sites"]["on_prem"].update(price_usd={"dgx-h100": 1e308}),
+         "sites.on_prem.price_usd.dgx-h100"),
+        ("contact-center.yaml", lambda d: d.update(limits={"spare_nodes_per_system": 10**15}), "limits.spare_nodes_per_system"),
+        ("contact-center.yaml", lambda d: d.update(engine={"max_batch_ladder": [0]}), "engine.max_batch_ladder[0]"),
+        ("contact-center.yaml", lambda d: d.update(engine={"max_batch_ladder": [-8]}), "engine.max_batch_ladder[0]"),
+        ("contact-center.yaml", lambda d: d["workloads"][0].update(precisions=[]), "workloads[0:call-summaries].precisions"),
+        ("contact-center.yaml", lambda d: d["workloads"][0].update(peak_rps=1e308), "workloads[0:call-summaries].peak_rps"),
+    ],
+)
+def test_numbers_out_of_any_sane_range_are_refused_naming_the_field(cli, tmp_path, base, mutate, field):
+    code, out, err = cli("plan", _mutated(tmp_path, base, mutate))
+    assert code == 2, (out, err)
+    assert err.startswith(f"error: {tmp_path / 'mutated.yaml'}: {field}") and len(err) < 400
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("peak", "--mean-rps", "inf"), ("peak", "--mean-rps", "nan"), ("peak", "--mean-rps", "1e30"),
+        ("users", "--rps", "nan"), ("simulate", str(SCENARIOS / "contact-center.yaml"), "--duration", "inf"),
+        ("simulate", str(SCENARIOS / "contact-center.yaml"), "--duration", "1e9"),
+        ("simulate", str(SCENARIOS / "contact-center.yaml"), "--seed", "-1"),
+        ("plan", str(SCENARIOS / "contact-center.yaml"), "--time-limit", "nan"),
+        ("sensitivity", str(SCENARIOS / "contact-center.yaml"), "--demand", "inf"),
+    ],
+)
+def test_option_values_that_are_not_finite_or_sane_exit_2(cli, args):
+    code, out, err = cli(*args)
+    assert code == 2 and "Traceback" not in err + out
+
+
+def test_workers_are_capped_at_the_cpu_count(monkeypatch):
+    import planner.sweep as sweep
+
+    monkeypatch.setattr(sweep.os, "cpu_count", lambda: 4)
+    assert sweep.worker_count(100_000, 50) == 4
+    assert sweep.worker_count(3, 2) == 2
+    with pytest.raises(Exception):
+        sweep.worker_count(0, 5)
