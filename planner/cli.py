@@ -109,9 +109,17 @@ def _progress(quiet: bool, description: str = "pricing candidates (workload x sy
 
 
 def _write_text(path: Path, text: str) -> None:
-    """Write an output file (its folder created), only once the command's work has succeeded."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    """Write an output file (its folder created), only once the command's work has succeeded, all or nothing."""
+    from planner.report.files import write_text_atomic
+
+    write_text_atomic(path, text)
+
+
+def _not_an_input(out: Optional[Path], *inputs, flag: str = "--out") -> None:
+    """Refuse, before any work, an output path that is one of the command's input files."""
+    from planner.report.files import check_not_an_input
+
+    check_not_an_input(out, inputs, flag)
 
 
 def _run(action, debug: bool, json: bool = False) -> None:
@@ -272,6 +280,7 @@ def bom(
         if format is BomFormat.xlsx and out is None:
             raise PlannerInputError("--out", "out", "an XLSX bill of materials needs --out FILE.xlsx")
         _check_writable(out)
+        _not_an_input(out, scenario, *(catalog or ()))
         from planner.report import bom as bom_report
 
         with _progress(False) as progress:
@@ -283,7 +292,7 @@ def bom(
             if out is None:
                 sys.stdout.write(content)
             else:
-                out.write_text(content, encoding="utf-8")
+                _write_text(out, content)
         if out is not None:
             print(f"bill of materials written to {out}", file=sys.stderr)
 
@@ -294,6 +303,7 @@ def bom(
 def report(
     scenario: ScenarioArgument,
     out: Annotated[Path, typer.Option("--out", help="Folder for report.md, report.html and the PNG plots.")],
+    force: Annotated[bool, typer.Option("--force", help="Write into a non-empty folder that holds no previous report.")] = False,
     solver: SolverOption = None,
     time_limit: TimeLimitOption = None,
     catalog: CatalogOption = None,
@@ -303,10 +313,12 @@ def report(
 
     def action() -> None:
         from planner.report import document
+        from planner.report.files import check_report_folder
 
+        check_report_folder(out, force)  # before planning; write_report clears a previous report's files
         with _progress(False) as progress:
             planned = api.plan_in_context(scenario, catalog, solver.value if solver else None, time_limit, progress)
-        files = document.write_report(document.build_report(planned), out)
+        files = document.write_report(document.build_report(planned), out, force)
         print(f"report written to {files[0]} and {files[1]} ({len(files) - 2} plots)")
 
     _run(action, debug)
@@ -505,6 +517,7 @@ def sensitivity(
 
     def action() -> None:
         scales = (_scales(throughput, "--throughput"), _scales(demand, "--demand"), _scales(latency, "--latency"))
+        _not_an_input(out, scenario, *(catalog or ()))
         with _progress(json) as progress:
             result = api.sensitivity(scenario, catalog, *scales, solver.value if solver else None, time_limit, progress)
         if out is not None:
@@ -532,6 +545,8 @@ def sweep_command(
     def action() -> None:
         if out is not None and out.suffix.lower() not in (".csv", ".parquet"):
             raise PlannerInputError("--out", "out", f"unknown table type '{out.suffix}'; allowed: .csv, .parquet")
+        _not_an_input(out, sweep_file)
+        _not_an_input(plot, sweep_file, flag="--plot")
         cpus = os.cpu_count() or 1
         if workers is not None and workers > cpus:
             print(f"note: --workers {workers} capped at {cpus}, the CPU count of this machine", file=sys.stderr)
@@ -585,6 +600,7 @@ def ingest(
 
     def action() -> None:
         options = IngestOptions(model, gpu, tp, precision, node, statistic, isl, osl, concurrency)
+        _not_an_input(out, *paths)
         result = api.ingest_results(tool.value, paths, options, out.name if out else "ingested", catalog)
         csv_text = result.csv_text()
         if out is not None:
@@ -671,6 +687,7 @@ def workload_analyze(
     def action() -> None:
         if mode not in ("streaming", "sequential", "offline"):
             raise PlannerInputError("--mode", "mode", f"unknown mode '{mode}'; allowed: streaming, sequential, offline")
+        _not_an_input(out, trace, base)  # --base dh.yaml --out dh.yaml would rewrite it without its comments
         answer = api.analyze_workload(
             trace, period, engines, quantile, name, model, mode, (time_column, input_column, output_column), time_unit,
             base, catalog,

@@ -155,3 +155,55 @@ def test_workers_are_capped_at_the_cpu_count(monkeypatch):
     assert sweep.worker_count(3, 2) == 2
     with pytest.raises(Exception):
         sweep.worker_count(0, 5)
+
+
+def test_an_output_never_overwrites_an_input(cli, tmp_path):
+    scenario = tmp_path / "cc.yaml"
+    scenario.write_text((SCENARIOS / "contact-center.yaml").read_text())
+    before = scenario.read_bytes()
+    code, _, err = cli("bom", scenario, "--out", scenario)
+    assert code == 2 and "is an input of this command" in err
+    assert scenario.read_bytes() == before
+
+
+def test_a_report_folder_must_be_new_empty_or_a_previous_report(cli, tmp_path):
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    code, _, err = cli("report", SCENARIOS / "contact-center.yaml", "--out", folder)
+    assert code == 2 and "--force" in err and (folder / "notes.txt").read_text() == "mine"
+    report = tmp_path / "report"
+    report.mkdir()
+    (report / "curve-stale.png").write_bytes(b"old plot")
+    code, _, err = cli("report", SCENARIOS / "contact-center.yaml", "--out", report)
+    assert code == 0, err
+    assert not (report / "curve-stale.png").exists() and (report / "report.md").exists()
+    assert not [p for p in report.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_workload_names_never_become_paths(cli, tmp_path):
+    document = yaml.safe_load((SCENARIOS / "contact-center.yaml").read_text())
+    document["workloads"][0]["name"] = "x/../../ESCAPED"
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(yaml.safe_dump(document))
+    folder = tmp_path / "deep" / "report"
+    code, _, err = cli("report", scenario, "--out", folder)
+    assert code == 0, err
+    written = {p.name for p in folder.iterdir()}
+    assert "curve-x-ESCAPED.png" in written
+    assert not list(tmp_path.rglob("ESCAPED*")) or all(p.parent == folder for p in tmp_path.rglob("*ESCAPED*"))
+
+
+def test_a_failed_write_leaves_the_previous_file(tmp_path, monkeypatch):
+    from planner.report import files
+
+    target = tmp_path / "report.html"
+    target.write_text("good")
+
+    def broken_fsync(_):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(files.os, "fsync", broken_fsync)
+    with pytest.raises(OSError):
+        files.write_text_atomic(target, "new" * 1000)
+    assert target.read_text() == "good" and [p.name for p in tmp_path.iterdir()] == ["report.html"]

@@ -17,6 +17,7 @@ import pandas as pd
 
 from planner.catalog import Catalog
 from planner.plan import Plan
+from planner.report.files import write_bytes_atomic, write_text_atomic
 from planner.report.spreadsheet import csv_safe_frame, text_cells
 from planner.scenario import Scenario
 
@@ -181,7 +182,7 @@ def _assumptions(scenario: Scenario, catalog: Catalog) -> tuple[Assumption, ...]
 
 
 def write_csv(bom: Bom, path: Path) -> None:
-    path.write_text(csv_text(bom), encoding="utf-8")
+    write_text_atomic(path, csv_text(bom))
 
 
 def csv_text(bom: Bom) -> str:
@@ -235,7 +236,7 @@ def write_xlsx(bom: Bom, path: Path) -> None:
     # ExcelWriter directly: openpyxl's save() would stamp `modified` with the wall clock
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, allowZip64=True) as archive:
         ExcelWriter(workbook, archive).write_data()
-    path.write_bytes(_zip_with_fixed_times(buffer.getvalue()))
+    write_bytes_atomic(path, _zip_with_fixed_times(buffer.getvalue()))
 
 
 def _zip_with_fixed_times(archive: bytes) -> bytes:

@@ -18,6 +18,7 @@ from planner.api import PlannedScenario, curve_in_catalog, output_tokens_per_yea
 from planner.perf import PerfQuery
 from planner.report import plots
 from planner.report.bom import build_bom, markdown_table
+from planner.report.files import prepare_report_folder, slug, write_bytes_atomic, write_text_atomic
 
 SEED_REQUESTS_PER_USER = 3  # seed 001, case C2: "3 requests per person"
 
@@ -140,8 +141,11 @@ def plots_section(planned: PlannedScenario) -> Section:
                           main.precision, None, slo.ttft_ms, slo.itl_ms, slo.e2e_ms)  # fmt: skip
         answer = curve_in_catalog(query, catalog, catalog.systems[main.system].gpus_per_node)
         y_axis = "ttft" if slo.ttft_ms is not None or slo.itl_ms is None else "itl"
+        name = f"curve-{slug(w.name, 'workload')}.png"
+        if any(existing == name for existing, _, _ in section.figures):  # two names with the same slug
+            name = f"curve-{slug(w.name, 'workload')}-{len(section.figures) + 1}.png"
         section.figures.append((
-            f"curve-{w.name}.png", plots.curve_figure(answer, "tokens-per-gpu", y_axis),
+            name, plots.curve_figure(answer, "tokens-per-gpu", y_axis),
             f"Latency-throughput curve of {w.name} on {main.system} (TP {main.tp or 'n/s'}, {main.precision or 'n/s'}), "
             "its limit and the chosen point.",
         ))  # fmt: skip
@@ -203,19 +207,25 @@ def to_html(report: Report, images: dict[str, bytes]) -> str:
     return "\n".join(parts) + "\n"
 
 
-def write_report(report: Report, folder: Path) -> list[Path]:
-    """report.md, report.html and one PNG per figure; returns the files written."""
+def write_report(report: Report, folder: Path, force: bool = False) -> list[Path]:
+    """report.md, report.html and one PNG per figure; returns the files written. The folder must be new, empty or
+    hold a previous report (replaced whole) unless `force`; every file is rendered first, then written atomically."""
     import io
 
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    written, images = [], {}
+    prepare_report_folder(folder, force)
+    images = {}
     for name, figure, _ in report.figures():
         buffer = io.BytesIO()
         figure.savefig(buffer, format="png", metadata={"Software": None})
         images[name] = buffer.getvalue()
-        (folder / name).write_bytes(images[name])
+        plots.plt.close(figure)
+    markdown, page = to_markdown(report), to_html(report, images)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, data in images.items():
+        write_bytes_atomic(folder / name, data)
         written.append(folder / name)
-    (folder / "report.md").write_text(to_markdown(report), encoding="utf-8")
-    (folder / "report.html").write_text(to_html(report, images), encoding="utf-8")
+    write_text_atomic(folder / "report.md", markdown)
+    write_text_atomic(folder / "report.html", page)
     return [folder / "report.md", folder / "report.html", *written]

@@ -181,5 +181,6 @@ def write_sweep_table(records, path) -> None:
         return
     from planner.report.spreadsheet import csv_safe_frame
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(csv_safe_frame(frame).to_csv(index=False, lineterminator="\n"), encoding="utf-8")
+    from planner.report.files import write_text_atomic
+
+    write_text_atomic(path, csv_safe_frame(frame).to_csv(index=False, lineterminator="\n"))

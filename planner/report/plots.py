@@ -67,11 +67,15 @@ def curve_figure(answer: CurveAnswer, x_axis: str = "tokens-per-gpu", y_axis: st
 
 
 def save_figure(figure: Figure, path: Path) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    import io
+
+    from planner.report.files import write_bytes_atomic
+
+    buffer = io.BytesIO()
     # fixed metadata: the same inputs give the same bytes
-    figure.savefig(path, format="png", metadata={"Software": None})
+    figure.savefig(buffer, format="png", metadata={"Software": None})
     plt.close(figure)
+    write_bytes_atomic(Path(path), buffer.getvalue())
 
 
 def demand_capacity_figure(plan, scenario) -> Figure:
