@@ -11,10 +11,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import pandas as pd
-from pydantic import ConfigDict, Field, PrivateAttr
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from planner.errors import PlannerInputError, unknown_id_message
 from planner.loading import StrictModel, read_yaml, validate_model
@@ -29,12 +29,12 @@ class Gpu(StrictModel):
     id: str
     architecture: Literal["ampere", "ada", "hopper", "blackwell"]
     name: str
-    memory_gb: float = Field(gt=0)
-    mem_bw_tb_per_s: float = Field(gt=0)
-    tflops_by_precision: dict[Precision, float]
+    memory_gb: float = Field(gt=0, le=1e5)
+    mem_bw_tb_per_s: float = Field(gt=0, le=1e3)
+    tflops_by_precision: dict[Precision, Annotated[float, Field(gt=0, le=1e6)]]
     link: Literal["nvlink", "pcie"]
-    link_gb_per_s: float = Field(gt=0)
-    tdp_w: float = Field(gt=0)
+    link_gb_per_s: float = Field(gt=0, le=1e6)
+    tdp_w: float = Field(gt=0, le=1e5)
     form_factor: Literal["sxm", "pcie"]
     notes: str = ""
     source: str = Field(min_length=1)
@@ -51,15 +51,15 @@ class System(StrictModel):
     kind: Literal["on-prem", "cloud"]
     name: str
     gpu: str
-    gpus_per_node: int = Field(gt=0)
-    price_usd: float | None = Field(default=None, gt=0)
-    power_kw: float | None = Field(default=None, gt=0)
-    rack_units: int | None = Field(default=None, gt=0)
+    gpus_per_node: int = Field(gt=0, le=100_000)
+    price_usd: float | None = Field(default=None, gt=0, le=1e9)
+    power_kw: float | None = Field(default=None, gt=0, le=1e4)
+    rack_units: int | None = Field(default=None, gt=0, le=1_000)
     provider: str | None = None
     region: str | None = None
-    usd_per_hour: float | None = Field(default=None, gt=0)
-    spot_usd_per_hour_min: float | None = Field(default=None, gt=0)
-    spot_usd_per_hour_max: float | None = Field(default=None, gt=0)
+    usd_per_hour: float | None = Field(default=None, gt=0, le=1e5)
+    spot_usd_per_hour_min: float | None = Field(default=None, gt=0, le=1e5)
+    spot_usd_per_hour_max: float | None = Field(default=None, gt=0, le=1e5)
     price_source_kind: Literal["list-price", "estimate", "reserved"] | None = None
     notes: str = ""
     source: str = Field(min_length=1)
@@ -110,19 +110,19 @@ class BenchmarkRow(StrictModel):
     source: str = Field(min_length=1)
     model: str
     gpu: str
-    gpus: int = Field(gt=0)
-    tp: int | None = Field(default=None, gt=0)
+    gpus: int = Field(gt=0, le=100_000)
+    tp: int | None = Field(default=None, gt=0, le=100_000)
     precision: Precision | None = None
-    isl: int | None = Field(default=None, gt=0)
-    osl: int | None = Field(default=None, gt=0)
-    concurrency: int | None = Field(default=None, gt=0)
+    isl: int | None = Field(default=None, gt=0, le=100_000_000)
+    osl: int | None = Field(default=None, gt=0, le=100_000_000)
+    concurrency: int | None = Field(default=None, gt=0, le=10_000_000)
     run_kind: Literal["online", "offline", "server", "max-throughput"] = "online"
-    ttft_ms: float | None = Field(default=None, gt=0)
-    ttft_ms_bound: float | None = Field(default=None, gt=0)
-    itl_ms: float | None = Field(default=None, gt=0)
-    itl_ms_bound: float | None = Field(default=None, gt=0)
-    request_throughput_rps: float | None = Field(default=None, gt=0)
-    output_tokens_per_s: float | None = Field(default=None, gt=0)
+    ttft_ms: float | None = Field(default=None, gt=0, le=1e8)
+    ttft_ms_bound: float | None = Field(default=None, gt=0, le=1e8)
+    itl_ms: float | None = Field(default=None, gt=0, le=1e7)
+    itl_ms_bound: float | None = Field(default=None, gt=0, le=1e7)
+    request_throughput_rps: float | None = Field(default=None, gt=0, le=1e6)  # per instance or node
+    output_tokens_per_s: float | None = Field(default=None, gt=0, le=1e9)
     per: Literal["instance", "node"]
     notes: str = ""
     # empty: a measurement. 'aic:<package>:<backend>:<db>': an estimate of NVIDIA's operator-level database
@@ -151,8 +151,15 @@ class SourcedValue(StrictModel):
     source: str = Field(min_length=1)
 
 
+DEFAULT_RANGES = {  # (lowest, highest, lowest allowed itself): beyond them a default is a typo, and divides by zero
+    "words_per_token": (0.1, 10.0, True), "peak_quantile": (0.0, 1.0, False), "amortization_years": (0.1, 50.0, True),
+    "usd_per_kwh": (0.0, 10.0, True), "pue": (1.0, 5.0, True), "utilization_power_factor": (0.0, 1.0, False),
+    "maintenance_fraction_per_year": (0.0, 1.0, True), "memory_reserve_fraction": (0.0, 0.9, True),
+}  # fmt: skip
+
+
 class CatalogDefaults(StrictModel):
-    """Scenario defaults with their sources (catalogs/defaults.yaml)."""
+    """Scenario defaults with their sources (catalogs/defaults.yaml), each within DEFAULT_RANGES."""
 
     words_per_token: SourcedValue
     peak_quantile: SourcedValue
@@ -162,6 +169,15 @@ class CatalogDefaults(StrictModel):
     utilization_power_factor: SourcedValue
     maintenance_fraction_per_year: SourcedValue
     memory_reserve_fraction: SourcedValue
+
+    @field_validator("*")
+    @classmethod
+    def _in_range(cls, value: SourcedValue, info) -> SourcedValue:
+        low, high, low_allowed = DEFAULT_RANGES[info.field_name]
+        if not ((low <= value.value if low_allowed else low < value.value) and value.value <= high):
+            bracket = "[" if low_allowed else "("
+            raise ValueError(f"value must be in {bracket}{low:g}, {high:g}] (got {value.value:g})")
+        return value
 
 
 class _DefaultsFile(StrictModel):

@@ -207,3 +207,43 @@ def test_a_failed_write_leaves_the_previous_file(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         files.write_text_atomic(target, "new" * 1000)
     assert target.read_text() == "good" and [p.name for p in tmp_path.iterdir()] == ["report.html"]
+
+
+@pytest.mark.parametrize(
+    ("file", "edit", "words"),
+    [
+        ("defaults.yaml", lambda d: d["defaults"]["words_per_token"].update(value=0), "words_per_token"),
+        ("defaults.yaml", lambda d: d["defaults"]["peak_quantile"].update(value=1.5), "peak_quantile"),
+        ("defaults.yaml", lambda d: d["defaults"]["amortization_years"].update(value=0), "amortization_years"),
+        ("defaults.yaml", lambda d: d["defaults"]["pue"].update(value=-5), "pue"),
+        ("gpus.yaml", lambda d: d["gpus"][0]["tflops_by_precision"].update(bf16=0), "tflops_by_precision"),
+        ("gpus.yaml", lambda d: d["gpus"][0]["tflops_by_precision"].update(bf16=-3), "tflops_by_precision"),
+    ],
+)
+def test_catalog_numbers_out_of_range_are_refused(tmp_path, file, edit, words):
+    from conftest import make_catalog, node_row, on_prem_system
+
+    from planner.catalog import load_catalog
+    from planner.errors import PlannerInputError
+
+    directory = make_catalog(tmp_path, [on_prem_system("sys-a", "H100-SXM-80GB", 300.0)],
+                             [node_row("llama-3-8b", "H100-SXM-80GB", 1000, 100, 10.0)])  # fmt: skip
+    document = yaml.safe_load((directory / file).read_text())
+    edit(document)
+    (directory / file).write_text(yaml.safe_dump(document, sort_keys=False))
+    with pytest.raises(PlannerInputError) as error:
+        load_catalog(directory)
+    assert file in str(error.value) and words in str(error.value)
+
+
+def test_a_benchmark_row_of_ten_billion_requests_per_second_is_refused(tmp_path):
+    from conftest import make_catalog, node_row, on_prem_system
+
+    from planner.catalog import load_catalog
+    from planner.errors import PlannerInputError
+
+    directory = make_catalog(tmp_path, [on_prem_system("sys-a", "H100-SXM-80GB", 300.0)],
+                             [node_row("llama-3-8b", "H100-SXM-80GB", 1000, 100, 1e10)])  # fmt: skip
+    with pytest.raises(PlannerInputError) as error:
+        load_catalog(directory)
+    assert "test.csv" in str(error.value) and "request_throughput_rps" in str(error.value)
