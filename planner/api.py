@@ -118,6 +118,13 @@ def _check_query_ids(query: PerfQuery, catalog: Catalog) -> None:
         raise PlannerInputError(
             "--precision", "precision", f"{query.gpu} does not support {query.precision}; allowed: {', '.join(gpu.precisions)}"
         )
+    # tensor parallelism stays within one node's NVLink domain: the largest node of this GPU bounds it
+    largest = max((s.gpus_per_node for s in catalog.systems.values() if s.gpu == query.gpu), default=8)
+    if query.tp is not None and query.tp > largest:
+        raise PlannerInputError(
+            "--tp", "tp", f"TP {query.tp} spans more GPUs than the largest {query.gpu} node in the catalog "
+            f"({largest}); allowed: 1 to {largest}",
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -330,10 +337,30 @@ def simulate(
     catalog = scenario_catalog(scenario_path, catalog_dirs)
     scenario = load_scenario(scenario_path, catalog)
     if plan_document is not None:
-        result = plan_from_document(plan_document)
+        result = _saved_plan(plan_document, scenario)
     else:
         result = solve_plan(scenario, catalog, solver=solver, time_limit_s=time_limit_s)
     return result, simulate_plan(result, scenario, catalog, duration_s, seed, balancer)
+
+
+def _saved_plan(document, scenario: Scenario) -> Plan:
+    """A saved `planner plan --json` document as a Plan, refused when it is not one or is another scenario's."""
+    from planner.plan import plan_from_document
+
+    if not isinstance(document, dict) or document.get("status") not in ("optimal", "feasible"):
+        raise PlannerInputError("--plan", "plan", "not a plan of `planner plan --json` (no optimal or feasible status)")
+    try:
+        result = plan_from_document(document)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise PlannerInputError("--plan", "plan", f"not a plan of `planner plan --json`: bad or missing {str(exc)[:80]}") from None
+    planned = {w.name for w in result.workloads}
+    wanted = {w.name for w in scenario.workloads}
+    if result.scenario != scenario.name or planned != wanted or tuple(result.periods) != tuple(p.name for p in scenario.periods):
+        raise PlannerInputError(
+            "--plan", "plan", f"the plan is for scenario '{result.scenario[:60]}' (workloads {', '.join(sorted(planned))[:120]}), "
+            f"not for '{scenario.name}' (workloads {', '.join(sorted(wanted))[:120]}) with the same periods",
+        )  # fmt: skip
+    return result
 
 
 def verify(plan: Plan, scenario_path: Path | str, catalog_dirs: CatalogDirs = None, duration_s: float = 600.0,

@@ -16,6 +16,7 @@ import pandas as pd
 
 from planner.errors import PlannerInputError
 
+MAX_SPAN_S = 400 * 86400  # a trace longer than about a year is an outlier timestamp or a wrong time unit
 TIME_COLUMNS = ("timestamp", "time", "arrival_time", "arrival_s", "arrival", "ts", "created", "start_time", "request_time")
 INPUT_COLUMNS = ("input_tokens", "contexttokens", "context_tokens", "prompt_tokens", "isl", "isl_tokens",
                  "input_length", "num_input_tokens", "usage.prompt_tokens", "prompt_len")  # fmt: skip
@@ -102,7 +103,11 @@ def _arrivals(frame: pd.DataFrame, column: str, time_unit: str, path: Path) -> t
     raw = frame[column]
     numbers = pd.to_numeric(raw.astype(str).str.strip(), errors="coerce")
     if numbers.notna().all():
-        return numbers.to_numpy(dtype=float) * TIME_UNITS_S[time_unit], "numeric"
+        values = numbers.to_numpy(dtype=float) * TIME_UNITS_S[time_unit]
+        bad = np.flatnonzero(~np.isfinite(values))
+        if bad.size:
+            raise PlannerInputError(str(path), f"{column} (request {bad[0] + 1})", f"not a finite time: {raw.iloc[bad[0]]!r}")
+        return values, "numeric"
     stamps = pd.to_datetime(raw.astype(str).str.strip(), errors="coerce", utc=True, format="mixed")
     if stamps.isna().any():
         index = int(np.flatnonzero(stamps.isna().to_numpy())[0])
@@ -136,6 +141,13 @@ def load_trace(
     isl = _token_counts(frame, columns[1], path)
     osl = _token_counts(frame, columns[2], path)
     order = np.argsort(arrival_s, kind="stable")
+    span = float(arrival_s[order[-1]] - arrival_s[order[0]])
+    if span > MAX_SPAN_S:
+        raise PlannerInputError(
+            str(path), f"{columns[0]} (request {order[-1] + 1})",
+            f"the trace spans {span:,.0f} s, more than {MAX_SPAN_S / 86400:,.0f} days: an outlier timestamp "
+            f"({arrival_s[order[-1]]:g} s), or the wrong --time-unit?",
+        )  # fmt: skip
     notes = []
     if (order != np.arange(order.size)).any():
         notes.append("requests were not in arrival order; sorted")

@@ -28,6 +28,9 @@ _UNIT_S = {"s": 1.0, "sec": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0, "hour": 36
 LENGTH_QUANTILES = (0.25, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.999, 1.0)
 
 
+MAX_WINDOWS = 1_000_000  # rate windows of one trace: beyond, a longer --period says the same in less time
+
+
 def period_seconds(text: str) -> float:
     """'hour' / 'minute' / 'day' / 'second', or a number with a unit: '15min', '30s', '2h'."""
     text = text.strip().lower()
@@ -40,11 +43,12 @@ def period_seconds(text: str) -> float:
                 value = float(number) * _UNIT_S[unit]
             except ValueError:
                 break
-            if value > 0:
+            if math.isfinite(value) and 1.0 <= value <= 7 * SECONDS_PER_DAY:
                 return value
             break
     raise PlannerInputError(
-        "--period", "period", f"'{text}' is not a period; allowed: second, minute, hour, day or a number with s/min/h/d (e.g. 15min)"
+        "--period", "period", f"'{text[:40]}' is not a period; allowed: second, minute, hour, day or a number with s/min/h/d "
+        "from 1 s to 7 days (e.g. 15min)"
     )
 
 
@@ -111,6 +115,11 @@ class TraceAnalysis:
 def window_rates(trace: Trace, period_s: float, quantile: float) -> list[WindowRate]:
     """Windows aligned to multiples of period_s on the trace's clock, from the first request to the last."""
     first, last = trace.arrival_s[0], trace.arrival_s[-1]
+    if (last - first) / period_s > MAX_WINDOWS:
+        raise PlannerInputError(
+            "--period", "period", f"the trace spans {last - first:,.0f} s: {(last - first) / period_s:,.0f} windows of "
+            f"{period_s:g} s; at most {MAX_WINDOWS:,} (give a longer --period)",
+        )  # fmt: skip
     index = np.floor(trace.arrival_s / period_s).astype(np.int64)
     low, high = int(index[0]), int(index[-1])
     counts = np.bincount(index - low, minlength=high - low + 1)

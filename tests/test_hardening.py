@@ -247,3 +247,78 @@ def test_a_benchmark_row_of_ten_billion_requests_per_second_is_refused(tmp_path)
     with pytest.raises(PlannerInputError) as error:
         load_catalog(directory)
     assert "test.csv" in str(error.value) and "request_throughput_rps" in str(error.value)
+
+
+VLLM_RUN = "vllm-infqps-concurrency1-Llama-3.1-8B-Instruct-20251002-101500.json"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "words"),
+    [
+        ("max_concurrency", "eight", "max_concurrency: expected a finite number, got 'eight'"),
+        ("max_concurrency", [8], "max_concurrency: expected a finite number, got [8]"),
+        ("max_concurrency", 2.7, "max_concurrency: expected a whole number >= 1, got 2.7"),
+        ("max_concurrency", -3, "max_concurrency: expected a whole number >= 1, got -3"),
+        ("total_input_tokens", "NaN", "total_input_tokens: expected a finite number, got 'NaN'"),
+        ("total_input_tokens", 1e30, "total_input_tokens: expected a finite number, got 1e+30"),
+        ("total_input_tokens", 0, "isl"),
+    ],
+)
+def test_damaged_vllm_results_are_refused_naming_the_field(cli, tmp_path, key, value, words):
+    import json
+    from pathlib import Path
+
+    document = json.loads((Path(__file__).parent / "fixtures" / "ingest" / "vllm" / "sweep" / VLLM_RUN).read_text())
+    document[key] = value
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(document))
+    code, out, err = cli("ingest", "vllm", path, "--model", "llama-3.1-8b", "--gpu", "H100-SXM-80GB")
+    assert code == 2 and words in err and "Traceback" not in out + err, (out, err)
+
+
+@pytest.mark.parametrize(
+    ("rows", "words"),
+    [
+        (["0,100,10", "inf,100,10"], "not a finite time"),
+        (["0,100,10", "1,100,10", "1000000000000,100,10"], "an outlier timestamp"),
+    ],
+)
+def test_traces_with_impossible_times_are_refused(cli, tmp_path, rows, words):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("timestamp,input_tokens,output_tokens\n" + "\n".join(rows) + "\n")
+    code, out, err = cli("workload", "analyze", trace)
+    assert code == 2 and words in err and len(err) < 400, (out, err)
+
+
+@pytest.mark.parametrize("period", ["infh", "nanmin", "0s", "1e9d"])
+def test_an_impossible_period_is_refused(cli, tmp_path, period):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("timestamp,input_tokens,output_tokens\n0,100,10\n5,100,10\n")
+    code, _, err = cli("workload", "analyze", trace, "--period", period)
+    assert code == 2 and "is not a period" in err
+
+
+def test_simulating_a_plan_of_another_scenario_is_refused(cli, tmp_path):
+    code, out, _ = cli("plan", SCENARIOS / "llama3-8b-assistant.yaml", "--json")
+    saved = tmp_path / "other.json"
+    saved.write_text(out)
+    code, _, err = cli("simulate", SCENARIOS / "contact-center.yaml", "--plan", saved)
+    assert code == 2 and "the plan is for scenario 'llama3-8b-assistant'" in err
+    saved.write_text("{}")
+    code, _, err = cli("simulate", SCENARIOS / "contact-center.yaml", "--plan", saved)
+    assert code == 2 and "not a plan" in err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("perf", "--model", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--tp", "1000", "--isl", "100", "--osl", "100"),
+        ("curve", "--model", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--tp", "16", "--precision", "fp8", "--isl", "100",
+         "--osl", "100"),
+        ("perf", "--model", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--tp", "1", "--isl", "100", "--osl", "100",
+         "--concurrency", "1e30"),
+    ],
+)
+def test_engine_shapes_beyond_a_node_are_refused(cli, args):
+    code, out, err = cli(*args)
+    assert code == 2 and "Traceback" not in out + err

@@ -8,13 +8,14 @@ The formats were read from the tools' own exporters: `tests/fixtures/ingest/<too
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from planner.catalog import BenchmarkRow, Catalog, benchmark_csv_text
 from planner.errors import PlannerInputError, unknown_id_message
-from planner.loading import validate_model
+from planner.loading import short_repr, validate_model
 
 TOOLS = ("genai-perf", "vllm", "guidellm")
 STATISTICS = ("mean", "median", "p90", "p95", "p99")
@@ -74,18 +75,27 @@ def require(mapping: dict, key: str, file: str, what: str, where: str = ""):
 
 
 def number(value, file: str, field: str) -> float:
-    """A number from JSON or a CSV cell ('1,234.5' and quoted cells included)."""
-    if isinstance(value, bool):
-        raise PlannerInputError(file, field, f"expected a number, got {value!r}")
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
+    """A finite number from JSON or a CSV cell ('1,234.5' and quoted cells included), at most 1e15 in size."""
+    parsed = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        parsed = float(value)
+    elif isinstance(value, str):
         text = value.strip().strip('"').replace(",", "")
         try:
-            return float(text)
+            parsed = float(text)
         except ValueError:
-            pass
-    raise PlannerInputError(file, field, f"expected a number, got {value!r}")
+            parsed = None
+    if parsed is None or not math.isfinite(parsed) or abs(parsed) > 1e15:
+        raise PlannerInputError(file, field, f"expected a finite number, got {short_repr(value)}")
+    return parsed
+
+
+def count(value, file: str, field: str) -> int:
+    """A whole number >= 1 (a concurrency, a stream count): 2.7 or 'eight' is refused, not rounded or guessed."""
+    parsed = number(value, file, field)
+    if parsed < 1 or parsed != int(parsed):
+        raise PlannerInputError(file, field, f"expected a whole number >= 1, got {short_repr(value)}")
+    return int(parsed)
 
 
 def files_of(paths: list[Path], pattern_ok) -> list[Path]:
@@ -175,7 +185,7 @@ def runs_to_rows(runs: list[Run], options: IngestOptions, engine: tuple[str, int
         values = {
             "table": table, "line": line, "source": f"{run.tool} ({version}): {_short_path(run.file)}",
             "model": options.model, "gpu": gpu, "gpus": gpus, "tp": options.tp, "precision": options.precision,
-            "isl": max(1, isl), "osl": max(1, osl), "concurrency": run.concurrency, "run_kind": run.run_kind,
+            "isl": isl, "osl": osl, "concurrency": run.concurrency, "run_kind": run.run_kind,
             "ttft_ms": run.ttft_ms or None, "itl_ms": run.itl_ms or None,
             "request_throughput_rps": run.request_throughput_rps, "output_tokens_per_s": run.output_tokens_per_s or None,
             "per": per, "notes": "; ".join(remarks),

@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 
 from planner.errors import PlannerInputError
-from planner.ingest import Run, little_concurrency, number, require
+from planner.ingest import Run, count, little_concurrency, number, require
 
 WHAT = "genai-perf/AIPerf profile export"
 _STAT_KEY = {"mean": "avg", "median": "p50", "p90": "p90", "p95": "p95", "p99": "p99"}
@@ -127,7 +127,8 @@ def _run(metrics: dict, path: Path, statistic: str, model, concurrency, rate, st
         concurrency = little_concurrency(rps, latency)
         notes.append("concurrency = request_throughput x mean request latency (Little's law): the run set a rate")
     return Run(
-        tool=tool, tool_version=version, file=file, model_name=model, concurrency=int(concurrency), request_rate=rate,
+        tool=tool, tool_version=version, file=file, model_name=model, concurrency=count(concurrency, file, "concurrency"),
+        request_rate=rate,
         isl=isl, osl=osl, ttft_ms=ttft, itl_ms=itl, request_throughput_rps=rps, output_tokens_per_s=tokens_per_s,
         statistic=statistic, notes=tuple(notes),
     )  # fmt: skip

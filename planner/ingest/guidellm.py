@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from planner.errors import PlannerInputError
-from planner.ingest import Run, number, require
+from planner.ingest import Run, count, number, require
 
 WHAT = "GuideLLM benchmarks report"
 
@@ -89,7 +89,7 @@ def parse_benchmark(benchmark: dict, index: int, document: dict, path: Path, sta
     elif kind == "synchronous":
         concurrency = 1
     elif kind == "concurrent" and strategy.get("streams"):
-        concurrency = int(strategy["streams"])
+        concurrency = count(strategy["streams"], file, "strategy.streams")
     else:
         measured = _successful(metrics, "request_concurrency", file, where)
         concurrency = max(1, round(number(require(measured, "mean", file, WHAT), file, "request_concurrency.mean")))

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from planner.errors import PlannerInputError
-from planner.ingest import Run, little_concurrency, number, require
+from planner.ingest import Run, count, little_concurrency, number, require
 
 WHAT = "vllm bench serve result"
 _STAT_PREFIX = {"mean": "mean", "median": "median", "p90": "p90", "p95": "p95", "p99": "p99"}
@@ -93,7 +93,8 @@ def parse_result(result: dict, file: str, statistic: str, concurrency_override: 
             notes.append("concurrency = request_throughput x mean E2E (Little's law): the run set a rate, not a concurrency")
     return Run(
         tool="vllm bench serve", tool_version=None, file=file, model_name=str(model_id),
-        concurrency=int(concurrency) if concurrency is not None else None, request_rate=rate, isl=isl, osl=osl,
+        concurrency=count(concurrency, file, "max_concurrency") if concurrency is not None else None, request_rate=rate,
+        isl=isl, osl=osl,
         ttft_ms=ttft, itl_ms=itl, request_throughput_rps=rps,
         output_tokens_per_s=number(tokens_per_s, file, "output_throughput") if tokens_per_s is not None else None,
         statistic=statistic, run_kind=run_kind, notes=tuple(notes),
