@@ -17,7 +17,7 @@ import pandas as pd
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from planner.errors import PlannerInputError, unknown_id_message
-from planner.loading import StrictModel, read_yaml, validate_model
+from planner.loading import StrictModel, read_yaml, short_repr, validate_model
 
 Precision = Literal["bf16", "fp16", "fp8", "fp4"]
 PRECISIONS: tuple[str, ...] = ("bf16", "fp16", "fp8", "fp4")
@@ -320,7 +320,9 @@ def load_benchmark_table(path: Path, origin: str = SHIPPED_LAYER) -> list[Benchm
         raise PlannerInputError(str(path), missing[0], f"missing column; required: {', '.join(_REQUIRED_BENCHMARK_COLUMNS)}")
     unknown = [c for c in frame.columns if c not in BENCHMARK_COLUMNS]
     if unknown:
-        raise PlannerInputError(str(path), unknown[0], f"unknown column; allowed: {', '.join(BENCHMARK_COLUMNS)}")
+        # the header of a file that is not a benchmark table may be anything: quote a little of it, no more
+        name = unknown[0] if len(unknown[0]) <= 32 else unknown[0][:29] + "..."
+        raise PlannerInputError(str(path), name, f"unknown column; allowed: {', '.join(BENCHMARK_COLUMNS)}")
     rows = []
     for index, record in enumerate(frame.to_dict(orient="records")):
         line = index + 2  # header is line 1
@@ -344,7 +346,7 @@ def load_step_table(path: Path, models: dict, gpus: dict, origin: str = SHIPPED_
     def fail(mask, column: str, allowed: str) -> None:
         if mask.any():
             line = int(mask.to_numpy().nonzero()[0][0]) + 2
-            raise PlannerInputError(str(path), f"line {line} column {column}", f"{allowed} (got {frame[column].iloc[line - 2]!r})")
+            raise PlannerInputError(str(path), f"line {line} column {column}", f"{allowed} (got {short_repr(frame[column].iloc[line - 2])})")
 
     fail(frame["source"].str.strip() == "", "source", "every row names its source")
     fail(~frame["model"].isin(list(models)), "model", "a model id of the catalog")
@@ -474,6 +476,24 @@ def _tables(manifest: CatalogManifest) -> tuple[str, ...] | None:
     return None if manifest.tables is None else tuple(manifest.tables)
 
 
+_MEASURED_FIELDS = ("ttft_ms", "ttft_ms_bound", "itl_ms", "itl_ms_bound", "request_throughput_rps", "output_tokens_per_s")
+
+
+def _check_no_conflicting_rows(rows: list[BenchmarkRow]) -> None:
+    """One source measuring one engine point twice with different results is ambiguous (the planner would take
+    the better one without a word): refused, naming both lines. Different sources at one point are kept."""
+    seen: dict[tuple, BenchmarkRow] = {}
+    for row in rows:
+        key = (row.source, *row.point_key)
+        first = seen.setdefault(key, row)
+        if first is not row and any(getattr(first, f) != getattr(row, f) for f in _MEASURED_FIELDS):
+            raise PlannerInputError(
+                f"{row.path} line {row.line}", "source",
+                f"the same engine point as {first.path} line {first.line}, from the same source, with other results; "
+                "keep one of them (or name the runs apart in `source`)",
+            )  # fmt: skip
+
+
 def load_catalog(directories: CatalogDirs = None) -> Catalog:
     """Load the shipped catalog with user catalogs layered over it (or a standalone catalog), cross-checked.
 
@@ -505,6 +525,7 @@ def load_catalog(directories: CatalogDirs = None) -> Catalog:
             row for table in (sorted(bench_dir.glob("*.csv")) if bench_dir.is_dir() else [])
             for row in load_benchmark_table(table, origin if own_tables is None or table.name in own_tables else "local")
         ]  # fmt: skip
+        _check_no_conflicting_rows(layer_rows)
         replaced = {row.point_key for row in layer_rows}
         rows = [row for row in rows if row.point_key not in replaced] + layer_rows
         calibration_dir = directory / "calibration"

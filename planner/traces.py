@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from planner.errors import PlannerInputError
+from planner.loading import short_repr
 
 MAX_SPAN_S = 400 * 86400  # a trace longer than about a year is an outlier timestamp or a wrong time unit
 TIME_COLUMNS = ("timestamp", "time", "arrival_time", "arrival_s", "arrival", "ts", "created", "start_time", "request_time")
@@ -94,7 +95,7 @@ def _token_counts(frame: pd.DataFrame, column: str, path: Path) -> np.ndarray:
     if bad.any():
         index = int(np.flatnonzero(bad.to_numpy())[0])
         raise PlannerInputError(
-            str(path), f"{column} (request {index + 1})", f"token count must be a whole number >= 0 (got {raw.iloc[index]!r})"
+            str(path), f"{column} (request {index + 1})", f"token count must be a whole number >= 0 (got {short_repr(raw.iloc[index])})"
         )
     return numbers.to_numpy(dtype=np.int64)
 
@@ -106,14 +107,14 @@ def _arrivals(frame: pd.DataFrame, column: str, time_unit: str, path: Path) -> t
         values = numbers.to_numpy(dtype=float) * TIME_UNITS_S[time_unit]
         bad = np.flatnonzero(~np.isfinite(values))
         if bad.size:
-            raise PlannerInputError(str(path), f"{column} (request {bad[0] + 1})", f"not a finite time: {raw.iloc[bad[0]]!r}")
+            raise PlannerInputError(str(path), f"{column} (request {bad[0] + 1})", f"not a finite time: {short_repr(raw.iloc[bad[0]])}")
         return values, "numeric"
     stamps = pd.to_datetime(raw.astype(str).str.strip(), errors="coerce", utc=True, format="mixed")
     if stamps.isna().any():
         index = int(np.flatnonzero(stamps.isna().to_numpy())[0])
         raise PlannerInputError(
             str(path), f"{column} (request {index + 1})",
-            f"not a timestamp (a date-time such as 2023-11-16 18:15:46.68, or a number of {time_unit}): {raw.iloc[index]!r}",
+            f"not a timestamp (a date-time such as 2023-11-16 18:15:46.68, or a number of {time_unit}): {short_repr(raw.iloc[index])}",
         )  # fmt: skip
     epoch = pd.Timestamp("1970-01-01", tz="UTC")
     return ((stamps - epoch) / pd.Timedelta(seconds=1)).to_numpy(dtype=float), "datetime"

@@ -322,3 +322,30 @@ def test_simulating_a_plan_of_another_scenario_is_refused(cli, tmp_path):
 def test_engine_shapes_beyond_a_node_are_refused(cli, args):
     code, out, err = cli(*args)
     assert code == 2 and "Traceback" not in out + err
+
+
+def test_one_source_measuring_one_point_twice_differently_is_refused(tmp_path):
+    from conftest import make_catalog, node_row, on_prem_system
+
+    from planner.catalog import load_catalog
+    from planner.errors import PlannerInputError
+
+    rows = [node_row("llama-3-8b", "H100-SXM-80GB", 1000, 100, 10.0), node_row("llama-3-8b", "H100-SXM-80GB", 1000, 100, 50.0)]
+    directory = make_catalog(tmp_path, [on_prem_system("sys-a", "H100-SXM-80GB", 300.0)], rows)
+    with pytest.raises(PlannerInputError) as error:
+        load_catalog(directory)
+    assert "test.csv line 3" in str(error.value) and "test.csv line 2" in str(error.value)
+
+
+def test_a_file_that_is_no_benchmark_table_is_quoted_only_briefly(tmp_path):
+    from conftest import make_catalog, on_prem_system
+
+    from planner.catalog import load_catalog
+    from planner.errors import PlannerInputError
+
+    directory = make_catalog(tmp_path, [on_prem_system("sys-a", "H100-SXM-80GB", 300.0)], [])
+    secret = "TOPSECRET-token-abc123-" + "x" * 200
+    (directory / "benchmarks" / "test.csv").write_text(f"source,model,gpu,gpus,per,{secret}\n")
+    with pytest.raises(PlannerInputError) as error:
+        load_catalog(directory)
+    assert "unknown column" in str(error.value) and "x" * 40 not in str(error.value)
