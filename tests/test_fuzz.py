@@ -1,0 +1,151 @@
+"""Fuzzing the boundary (issue 16): any mutation of a shipped scenario, any option value, gets exit 0, 1 (a
+diagnosed infeasibility), 2 (one line naming the file or option and the field) or 4 (a time-limit stop); never a
+traceback, never a message of more than a few KiB, never a file written outside the asked path."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import yaml
+from conftest import SCENARIOS
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from planner.cli import app
+
+BASES = {name: yaml.safe_load((SCENARIOS / name).read_text()) for name in ("contact-center.yaml", "daily-hybrid.yaml")}
+
+WILD_VALUES = st.one_of(
+    st.none(), st.booleans(),
+    st.integers(min_value=-(10**18), max_value=10**18),
+    st.sampled_from([math.inf, -math.inf, math.nan, 1e308, -1e308, 1e-308, 0.0, -0.0, 1e15, 1e30, 0.5, 1.5, -1.0]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(["", "x", "=HYPERLINK(\"http://evil.example/\",\"x\")", "../../etc/passwd", "x/../../ESCAPED",
+                     "8x", "eight", "inf", "nan", "1e999", "\u202e", "a" * 300]),
+    st.lists(st.integers(-5, 5), max_size=3),
+    st.dictionaries(st.sampled_from(["a", "peak_rps", "name"]), st.integers(-5, 5), max_size=2),
+)  # fmt: skip
+
+
+def paths_of(node, prefix=()):
+    """Every (path, value) in a YAML document, mappings and lists included."""
+    yield prefix, node
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from paths_of(value, (*prefix, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from paths_of(value, (*prefix, index))
+
+
+def mutate(document, path, value, delete: bool):
+    document = copy.deepcopy(document)
+    if not path:
+        return value
+    parent = document
+    for key in path[:-1]:
+        parent = parent[key]
+    if delete and isinstance(parent, dict):
+        parent.pop(path[-1], None)
+    else:
+        parent[path[-1]] = value
+    return document
+
+
+@st.composite
+def mutated_scenarios(draw):
+    base = draw(st.sampled_from(sorted(BASES)))
+    paths = [p for p, _ in paths_of(BASES[base])]
+    path = draw(st.sampled_from(paths))
+    return base, mutate(BASES[base], path, draw(WILD_VALUES), draw(st.booleans()))
+
+
+def check(result, tmp_path) -> None:
+    output = (result.stdout or "") + (result.stderr or "")
+    assert result.exit_code in (0, 1, 2, 4), output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    if result.exit_code == 2:
+        assert len(result.stderr) < 4096, result.stderr[:500]
+    written = {p.name for p in tmp_path.iterdir()}
+    assert written <= {"scenario.yaml", "out"}, written
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(case=mutated_scenarios())
+def test_any_mutated_scenario_validates_or_says_why(tmp_path_factory, case):
+    _, document = case
+    tmp_path = tmp_path_factory.mktemp("fuzz")
+    path = tmp_path / "scenario.yaml"
+    try:
+        path.write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
+    except yaml.YAMLError:
+        return
+    check(CliRunner().invoke(app, ["validate", str(path)]), tmp_path)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(case=mutated_scenarios())
+def test_any_mutated_scenario_plans_or_says_why(tmp_path_factory, case):
+    _, document = case
+    tmp_path = tmp_path_factory.mktemp("fuzz")
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
+    check(CliRunner().invoke(app, ["plan", str(path), "--time-limit", "5", "--json"]), tmp_path)
+
+
+OPTION_VALUES = st.sampled_from(["inf", "-inf", "nan", "1e308", "-1", "0", "1e30", "eight", "", "2.7", "99999999999"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    command=st.sampled_from([
+        ["peak", "--mean-rps", "{}"], ["peak", "--mean-rps", "10", "--quantile", "{}"], ["users", "--rps", "{}"],
+        ["users", "--rps", "10", "--hours", "{}"],
+        ["perf", "--model", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--isl", "{}", "--osl", "100"],
+        ["perf", "--model", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--tp", "{}", "--isl", "100", "--osl", "100"],
+        ["perf", "--model", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--isl", "100", "--osl", "100", "--concurrency", "{}"],
+        ["perf", "--model", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--isl", "100", "--osl", "100", "--ttft-ms", "{}"],
+        ["plan", str(SCENARIOS / "contact-center.yaml"), "--time-limit", "{}"],
+        ["plan", str(SCENARIOS / "contact-center.yaml"), "--perf-margin", "{}"],
+        ["sensitivity", str(SCENARIOS / "contact-center.yaml"), "--demand", "{}", "--throughput", "1"],
+    ]),
+    value=OPTION_VALUES,
+)
+def test_any_option_value_is_answered_or_refused(tmp_path_factory, command, value):
+    tmp_path = tmp_path_factory.mktemp("opts")
+    result = CliRunner().invoke(app, [part.replace("{}", value) for part in command])
+    check(result, tmp_path)
+
+
+CATALOG_FILES = {name: yaml.safe_load((SCENARIOS.parent / "catalogs" / name).read_text())
+                 for name in ("systems.yaml", "gpus.yaml", "defaults.yaml", "models.yaml")}  # fmt: skip
+
+
+@st.composite
+def mutated_catalog_files(draw):
+    name = draw(st.sampled_from(sorted(CATALOG_FILES)))
+    document = CATALOG_FILES[name]
+    if name != "defaults.yaml":  # a user catalog overrides a few entries: the first two, one of them mutated
+        key = name.removesuffix(".yaml")
+        document = {key: document[key][:2]}
+    paths = [p for p, _ in paths_of(document)]
+    return name, mutate(document, draw(st.sampled_from(paths)), draw(WILD_VALUES), draw(st.booleans()))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(case=mutated_catalog_files())
+def test_any_mutated_user_catalog_loads_or_says_why(tmp_path_factory, case):
+    name, document = case
+    tmp_path = tmp_path_factory.mktemp("catalog")
+    directory = tmp_path / "out"
+    directory.mkdir()
+    (directory / "catalog.yaml").write_text("name: fuzz\n")
+    try:
+        (directory / name).write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
+    except yaml.YAMLError:
+        return
+    result = CliRunner().invoke(app, ["validate", str(SCENARIOS / "contact-center.yaml"), "--catalog", str(directory)])
+    check(result, tmp_path)
