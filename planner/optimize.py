@@ -148,6 +148,9 @@ def bucket_demand(scenario: Scenario) -> dict[tuple[str, int, str], float]:
         for workload in scenario.workloads:
             for index, bucket in enumerate(workload.buckets):
                 value = period.demand_rps[workload.name] * bucket.share * headroom
+                if not math.isfinite(value):  # the scenario loader bounds every rate; never drop a demand silently
+                    raise PlannerInputError(scenario.file, f"workloads[{workload.name}]",
+                                            f"demand in period {period.name} is not a finite rate ({value})")
                 if value > 0:
                     demand[(workload.name, index, period.name)] = value
     return demand

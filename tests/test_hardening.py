@@ -349,3 +349,31 @@ def test_a_file_that_is_no_benchmark_table_is_quoted_only_briefly(tmp_path):
     with pytest.raises(PlannerInputError) as error:
         load_catalog(directory)
     assert "unknown column" in str(error.value) and "x" * 40 not in str(error.value)
+
+
+@pytest.mark.parametrize("value", ["8x", "four", 2.7, -1, [8]])
+def test_a_damaged_genai_perf_concurrency_is_refused(cli, tmp_path, value):
+    import json
+    import shutil
+    from pathlib import Path
+
+    run = "meta-llama_Llama-3.1-8B-Instruct-openai-chat-concurrency1"
+    source = Path(__file__).parent / "fixtures" / "ingest" / "genai-perf" / "new-layout" / run
+    target = tmp_path / "run"
+    shutil.copytree(source, target)
+    export = target / "profile_export_genai_perf.json"
+    document = json.loads(export.read_text())
+    document["input_config"]["perf_analyzer"]["stimulus"]["concurrency"] = value
+    export.write_text(json.dumps(document))
+    code, out, err = cli("ingest", "genai-perf", export, "--model", "llama-3.1-8b", "--gpu", "H100-SXM-80GB")
+    assert code == 2 and "concurrency" in err and "Traceback" not in out + err, (out, err)
+
+
+def test_workload_analyze_never_rewrites_its_base_scenario(cli, tmp_path):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("timestamp,input_tokens,output_tokens\n0,100,10\n5,100,10\n")
+    base = tmp_path / "dh.yaml"
+    base.write_text((SCENARIOS / "daily-hybrid.yaml").read_text())
+    before = base.read_bytes()
+    code, _, err = cli("workload", "analyze", trace, "--base", base, "--model", "llama-3-8b", "--out", base)
+    assert code == 2 and "is an input of this command" in err and base.read_bytes() == before
