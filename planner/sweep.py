@@ -208,11 +208,15 @@ def run_sweep(sweep: Sweep, executor: str | None = None, workers: int | None = N
         return records
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers)
+    try:
         for record in pool.map(run_point, tasks, chunksize=max(1, len(tasks) // (workers * 8))):
             records.append(record)
             if progress:
                 progress(len(records), len(tasks))
+    finally:
+        # on an interrupt or error the points not started are dropped and the workers end with this process
+        pool.shutdown(wait=True, cancel_futures=True)
     return records
 
 
