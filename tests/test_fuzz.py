@@ -149,3 +149,40 @@ def test_any_mutated_user_catalog_loads_or_says_why(tmp_path_factory, case):
         return
     result = CliRunner().invoke(app, ["validate", str(SCENARIOS / "contact-center.yaml"), "--catalog", str(directory)])
     check(result, tmp_path)
+
+
+INGEST = SCENARIOS.parent / "tests" / "fixtures" / "ingest"
+RESULT_FILES = {
+    "vllm": INGEST / "vllm" / "sweep" / "vllm-64.0qps-concurrency32-Llama-3.1-8B-Instruct-20251002-102240.json",
+    "genai-perf": INGEST / "genai-perf" / "new-layout" / "meta-llama_Llama-3.1-8B-Instruct-openai-chat-concurrency8"
+    / "profile_export_genai_perf.json",
+    "genai-perf:aiperf": INGEST / "genai-perf" / "aiperf" / "meta-llama_Llama-3.1-8B-Instruct-openai-chat-concurrency8"
+    / "profile_export_aiperf.json",
+}  # fmt: skip
+
+
+@st.composite
+def mutated_results(draw):
+    import json
+
+    kind = draw(st.sampled_from(sorted(RESULT_FILES)))
+    document = json.loads(RESULT_FILES[kind].read_text())
+    paths = [p for p, _ in paths_of(document)]
+    value = draw(WILD_VALUES)
+    return kind, RESULT_FILES[kind].name, mutate(document, draw(st.sampled_from(paths)), value, draw(st.booleans()))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(case=mutated_results())
+def test_any_damaged_benchmark_result_is_ingested_or_refused(tmp_path_factory, case):
+    import json
+
+    kind, name, document = case
+    tmp_path = tmp_path_factory.mktemp("ingest")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    path = folder / name
+    path.write_text(json.dumps(document, allow_nan=True))
+    result = CliRunner().invoke(app, ["ingest", kind.split(":")[0], str(path), "--model", "llama-3.1-8b",
+                                      "--gpu", "H100-SXM-80GB"])  # fmt: skip
+    check(result, tmp_path)

@@ -207,7 +207,14 @@ def ingest(tool: str, paths: list[Path | str], options: IngestOptions, catalog: 
         raise PlannerInputError("--concurrency", "concurrency", f"applies to one run; {len(files)} result files were found")
     runs: list[Run] = []
     for file in files:
-        runs.extend(parser.parse_file(file, options.statistic, options.concurrency))
+        try:
+            runs.extend(parser.parse_file(file, options.statistic, options.concurrency))
+        except (TypeError, AttributeError, KeyError, IndexError, ValueError) as exc:
+            # a file of the right name whose structure is not the tool's (a field of another type, a list where
+            # a mapping belongs): refused as such, whatever the parser stumbled on
+            raise PlannerInputError(
+                str(file), "", f"not a {tool} result of a known layout: {type(exc).__name__}: {str(exc)[:120]}"
+            ) from None
     return runs_to_rows(runs, options, engine, table)
 
 
