@@ -392,6 +392,8 @@ def analyze_workload(
     from planner.traces import load_trace
     from planner.workload_analysis import analyze_trace, period_seconds, workload_block
 
+    if name is not None and not (0 < len(name.strip()) <= 100):
+        raise PlannerInputError("--name", "name", "a workload name of 1 to 100 characters")
     catalog = load_catalog(catalog_dirs) if base_scenario is None else scenario_catalog(base_scenario, catalog_dirs)
     if model is not None and model not in catalog.models:
         raise PlannerInputError("--model", "model", unknown_id_message("model", model, catalog.models, "planner catalog models"))

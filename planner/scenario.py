@@ -75,7 +75,7 @@ class BucketSpec(StrictModel):
 
 
 class WorkloadSpec(StrictModel):
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=100)
     model: str
     isl_tokens: int | None = Field(default=None, gt=0, le=100_000_000)
     osl_tokens: int | None = Field(default=None, gt=0, le=100_000_000)
@@ -154,7 +154,7 @@ class PeriodSpec(StrictModel):
     """A named part of the day/week: its hours per year and each workload's demand as a factor of its peak
     (or of its mean, when the workload gives a mean). Workloads not listed keep factor 1."""
 
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=100)
     hours_per_year: float = Field(gt=0, le=8760)
     demand_factor: dict[str, DemandFactor] = Field(default_factory=dict)
 
@@ -189,7 +189,7 @@ class PerfSpec(StrictModel):
 class ForecastSpec(StrictModel):
     """One demand forecast: each named workload's demand x its factor (workloads not named keep 1)."""
 
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=100)
     scale: dict[str, DemandFactor] = Field(default_factory=dict)
 
 
@@ -216,8 +216,8 @@ class SolverSpec(StrictModel):
 
 
 class ScenarioSpec(StrictModel):
-    name: str = Field(min_length=1)
-    description: str = ""
+    name: str = Field(min_length=1, max_length=100)
+    description: str = Field(default="", max_length=5000)
     # English runs at ~0.75 words per token; outside 0.1-10 a word count cannot mean tokens any more
     words_per_token: float | None = Field(default=None, ge=0.1, le=10)
     deployment: Deployment = "on-prem"
