@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,20 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from planner.errors import InfeasiblePlanError, PlannerInputError, SolverStoppedError
-from planner.loading import StrictModel, read_yaml, validate_model
+from planner.loading import StrictModel, read_yaml, short_repr, validate_model
+
+
+MAX_POINTS = 100_000  # plans in one sweep
+
+
+def check_values(where: str, values) -> None:
+    """The values of one varied field: a non-empty list, all finite numbers or all names."""
+    if not isinstance(values, list) or not values or len(values) > 10_000:
+        raise ValueError(f"{where}: give a non-empty list of values (at most 10,000)")
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values)
+    texts = all(isinstance(v, str) and v for v in values)
+    if not (numbers or texts):
+        raise ValueError(f"{where}: the values of one field are all finite numbers or all names (got {short_repr(values)})")
 
 
 class DistributionSpec(StrictModel):
@@ -40,12 +54,14 @@ class DistributionSpec(StrictModel):
             raise ValueError("uniform: low must be <= high")
         if self.normal is not None and self.normal[1] < 0:
             raise ValueError("normal: the standard deviation must be >= 0")
+        if self.choice is not None:
+            check_values("choice", self.choice)
         return self
 
 
 class MonteCarloSpec(StrictModel):
-    samples: int = Field(gt=0, le=1_000_000)
-    seed: int = 0
+    samples: int = Field(gt=0, le=MAX_POINTS)
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
     fields: dict[str, DistributionSpec] = Field(min_length=1)
 
 
@@ -67,8 +83,10 @@ class SweepSpec(StrictModel):
         if not self.grid and self.monte_carlo is None:
             raise ValueError("give a grid (field: [values]) or monte_carlo (samples, fields)")
         for name, values in self.grid.items():
-            if not isinstance(values, list) or not values:
-                raise ValueError(f"grid.{name}: give a non-empty list of values")
+            check_values(f"grid.{name}", values)
+        total = math.prod(len(v) for v in self.grid.values()) * (self.monte_carlo.samples if self.monte_carlo else 1)
+        if total > MAX_POINTS:
+            raise ValueError(f"the sweep has {total:,} points; at most {MAX_POINTS:,} are planned")
         return self
 
 

@@ -186,3 +186,41 @@ def test_any_damaged_benchmark_result_is_ingested_or_refused(tmp_path_factory, c
     result = CliRunner().invoke(app, ["ingest", kind.split(":")[0], str(path), "--model", "llama-3.1-8b",
                                       "--gpu", "H100-SXM-80GB"])  # fmt: skip
     check(result, tmp_path)
+
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_damaged_guidellm_report_is_ingested_or_refused(tmp_path_factory, data):
+    import json
+
+    document = json.loads((INGEST / "guidellm" / "old" / "benchmarks.json").read_text())
+    path = data.draw(st.sampled_from([p for p, _ in paths_of(document)]))
+    mutated = mutate(document, path, data.draw(WILD_VALUES), data.draw(st.booleans()))
+    tmp_path = tmp_path_factory.mktemp("guidellm")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / "benchmarks.json").write_text(json.dumps(mutated, allow_nan=True))
+    result = CliRunner().invoke(app, ["ingest", "guidellm", str(folder / "benchmarks.json"), "--model", "llama-3.1-8b",
+                                      "--gpu", "H100-SXM-80GB"])  # fmt: skip
+    check(result, tmp_path)
+
+
+SWEEP = {"scenario": str(SCENARIOS / "chat-and-summarize.yaml"), "grid": {"workloads.summarize.slo.itl_ms": [20, 60]},
+         "monte_carlo": {"samples": 1, "seed": 7, "fields": {"workloads.summarize.peak_rps": {"uniform": [10, 30]}}},
+         "pareto": {"x": "workloads.summarize.slo.itl_ms"}}  # fmt: skip
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_mutated_sweep_runs_or_says_why(tmp_path_factory, data):
+    path = data.draw(st.sampled_from([p for p, _ in paths_of(SWEEP)]))
+    mutated = mutate(SWEEP, path, data.draw(WILD_VALUES), data.draw(st.booleans()))
+    tmp_path = tmp_path_factory.mktemp("sweep")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    try:
+        (folder / "sweep.yaml").write_text(yaml.safe_dump(mutated, sort_keys=False, allow_unicode=True))
+    except yaml.YAMLError:
+        return
+    check(CliRunner().invoke(app, ["sweep", str(folder / "sweep.yaml"), "--json"]), tmp_path)
