@@ -285,6 +285,7 @@ class _Builder:
             precisions = tuple(p for p in precisions if p in workload.precisions)
         query = self.query(workload, offer, bucket)
         shape = dataclasses.replace(query, ttft_ms=None, itl_ms=None, e2e_ms=None)  # what the curve depends on
+        largest = max(self.scenario.max_batch_ladder)
         need_isl, need_osl = bucket.engine_lengths
         engines = [e for e in self.engines[workload.model] if e[0] >= need_isl and e[1] >= need_osl]
         for tp in (t for t in self.scenario.tp_ladder if t <= system.gpus_per_node):
@@ -311,6 +312,12 @@ class _Builder:
                         if isinstance(best, str):
                             self.counts["latency"] += 1
                             self.prune(workload, offer, f"TP{tp} {precision} batch <= {batch}: {best}", "latency")
+                            continue
+                        if batch != largest:
+                            # the largest cap reaches every point a smaller one does (best_point is monotone in
+                            # the cap), so its candidate serves every bucket this one serves at a rate as high:
+                            # this one is dominated before it is made
+                            self.counts["dominated_early"] += 1
                             continue
                         key = self.add(offer, workload, bucket_index, best, batch, lengths)
                         if key is not None:
@@ -377,7 +384,7 @@ class _Builder:
                     if other not in dropped and self._dominates(other, key, served, per_node):
                         dropped.add(key)
                         break
-        self.counts["dominated"] = len(dropped)
+        self.counts["dominated"] = len(dropped) + self.counts["dominated_early"]
         self.candidates = {k: c for k, c in self.candidates.items() if k not in dropped}
         self.options = {
             k: o if k not in self.engine_fit else dataclasses.replace(o, perf=dataclasses.replace(o.perf, memory=self.engine_fit[k]))
