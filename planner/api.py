@@ -331,7 +331,6 @@ def simulate(
     time_limit_s: float | None = None,
 ):
     """Plan the scenario (or take a saved plan JSON) and simulate every workload at each period's peak."""
-    from planner.plan import plan_from_document
     from planner.simulate import simulate_plan
 
     catalog = scenario_catalog(scenario_path, catalog_dirs)

@@ -11,7 +11,7 @@ import pulp
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from planner.api import compare, plan_file
+from planner.api import plan_file
 from planner.errors import InfeasiblePlanError
 from planner.scenario import load_scenario
 

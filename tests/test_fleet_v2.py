@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import BENCH_HEADER, make_catalog, on_prem_system, write_scenario
+from conftest import make_catalog, on_prem_system, write_scenario
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import LinearConstraint, milp

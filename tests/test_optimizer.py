@@ -8,7 +8,6 @@ import math
 import pytest
 
 from planner.api import plan_file
-from planner.catalog import load_catalog
 from planner.errors import InfeasiblePlanError
 from planner.optimize import plan
 from planner.scenario import load_scenario

@@ -7,7 +7,7 @@ import pytest
 
 from planner.api import bom, plan_in_context
 from planner.report import document, plots
-from planner.report.bom import build_bom, to_markdown, write_csv, write_xlsx
+from planner.report.bom import build_bom, write_csv, write_xlsx
 
 from conftest import SCENARIOS
 
