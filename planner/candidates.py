@@ -79,6 +79,15 @@ class Option:
     instances_per_node: int
     perf: PerfResult
 
+    @property
+    def rps_per_instance(self) -> float:
+        return self.rps_per_node / self.instances_per_node
+
+
+def unit_rate(option: Option, candidate: Candidate) -> float:
+    """rho[w,b,c]: requests/s of one allotment unit (k[c] instances) of c for this bucket (docs/optimizer.md)."""
+    return option.rps_per_instance * candidate.instances_per_unit
+
 
 @dataclass(frozen=True)
 class Pruned:
@@ -205,7 +214,7 @@ class _Builder:
         self.pruned: list[Pruned] = []
         self.counts: Counter = Counter()
         self.engines = engine_lengths_by_model(scenario)
-        self.curves: dict[tuple, list[PerfResult] | str] = {}
+        self.memo: dict[tuple, object] = {}  # curves, engine fits and best points, computed once each
         self.fastest: dict[str, dict[str, Fastest]] = defaultdict(dict)
         self.engine_fit: dict[tuple[str, int, str], object] = {}  # memory fit of an option's engine lengths
 
@@ -326,25 +335,25 @@ class _Builder:
     def best_by_cap(self, points, query: PerfQuery, tp: int, precision: str, percentile: float) -> dict:
         """best_points_by_cap, once per curve and latency limits (workloads often share both)."""
         key = ("best", query, tp, precision, percentile)
-        if key not in self.curves:
-            self.curves[key] = best_points_by_cap(points, query, self.scenario.max_batch_ladder)
-        return self.curves[key]
+        if key not in self.memo:
+            self.memo[key] = best_points_by_cap(points, query, self.scenario.max_batch_ladder)
+        return self.memo[key]
 
     def fit(self, model: str, gpu: str, tp: int, precision: str, lengths: tuple[int, int]):
         key = ("fit", model, gpu, tp, precision, lengths)
-        if key not in self.curves:
-            self.curves[key] = instance_memory(self.catalog, model, gpu, tp, precision, *lengths)
-        return self.curves[key]
+        if key not in self.memo:
+            self.memo[key] = instance_memory(self.catalog, model, gpu, tp, precision, *lengths)
+        return self.memo[key]
 
     def curve(self, shape: PerfQuery, tp: int, precision: str, percentile: float) -> list[PerfResult] | str:
         """The modeled curve of an engine at the lengths of `shape` (a query without limits), computed once."""
         key = (shape, tp, precision, percentile)
-        if key not in self.curves:
-            self.curves[key] = modeled_points(
+        if key not in self.memo:
+            self.memo[key] = modeled_points(
                 shape, self.catalog, tp, precision, percentile,
                 aic_where_extrapolated="aic" in self.scenario.perf_sources,
             )  # fmt: skip
-        return self.curves[key]
+        return self.memo[key]
 
     def query(self, workload: Workload, offer: SystemOffer, bucket: Bucket) -> PerfQuery:
         return PerfQuery(
@@ -365,8 +374,7 @@ class _Builder:
         spares, engine-variant limit or GPU limit could tell them apart."""
         served: dict[str, dict[tuple[str, int], float]] = defaultdict(dict)
         for (workload, bucket, key), option in self.options.items():
-            c = self.candidates[key]
-            served[key][(workload, bucket)] = option.rps_per_node * c.instances_per_unit / option.instances_per_node
+            served[key][(workload, bucket)] = unit_rate(option, self.candidates[key])
         limits = self.scenario.limits
         per_node = not (self.scenario.share_nodes_across_models or self.scenario.reconfigure_between_periods)
         cross_system = per_node and limits.max_engine_variants is None and not limits.max_gpus

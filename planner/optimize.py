@@ -57,7 +57,7 @@ from pathlib import Path
 
 import pulp
 
-from planner.candidates import Candidate, CandidateSet, Option, enumerate_candidates
+from planner.candidates import Candidate, CandidateSet, Option, enumerate_candidates, unit_rate
 from planner.catalog import Catalog
 from planner.errors import InfeasiblePlanError, PlannerInputError, SolverStoppedError
 from planner.plan import (
@@ -104,6 +104,14 @@ def hardware_of(candidate: Candidate) -> tuple[str, str, str]:
     return (candidate.site, candidate.pricing, candidate.system)
 
 
+def members_by_hardware(cset: CandidateSet) -> dict[tuple[str, str, str], list[Candidate]]:
+    """The configurations of each hardware offer, in candidate order."""
+    members: dict[tuple, list[Candidate]] = defaultdict(list)
+    for c in cset.candidates:
+        members[hardware_of(c)].append(c)
+    return members
+
+
 def hardware_list(cset: CandidateSet) -> dict[tuple[str, str, str], Hardware]:
     """The hardware offers the candidates run on (their per-node figures come from the offer)."""
     hardware = {}
@@ -123,6 +131,7 @@ class FleetModel:
 
     problem: pulp.LpProblem
     hardware: dict[tuple, Hardware] = field(default_factory=dict)
+    members: dict[tuple, list[Candidate]] = field(default_factory=dict)  # configurations c of each h
     fixed_nodes: dict[tuple, pulp.LpVariable] = field(default_factory=dict)  # N[h]
     period_nodes: dict[tuple[tuple, str], pulp.LpVariable] = field(default_factory=dict)  # M[h,t]
     units: dict[tuple[str, str], pulp.LpVariable] = field(default_factory=dict)  # U[c,t] (the same var for all t if fixed)
@@ -156,11 +165,6 @@ def bucket_demand(scenario: Scenario) -> dict[tuple[str, int, str], float]:
     return demand
 
 
-def unit_rate(option: Option, candidate: Candidate) -> float:
-    """rho[w,b,c]: requests/s of one unit (k[c] instances) of c for this bucket."""
-    return option.rps_per_node * candidate.instances_per_unit / option.instances_per_node
-
-
 def unit_load(cset: CandidateSet, demand: dict, candidate: Candidate, period: str) -> float:
     """Units of c that all the demand it can serve in period t would keep busy."""
     return sum(
@@ -173,7 +177,7 @@ def node_bound(model: FleetModel, cset: CandidateSet, scenario: Scenario, demand
     on the configuration of h that needs the fewest GPUs for it (whole units); more nodes than that never help,
     since everything routed to h could move onto those configurations. With one: every unit bound of h. Without
     reconfiguration, bought/reserved nodes hold every configuration's units at once: the sum of their bounds."""
-    members = [c for c in cset.candidates if hardware_of(c) == hardware.key]
+    members = model.members.get(hardware.key, [])
     if hardware.fixed and not scenario.reconfigure_between_periods:
         # the same units all year: each configuration at its own busiest period, side by side
         gpus = sum(c.gpus_per_unit * max(model.unit_bounds[(c.key, p.name)] for p in periods) for c in members)
@@ -263,13 +267,13 @@ def add_engine_capacity(model: FleetModel, cset: CandidateSet) -> None:
 def add_node_room(model: FleetModel, cset: CandidateSet, scenario: Scenario) -> None:
     """sum_{c on h} g[c] U[c,t] <= G[h] N[h] (or G[h] M[h,t]) for every hardware offer and period: the units
     running in a period fit in the GPUs of the nodes (whole slots of a divisibility chain always pack)."""
-    members: dict[tuple, list[Candidate]] = defaultdict(list)
-    for c in cset.candidates:
-        members[hardware_of(c)].append(c)
     index = 0
     for key, hardware in model.hardware.items():
         for period in scenario.periods:
-            terms = [c.gpus_per_unit * model.units[(c.key, period.name)] for c in members[key] if (c.key, period.name) in model.units]
+            terms = [
+                c.gpus_per_unit * model.units[(c.key, period.name)] for c in model.members[key]
+                if (c.key, period.name) in model.units
+            ]  # fmt: skip
             if terms:
                 model.problem += pulp.lpSum(terms) <= hardware.gpus_per_node * model.nodes(key, period.name), f"room_{index}"
                 index += 1
@@ -424,7 +428,7 @@ def build_fleet_model(
     Periods with the same demand are one period of the program (merge_equal_periods); every period of the
     scenario still finds its variables under its own name."""
     scenario, members = merge_equal_periods(scenario)
-    model = FleetModel(pulp.LpProblem(_safe(scenario.name), pulp.LpMinimize), hardware_list(cset))
+    model = FleetModel(pulp.LpProblem(_safe(scenario.name), pulp.LpMinimize), hardware_list(cset), members_by_hardware(cset))
     demand = bucket_demand(scenario)
     define_unit_variables(model, cset, scenario, demand)
     define_node_variables(model, cset, scenario, demand)
@@ -470,17 +474,10 @@ def merge_equal_periods(scenario: Scenario) -> tuple[Scenario, dict[str, list[st
 
 def _alias_merged_periods(model: FleetModel, members: dict[str, list[str]]) -> None:
     """Every period a merged one stands for gets its variables (read back after the solve)."""
-    for first, names in members.items():
-        for name in names[1:]:
-            for (key, period), var in list(model.units.items()):
-                if period == first:
-                    model.units[(key, name)] = var
-            for (key, period), var in list(model.period_nodes.items()):
-                if period == first:
-                    model.period_nodes[(key, name)] = var
-            for (w, b, c, period), var in list(model.routed.items()):
-                if period == first:
-                    model.routed[(w, b, c, name)] = var
+    for variables in (model.units, model.period_nodes, model.routed):
+        for key, var in list(variables.items()):
+            for name in members.get(key[-1], ())[1:]:
+                variables[(*key[:-1], name)] = var
 
 
 @dataclass(frozen=True)
@@ -649,9 +646,7 @@ def solve_candidates(
     if outcome.status == "stopped":
         raise SolverStoppedError(solver, time_limit_s)
     result = _read_plan(scenario, cset, catalog, model, solver, outcome)
-    if scenario.limits.power_kw is not None or scenario.limits.rack_units is not None or scenario.limits.capex_usd is not None or scenario.limits.max_gpus:
-        result = dataclasses.replace(result, binding_limits=costly_limits(scenario, cset, catalog, solver, time_limit_s, result))
-    return result
+    return dataclasses.replace(result, binding_limits=costly_limits(scenario, cset, catalog, solver, time_limit_s, result))
 
 
 def check_every_workload_has_options(scenario: Scenario, cset: CandidateSet) -> None:
@@ -805,12 +800,9 @@ def node_lines(scenario, cset: CandidateSet, model: FleetModel, fixed: dict, ren
     """One plan line per group of identical nodes (the same instances in every period): what to buy or rent, and
     in `runs` what those nodes run. Bought/reserved nodes once for the year, on-demand ones per period."""
     hours = {p.name: p.hours_per_year for p in scenario.periods}
-    members: dict[tuple, list[Candidate]] = defaultdict(list)
-    for c in cset.candidates:
-        members[hardware_of(c)].append(c)
 
     def running(key, period):
-        return [(c, units.get((c.key, period), 0)) for c in members[key] if units.get((c.key, period), 0) > 0]
+        return [(c, units.get((c.key, period), 0)) for c in model.members[key] if units.get((c.key, period), 0) > 0]
 
     lines = []
     for key, hardware in model.hardware.items():
@@ -925,7 +917,7 @@ def _routing(scenario: Scenario, cset: CandidateSet, routed: dict) -> tuple[Rout
             bucket_osl=buckets[workload][bucket].osl_tokens, site=c.site, role=_ROLE[c.pricing], system=c.system, model=c.model,
             tp=c.tp, precision=c.precision, max_batch=c.max_batch, engine_isl=c.engine_isl, engine_osl=c.engine_osl,
             rps=round(rps, 9), rps_per_node=rate[(workload, bucket, key)].rps_per_node,
-            rps_per_instance=rate[(workload, bucket, key)].rps_per_node / rate[(workload, bucket, key)].instances_per_node,
+            rps_per_instance=rate[(workload, bucket, key)].rps_per_instance,
         ))  # fmt: skip
     return tuple(routes)
 

@@ -88,8 +88,7 @@ def demand_multiplier_limit(plan: Plan, scenario: Scenario, cset: CandidateSet) 
                 continue
             routed = pulp.LpVariable(f"x_{index}_{t}", lowBound=0)
             by_cell.setdefault(cell, []).append(routed)
-            per_instance = option.rps_per_node / option.instances_per_node
-            load.setdefault((identity, period.name), []).append(routed * (1.0 / per_instance))
+            load.setdefault((identity, period.name), []).append(routed * (1.0 / option.rps_per_instance))
     for index, (cell, value) in enumerate(sorted(demand.items())):
         problem += pulp.lpSum(by_cell.get(cell, [])) == value * scale, f"demand_{index}"
     for index, ((identity, period), terms) in enumerate(sorted(load.items(), key=str)):

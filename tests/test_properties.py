@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from planner.catalog import load_catalog
 from planner.optimize import plan
+from planner.plan import configuration_key
 from planner.requirements import daily_active_users, peak_rps_from_mean, rps_from_users, words_to_tokens
 from planner.scenario import load_scenario
 
@@ -65,7 +66,6 @@ def check_plan_covers_demand(result, scenario, catalog) -> None:
     sent to each configuration fit in its running instances, and the instances' GPUs fit in the nodes of the
     plan lines that are up in that period."""
     headroom = 1 + scenario.limits.headroom_fraction
-    engine = ("site", "role", "system", "model", "tp", "precision", "max_batch", "engine_isl", "engine_osl")
     for period in scenario.periods:
         routes = [r for r in result.routing if r.period == period.name]
         for workload in scenario.workloads:
@@ -73,10 +73,9 @@ def check_plan_covers_demand(result, scenario, catalog) -> None:
             assert sent == pytest.approx(period.demand_rps[workload.name] * headroom, rel=1e-6, abs=1e-6)
         running = [i for i in result.instances if i.period == period.name]
         for allocation in running:
-            identity = tuple(getattr(allocation, a) for a in engine)
-            load = sum(r.rps / r.rps_per_instance for r in routes if tuple(getattr(r, a) for a in engine) == identity)
+            load = sum(r.rps / r.rps_per_instance for r in routes if configuration_key(r) == configuration_key(allocation))
             assert load <= allocation.instances + 1e-6
-        assert {tuple(getattr(r, a) for a in engine) for r in routes} <= {tuple(getattr(i, a) for a in engine) for i in running}
+        assert {configuration_key(r) for r in routes} <= {configuration_key(i) for i in running}
         for hardware in {(i.site, i.role, i.system) for i in running}:
             used = sum(i.gpus for i in running if (i.site, i.role, i.system) == hardware)
             up = sum(

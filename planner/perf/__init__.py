@@ -31,7 +31,7 @@ from planner.perf.roofline import (
     steady_state_curve,
     supports_roofline,
 )
-from planner.perf.tables import group_by_engine, instance_memory, matching_rows, result_from_row, rows_for, running_capacity
+from planner.perf.tables import group_by_engine, instance_memory, matching_rows, result_from_row, running_capacity
 from planner.perf.types import MemoryFit, PerfMiss, PerfQuery, PerfResult
 
 __all__ = [

@@ -12,6 +12,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from planner.api import CurveAnswer  # noqa: E402
 from planner.perf import PerfResult  # noqa: E402
+from planner.plan import configuration_key  # noqa: E402
 
 X_AXES = {
     "tokens-per-gpu": ("output tokens/s per GPU", lambda p, n: (p.output_tokens_per_s or 0) / p.gpus_per_instance),
@@ -83,13 +84,12 @@ def demand_capacity_figure(plan, scenario) -> Figure:
     periods = list(plan.periods)
     hours = {p.name: p.hours_per_year for p in scenario.periods}
     stacks: dict[str, list[float]] = {}
-    engine = ("site", "role", "system", "model", "tp", "precision", "max_batch", "engine_isl", "engine_osl")
     for t, period in enumerate(periods):
         for allocation in plan.instances:
             if allocation.period != period:
                 continue
-            identity = tuple(getattr(allocation, a) for a in engine)
-            routes = [r for r in plan.routing if r.period == period and tuple(getattr(r, a) for a in engine) == identity]
+            identity = configuration_key(allocation)
+            routes = [r for r in plan.routing if r.period == period and configuration_key(r) == identity]
             instance_load = sum(r.rps / r.rps_per_instance for r in routes if r.rps_per_instance)
             rate = sum(r.rps for r in routes) / instance_load if instance_load else 0.0
             label = f"{allocation.system} ({allocation.role})"
