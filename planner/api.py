@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,7 +11,11 @@ from planner.errors import PlannerInputError, unknown_id_message
 from planner.optimize import plan as solve_plan
 from planner.perf import PerfMiss, PerfQuery, PerfResult, estimate
 from planner.plan import Plan
-from planner.requirements import daily_active_users, peak_rps_from_mean, requests_per_day
+from planner.requirements import (
+    daily_active_users,
+    peak_rps_from_mean,
+    requests_per_day,
+)
 from planner.scenario import Scenario, load_scenario, scenario_catalog_dirs
 
 
@@ -326,20 +329,26 @@ def bom(scenario_path: Path | str, catalog_dirs: CatalogDirs = None, solver: str
 
 
 def simulate(
-    scenario_path: Path | str, catalog_dirs: CatalogDirs = None, duration_s: float = 600.0, seed: int = 0,
-    balancer: str = "least-outstanding", plan_document: dict | None = None, solver: str | None = None,
-    time_limit_s: float | None = None,
+    scenario_path: Path | str, catalog_dirs: CatalogDirs = None, options=None, plan_document: dict | None = None,
+    solver: str | None = None, time_limit_s: float | None = None, trace_path: Path | str | None = None,
+    time_unit: str = "s", progress=None,
 ):
-    """Plan the scenario (or take a saved plan JSON) and simulate every workload at each period's peak."""
-    from planner.simulate import simulate_plan
+    """Plan the scenario (or take a saved plan JSON) and simulate every workload at each period's peak, or replay a
+    trace (`planner.simulate.SimulationOptions` says how)."""
+    from planner.simulate import SimulationOptions, simulate_plan
 
     catalog = scenario_catalog(scenario_path, catalog_dirs)
     scenario = load_scenario(scenario_path, catalog)
+    options = options or SimulationOptions()
+    if trace_path is not None:
+        from planner.traces import load_trace
+
+        options = dataclasses.replace(options, trace=load_trace(trace_path, time_unit=time_unit))
     if plan_document is not None:
         result = _saved_plan(plan_document, scenario)
     else:
         result = solve_plan(scenario, catalog, solver=solver, time_limit_s=time_limit_s)
-    return result, simulate_plan(result, scenario, catalog, duration_s, seed, balancer)
+    return result, simulate_plan(result, scenario, catalog, options, progress)
 
 
 def _saved_plan(document, scenario: Scenario) -> Plan:
@@ -362,13 +371,29 @@ def _saved_plan(document, scenario: Scenario) -> Plan:
     return result
 
 
-def verify(plan: Plan, scenario_path: Path | str, catalog_dirs: CatalogDirs = None, duration_s: float = 600.0,
-           seed: int = 0):  # fmt: skip
+def verify(plan: Plan, scenario_path: Path | str, catalog_dirs: CatalogDirs = None, options=None, progress=None):
     """Simulate a plan just made (`planner plan --verify`): the checks of `planner.simulate.simulate_plan`."""
     from planner.simulate import simulate_plan
 
     catalog = scenario_catalog(scenario_path, catalog_dirs)
-    return simulate_plan(plan, load_scenario(scenario_path, catalog), catalog, duration_s, seed)
+    return simulate_plan(plan, load_scenario(scenario_path, catalog), catalog, options, progress)
+
+
+def repair(plan: Plan, scenario_path: Path | str, catalog_dirs: CatalogDirs = None, options=None, solver: str | None = None,
+           time_limit_s: float | None = None, progress=None, perf_margin: float | None = None,
+           perf_source: str | None = None):  # fmt: skip
+    """`planner plan --verify --repair`: simulate, and add the cheapest capacity until every limit holds
+    (`planner.repair.repair_plan`)."""
+    from planner.repair import repair_plan
+    from planner.simulate import simulate_plan
+
+    catalog = scenario_catalog(scenario_path, catalog_dirs)
+    scenario = with_perf_source(with_perf_margin(load_scenario(scenario_path, catalog), perf_margin), perf_source)
+    return repair_plan(
+        plan, scenario, catalog,
+        simulate=lambda p, s: simulate_plan(p, s, catalog, options, progress),
+        solve=lambda s: solve_scenario(s, catalog, solver, time_limit_s),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)

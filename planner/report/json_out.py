@@ -7,7 +7,13 @@ import math
 from dataclasses import asdict
 from typing import Any
 
-from planner.api import CurveAnswer, DeploymentResult, PeakAnswer, PerfAnswer, UsersAnswer
+from planner.api import (
+    CurveAnswer,
+    DeploymentResult,
+    PeakAnswer,
+    PerfAnswer,
+    UsersAnswer,
+)
 from planner.perf import PerfResult
 from planner.plan import Plan
 
@@ -124,16 +130,23 @@ def compare_document(results: tuple[DeploymentResult, ...]) -> dict:
 
 
 def simulation_document(checks) -> dict:
-    """`planner simulate --json`: per workload and period, percentiles, SLO attainment and the limit checks."""
+    """`planner simulate --json`: per workload and period, the run, its statistics and the verdict per limit."""
     items = []
     for check in checks:
-        stats = None if check.stats is None else asdict(check.stats)
-        items.append({
-            "workload": check.workload, "period": check.period, "rate_rps": round(check.rate_rps, 6),
-            "instances": check.instances, "engines": check.engines, "ok": check.ok, "note": check.note,
-            "checks": [asdict(c) for c in check.checks], "stats": stats,
-        })  # fmt: skip
+        item = asdict(check)
+        item["rate_rps"] = round(check.rate_rps, 6)
+        item["wall_s"] = round(check.wall_s, 3)  # machine time: not part of the result's identity
+        items.append(item)
     return {"workloads": items, "all_ok": all(c.ok for c in checks if c.ok is not None)}
+
+
+def repair_document(repair) -> dict:
+    """`planner plan --verify --repair --json`: what was raised, why, and the cost before and after."""
+    return {
+        "steps": [asdict(step) for step in repair.steps], "all_ok": repair.all_ok,
+        "original_annual_cost_usd": repair.original_annual_cost_usd, "original_nodes": repair.original_nodes,
+        "annual_cost_usd": repair.plan.totals.annual_cost_usd, "nodes": repair.plan.totals.nodes,
+    }  # fmt: skip
 
 
 def workload_analysis_document(answer) -> dict:
@@ -179,8 +192,7 @@ def write_sweep_table(records, path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         frame.to_parquet(path, index=False)
         return
-    from planner.report.spreadsheet import csv_safe_frame
-
     from planner.report.files import write_text_atomic
+    from planner.report.spreadsheet import csv_safe_frame
 
     write_text_atomic(path, csv_safe_frame(frame).to_csv(index=False, lineterminator="\n"))

@@ -9,7 +9,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from planner.api import CurveAnswer, DeploymentResult, PeakAnswer, PerfAnswer, UsersAnswer
+from planner.api import (
+    CurveAnswer,
+    DeploymentResult,
+    PeakAnswer,
+    PerfAnswer,
+    UsersAnswer,
+)
 from planner.plan import Plan
 from planner.scenario import Scenario
 
@@ -243,9 +249,16 @@ def print_compare(results: tuple[DeploymentResult, ...], console: Console) -> No
     console.print("Output tokens per year use each workload's mean rate where the scenario gives one, else its peak.")
 
 
-def print_simulation(checks, console: Console) -> None:
-    table = Table(title="Simulation under Poisson arrivals (each period at its peak)", title_justify="left")
-    for column in ("workload", "period", "rps", "instances", "TTFT P50/P95/P99 ms", "ITL P50 ms", "E2E P99 ms", "within limits", "verdict"):
+def _interval(check) -> str:
+    if check.ci_low_ms is None:
+        return ""
+    return f" (95% {check.ci_low_ms:,.0f}-{check.ci_high_ms:,.0f})"
+
+
+def print_simulation(checks, console: Console, wall_s: float | None = None) -> None:
+    table = Table(title="Simulation (each period at its peak, or the trace)", title_justify="left")
+    for column in ("workload", "period", "rps", "engines", "TTFT P50/P95/P99 ms", "token gap P50/P99 ms", "E2E P99 ms",
+                   "within limits", "verdict"):  # fmt: skip
         table.add_column(column, justify="left" if column in ("workload", "period", "verdict") else "right")
     for check in checks:
         stats = check.stats
@@ -253,16 +266,48 @@ def print_simulation(checks, console: Console) -> None:
             table.add_row(check.workload, check.period, f"{check.rate_rps:,.4g}", str(check.instances), "-", "-", "-", "-",
                           "not simulated")  # fmt: skip
             continue
-        failed = [f"{c.metric} P{c.percentile:g} {c.simulated_ms:,.0f} > {c.limit_ms:g} ms" for c in check.checks if not c.ok]
-        verdict = "ok" if check.ok else ("MISSES SLO: " + "; ".join(failed) if failed else "MISSES: requests left unfinished")
+        verdicts = [f"{c.metric} P{c.percentile:g} {c.simulated_ms:,.0f}{_interval(c)} {'<=' if c.ok else 'vs'} {c.limit_ms:g} ms"
+                    + ("" if c.ok else " MISSES") for c in check.checks]  # fmt: skip
+        if stats.completed < stats.requests:
+            verdicts.append(f"{stats.requests - stats.completed:,} requests unfinished")
+        verdict = ("ok" if check.ok else "MISSES SLO") + (": " + "; ".join(verdicts) if verdicts else "")
         table.add_row(
             check.workload, check.period, f"{check.rate_rps:,.4g}", str(check.instances),
-            f"{stats.ttft_ms.p50:,.0f} / {stats.ttft_ms.p95:,.0f} / {stats.ttft_ms.p99:,.0f}", f"{stats.itl_ms.p50:,.1f}",
+            f"{stats.ttft_ms.p50:,.0f} / {stats.ttft_ms.p95:,.0f} / {stats.ttft_ms.p99:,.0f}",
+            f"{stats.itl_ms.p50:,.1f} / {stats.itl_ms.p99:,.1f}",
             f"{stats.e2e_ms.p99:,.0f}", "-" if stats.slo_attainment is None else f"{stats.slo_attainment:.1%}", verdict,
         )  # fmt: skip
     console.print(table)
     for check in checks:
         console.print(f"- {check.workload} ({check.period}): {check.engines}", soft_wrap=True)
+        if check.stats is not None:
+            stats = check.stats
+            run = (f"  {check.duration_s:,.0f} s simulated x {check.seeds} seed(s), warm-up {stats.warmup_s:,.0f} s excluded; "
+                   f"{'settled' if check.settled else 'NOT settled (an interval is wider than 5%: run longer or use --seeds)'}; "
+                   f"throughput {stats.throughput_rps:,.4g} rps completed, {stats.mean_in_system:,.1f} requests in system and "
+                   f"{stats.mean_queue_length:,.1f} waiting on average, {stats.preemptions:,} preemptions")  # fmt: skip
+            console.print(run, soft_wrap=True)
+        if check.note:
+            console.print(f"  {check.note}", soft_wrap=True)
+    simulated = sum(c.requests_simulated for c in checks)
+    if wall_s and simulated:
+        console.print(f"{simulated:,} requests simulated in {wall_s:.1f} s ({simulated / wall_s:,.0f} per second)")
+
+
+def print_repair(repair, console: Console) -> None:
+    """What --repair added and why."""
+    if not repair.steps:
+        console.print("Repair: nothing to add, every simulated limit holds.")
+        return
+    plan = repair.plan
+    console.print(
+        f"Repair: {len(repair.steps)} change(s); annual cost {repair.original_annual_cost_usd:,.0f} -> "
+        f"{plan.totals.annual_cost_usd:,.0f} USD, nodes {repair.original_nodes} -> {plan.totals.nodes}"
+        + ("" if repair.all_ok else "; limits STILL MISSED after the last round"), soft_wrap=True,
+    )  # fmt: skip
+    for step in repair.steps:
+        console.print(f"- round {step.round}: {step.workload} ({step.period}) sized for {step.demand_rps_before:,.4g} -> "
+                      f"{step.demand_rps_after:,.4g} rps because {step.why}", soft_wrap=True)  # fmt: skip
 
 
 def print_trace_analysis(answer, console: Console, block_yaml: str, written_to: str | None) -> None:

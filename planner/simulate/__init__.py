@@ -1,0 +1,37 @@
+"""Discrete-event simulation: does a plan hold its latency limits under random (Poisson or burstier) arrivals or a
+real trace? The optimizer sizes on steady-state averages; this package replays requests one by one.
+
+- `steps`: step times of an engine iteration (the calibrated roofline as O(1) tables, or fixed times);
+- `engines`: `ServingEngine` (vLLM-like: token budget, chunked prefill, paged KV with preemption), the notebook's
+  simpler `BatchingEngine` (in-flight or static batching) and `SlotEngine` (an M/D/C queue);
+- `traffic`: requests, arrival processes and length distributions;
+- `balance`: `run`, requests fed to engines through a load balancer (power-of-two choices by default);
+- `stats`: percentiles, token gaps, time averages, warm-up and batch-means intervals;
+- `verify`: `simulate_plan`, every workload and period of a plan on its engines, with verdicts per limit.
+"""
+
+from planner.simulate.balance import BALANCERS, run
+from planner.simulate.engines import BatchingEngine, ServingEngine, SlotEngine
+from planner.simulate.stats import Percentiles, RunStats, run_statistics
+from planner.simulate.steps import FixedSteps, RooflineSteps, saturated_rps
+from planner.simulate.traffic import (
+    Requests,
+    deterministic_arrivals,
+    gamma_arrivals,
+    lognormal_lengths,
+    poisson_arrivals,
+)
+from planner.simulate.verify import (
+    LimitCheck,
+    SimulationOptions,
+    WorkloadCheck,
+    engine_setup,
+    simulate_plan,
+)
+
+__all__ = [
+    "BALANCERS", "BatchingEngine", "FixedSteps", "LimitCheck", "Percentiles", "Requests", "RooflineSteps", "RunStats",
+    "ServingEngine", "SimulationOptions", "SlotEngine", "WorkloadCheck", "deterministic_arrivals", "engine_setup",
+    "gamma_arrivals", "lognormal_lengths", "poisson_arrivals", "run", "run_statistics", "saturated_rps",
+    "simulate_plan",
+]

@@ -1,0 +1,99 @@
+"""Feeding requests to engine instances through a load balancer.
+
+- `power-of-two` (default): at each arrival, two engines drawn at random; the one with fewer outstanding tokens
+  (prompt + output of the requests it holds) takes the request. O(1) per arrival, and it does not herd: engines
+  that finish a batch together do not all take the next burst, because each arrival looks at only two of them.
+- `least-tokens` / `least-outstanding`: the engine with the fewest outstanding tokens / requests, kept in a heap;
+  engines are advanced only when their next completion is due (a second heap), so an arrival costs O(log engines).
+  With identical requests they herd: an engine that finished several requests at once takes the next ones together.
+- `round-robin`: engine i mod n.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+
+from planner.simulate.engines import Book, ServingEngine
+
+BALANCERS = ("power-of-two", "least-tokens", "least-outstanding", "round-robin")
+
+
+def _load_tokens(engine) -> int:
+    return getattr(engine, "load_tokens", None) if isinstance(engine, ServingEngine) else engine.outstanding()
+
+
+def run(engines: list, requests, balancer: str = "power-of-two", seed: int = 0):
+    """Simulate `requests` (planner.simulate.traffic.Requests) on `engines`; fills in their admission, first-token
+    and finish times and returns them. `seed` drives the power-of-two draws."""
+    if balancer not in BALANCERS:
+        raise ValueError(f"balancer must be one of {', '.join(BALANCERS)}")
+    book = Book(requests)
+    serving = [e for e in engines if isinstance(e, ServingEngine)]
+    if serving and len(serving) != len(engines):
+        raise ValueError("one run simulates engines of one kind")
+    for engine in engines:
+        if serving:
+            engine.book = book
+        else:
+            engine.requests = requests
+    order = np.argsort(requests.arrival_s, kind="stable").tolist()
+    arrival = book.arrival
+    n = len(engines)
+    if n == 1 or balancer == "round-robin":
+        for position, index in enumerate(order):
+            engine = engines[position % n]
+            engine.advance_to(arrival[index])
+            engine.submit(index)
+    elif balancer == "power-of-two":
+        rng = np.random.default_rng(seed)
+        first = rng.integers(0, n, size=len(order))
+        second = (first + 1 + rng.integers(0, n - 1, size=len(order))) % n  # distinct from the first
+        for index, i, j in zip(order, first.tolist(), second.tolist()):
+            a, b = engines[i], engines[j]
+            t = arrival[index]
+            a.advance_to(t)
+            b.advance_to(t)
+            load_a, load_b = _load_tokens(a), _load_tokens(b)
+            engine = a if load_a < load_b or (load_a == load_b and i < j) else b
+            engine.submit(index)
+    else:
+        _least_loaded(engines, order, arrival, tokens=balancer == "least-tokens")
+    for engine in engines:
+        engine.drain()
+    if serving:
+        book.write_back(requests)
+    return requests
+
+
+def _least_loaded(engines: list, order: list[int], arrival: list[float], tokens: bool) -> None:
+    """The least-loaded engine at each arrival, with two heaps: `due` (when each engine's load may next drop) and
+    `light` (load, engine); entries carry a version so that stale ones are skipped when popped."""
+    version = [0] * len(engines)
+    load = (lambda e: _load_tokens(e)) if tokens else (lambda e: e.outstanding())
+    light = [(0, i, 0) for i in range(len(engines))]
+    due: list[tuple[float, int, int]] = []
+
+    def refresh(i: int) -> None:
+        version[i] += 1
+        engine = engines[i]
+        heapq.heappush(light, (load(engine), i, version[i]))
+        next_s = engine.next_event_s()
+        if next_s < math.inf:
+            heapq.heappush(due, (next_s, i, version[i]))
+
+    for index in order:
+        t = arrival[index]
+        while due and due[0][0] < t:
+            _, i, v = heapq.heappop(due)
+            if v == version[i]:
+                engines[i].advance_to(t)
+                refresh(i)
+        while light[0][2] != version[light[0][1]]:
+            heapq.heappop(light)
+        i = light[0][1]
+        engines[i].advance_to(t)
+        engines[i].submit(index)
+        refresh(i)

@@ -1,0 +1,486 @@
+"""Engine models: what one engine instance does with the requests sent to it.
+
+- `ServingEngine` (the one plans are simulated on): an engine like vLLM or TensorRT-LLM. Every iteration decodes one
+  token for each running sequence and fills the rest of a token budget with prompt chunks (chunked prefill);
+  requests are admitted FIFO while seats (the batch cap) and KV cache remain; the KV cache holds each sequence's
+  prompt and the tokens generated so far and grows as they decode; when it is full the most recently admitted
+  sequence is preempted (its cache freed, recomputed later as a prefill of prompt + generated tokens, like vLLM's
+  recompute preemption). Step times come from a `steps` model (planner/simulate/steps.py).
+- `BatchingEngine`: the simpler engine of the seeds' notebook lesson, in-flight or static batching, whole prompts
+  prefilled in one iteration and KV reserved for ISL + OSL at admission (no preemption).
+- `SlotEngine`: C parallel slots of a fixed service time with a FIFO queue in front (an M/D/C queue).
+
+Time advances from event to event; stretches of pure decoding are taken in one jump.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+
+import numpy as np
+
+
+class BatchingEngine:
+    """One engine instance with iteration-level batching (see the module docstring)."""
+
+    def __init__(self, steps: StepModel, max_batch: int, kv_tokens: float | None, in_flight: bool = True):
+        self.steps, self.max_batch, self.kv_tokens, self.in_flight = steps, max_batch, kv_tokens, in_flight
+        self.clock = 0.0
+        self.queue: deque[int] = deque()
+        self.running: list[int] = []  # request indices
+        self.remaining = np.zeros(0, dtype=np.int64)  # tokens still to generate, per running request
+        self.reserved_tokens = 0.0
+        self.context_sum = 0.0
+        self.static_batch_size = 0
+        self.queue_samples: list[tuple[float, int]] = []
+        self.requests: Requests | None = None
+        self._next_event: float | None = None
+
+    def outstanding(self) -> int:
+        return len(self.queue) + len(self.running)
+
+    def submit(self, index: int) -> None:
+        self._next_event = None
+        if not self.running and not self.queue:
+            self.clock = max(self.clock, float(self.requests.arrival_s[index]))
+        self.queue.append(index)
+
+    def advance_to(self, time_s: float) -> None:
+        """Run iterations that start before `time_s`. Stretches of pure decoding (nothing to admit) are taken in
+        one jump up to the next completion or `time_s`: the per-iteration loop would dominate long runs."""
+        while (self.running or self.queue) and self.clock < time_s:
+            self._next_event = None
+            if self._can_admit() or not self.running:
+                self._iterate()
+            else:
+                self._jump(time_s)
+
+    def drain(self) -> None:
+        self.advance_to(math.inf)
+
+    def next_event_s(self) -> float:
+        """When the number of outstanding requests may next change (a completion), or now if work is waiting.
+        Cached until the engine's state changes: the balancer asks every engine at every arrival."""
+        if self._next_event is None:
+            self._next_event = self._compute_next_event()
+        return self._next_event
+
+    def _compute_next_event(self) -> float:
+        if self._can_admit():
+            return self.clock
+        if not self.running:
+            return math.inf
+        return self.clock + self._steps_to_next_completion() * self._decode_ms() / 1e3
+
+    def _steps_to_next_completion(self) -> int:
+        if self.in_flight:
+            return int(self.remaining.min())
+        # static batching keeps finished sequences (remaining <= 0) in the batch until the last one is done
+        generating = self.remaining[self.remaining > 0]
+        return int(generating.min()) if len(generating) else 1
+
+    def _can_admit(self) -> bool:
+        if not self.queue or len(self.running) >= self.max_batch or (self.running and not self.in_flight):
+            return False
+        if self.kv_tokens is None or not self.running:
+            return True
+        index = self.queue[0]
+        return self.reserved_tokens + float(self.requests.isl[index] + self.requests.osl[index]) <= self.kv_tokens
+
+    def _decode_ms(self, steps_ahead: float = 0.0) -> float:
+        decoding = len(self.running)
+        batch = self.static_batch_size if not self.in_flight else decoding
+        return self.steps.decode_ms(batch, (self.context_sum + steps_ahead * decoding) / decoding)
+
+    def _jump(self, time_s: float) -> None:
+        """k decode-only iterations at once; the step time is taken at the middle of the stretch (context grows
+        by one token per sequence and iteration)."""
+        to_completion = self._steps_to_next_completion()
+        k = to_completion
+        if math.isfinite(time_s):
+            step_ms = self._decode_ms()
+            k = max(1, min(k, math.ceil((time_s - self.clock) * 1e3 / step_ms - 1e-9)))
+        self.queue_samples.append((self.clock, len(self.queue)))
+        self.clock += k * self._decode_ms((k - 1) / 2) / 1e3
+        self.remaining -= k
+        self.context_sum += k * len(self.running)
+        if k == to_completion:  # someone finished in this stretch
+            self._retire(self.remaining <= 0)
+
+    def _admit(self) -> list[int]:
+        requests = self.requests
+        admitted = []
+        if not self.in_flight and self.running:
+            return admitted
+        while self.queue and len(self.running) + len(admitted) < self.max_batch:
+            index = self.queue[0]
+            need = float(requests.isl[index] + requests.osl[index])
+            if self.kv_tokens is not None and self.reserved_tokens + need > self.kv_tokens and (self.running or admitted):
+                break
+            self.queue.popleft()
+            self.reserved_tokens += need
+            admitted.append(index)
+        return admitted
+
+    def _iterate(self) -> None:
+        requests = self.requests
+        self.queue_samples.append((self.clock, len(self.queue)))
+        admitted = self._admit()
+        decoding = len(self.running)
+        duration_ms = 0.0
+        if admitted:
+            duration_ms += self.steps.prefill_ms([int(requests.isl[i]) for i in admitted])
+        if decoding:
+            batch = self.static_batch_size if not self.in_flight else decoding
+            duration_ms += self.steps.decode_ms(batch, self.context_sum / decoding)
+        self.clock += duration_ms / 1e3
+        if decoding:
+            self.remaining -= 1
+            self.context_sum += decoding
+        if len(admitted) == 1:  # the common case at moderate load: no array building
+            index = admitted[0]
+            requests.first_token_s[index] = self.clock
+            self.running.append(index)
+            self.remaining = np.append(self.remaining, requests.osl[index] - 1)
+            self.context_sum += float(requests.isl[index]) + 1.0
+            if not self.in_flight:
+                self.static_batch_size = len(self.running)
+        elif admitted:
+            new = np.asarray(admitted, dtype=np.int64)
+            requests.first_token_s[new] = self.clock
+            self.running.extend(admitted)
+            self.remaining = np.concatenate([self.remaining, requests.osl[new] - 1])
+            self.context_sum += float(requests.isl[new].sum() + len(admitted))
+            if not self.in_flight:
+                self.static_batch_size = len(self.running)
+        done = self.remaining <= 0
+        if done.any():
+            self._retire(done)
+
+    def _retire(self, done: np.ndarray) -> None:
+        requests = self.requests
+        if not self.in_flight:
+            # static: a sequence that is done keeps its slot until the whole batch is
+            for i in np.flatnonzero(done):
+                index = self.running[i]
+                if np.isnan(requests.finish_s[index]):
+                    requests.finish_s[index] = self.clock
+            if not done.all():
+                return
+        positions = np.flatnonzero(done).tolist()
+        for i in positions:
+            index = self.running[i]
+            if np.isnan(requests.finish_s[index]):
+                requests.finish_s[index] = self.clock
+            tokens = float(requests.isl[index] + requests.osl[index])
+            self.reserved_tokens -= tokens
+            self.context_sum -= tokens
+        if len(positions) == 1:  # the common case in flight: one sequence ends
+            del self.running[positions[0]]
+            self.remaining = np.delete(self.remaining, positions[0])
+        else:
+            keep = ~done
+            self.running = [r for r, k in zip(self.running, keep.tolist()) if k]
+            self.remaining = self.remaining[keep]
+        if not self.running:
+            self.context_sum, self.reserved_tokens, self.static_batch_size = 0.0, 0.0, 0
+
+
+class SlotEngine:
+    """A measured operating point as C parallel slots with a FIFO queue (an M/D/C queue)."""
+
+    def __init__(self, ttft_ms: float, itl_ms: float, request_throughput_rps: float, osl: int):
+        e2e_ms = ttft_ms + (osl - 1) * itl_ms
+        self.slots = max(1, math.ceil(request_throughput_rps * e2e_ms / 1e3 - 1e-9))
+        service_ms = self.slots / request_throughput_rps * 1e3  # C / E2E' = measured throughput
+        self.ttft_ms = ttft_ms
+        self.itl_ms = (service_ms - ttft_ms) / max(osl - 1, 1) if osl > 1 else 0.0
+        self.free_at = [0.0] * self.slots
+        self.busy_until: list[float] = []  # finish times of requests not yet done, for 'outstanding'
+        self.queue_samples: list[tuple[float, int]] = []
+        self.requests: Requests | None = None
+
+    def outstanding(self) -> int:
+        return len(self.busy_until)
+
+    def next_event_s(self) -> float:
+        return self.busy_until[0] if self.busy_until else math.inf
+
+    def advance_to(self, time_s: float) -> None:
+        while self.busy_until and self.busy_until[0] <= time_s:
+            heapq.heappop(self.busy_until)
+
+    def submit(self, index: int) -> None:
+        requests = self.requests
+        arrival = float(requests.arrival_s[index])
+        free = heapq.heappop(self.free_at)
+        start = max(arrival, free)
+        first = start + self.ttft_ms / 1e3
+        finish = first + (int(requests.osl[index]) - 1) * self.itl_ms / 1e3
+        requests.first_token_s[index], requests.finish_s[index] = first, finish
+        heapq.heappush(self.free_at, finish)
+        heapq.heappush(self.busy_until, finish)
+        self.queue_samples.append((arrival, max(0, len(self.busy_until) - self.slots)))
+
+    def drain(self) -> None:
+        self.busy_until.clear()
+
+
+
+class Book:
+    """Per-request state as Python lists (numpy scalar access costs ~10x a list's in the engine's inner loop):
+    what the run reads (arrival, lengths) and what the engines write (admission, first token, finish)."""
+
+    def __init__(self, requests):
+        self.arrival = requests.arrival_s.tolist()
+        self.isl = requests.isl.tolist()
+        self.osl = requests.osl.tolist()
+        n = len(self.arrival)
+        self.admitted = [math.nan] * n
+        self.first = [math.nan] * n
+        self.finish = [math.nan] * n
+        self.rejected: list[int] = []
+
+    def write_back(self, requests) -> None:
+        requests.admitted_s = np.array(self.admitted)
+        requests.first_token_s = np.array(self.first)
+        requests.finish_s = np.array(self.finish)
+        requests.rejected = np.zeros(len(self.arrival), dtype=bool)
+        requests.rejected[self.rejected] = True
+
+
+class ServingEngine:
+    """One engine instance like vLLM / TensorRT-LLM (see the module docstring).
+
+    Sequences decode in lockstep, so a running sequence is kept as the iteration count at which it emits its last
+    token (`running`, in admission order, and a heap of the same for the next completion): an iteration costs O(1)
+    plus O(log batch) per completion, whatever the batch. With `i` iterations done, a running sequence that ends at
+    iteration F holds isl + osl - (F - i) tokens, so the decoding context is S0 + n x i with S0 = sum(isl + osl - F).
+    """
+
+    def __init__(self, steps, max_batch: int, kv_tokens: float | None = None, token_budget: int = 8192):
+        if max_batch < 1 or token_budget < 1:
+            raise ValueError("max_batch and token_budget must be >= 1")
+        self.steps, self.max_batch, self.token_budget = steps, int(max_batch), int(token_budget)
+        self.kv_capacity = math.inf if kv_tokens is None else float(kv_tokens)
+        self.book: Book | None = None
+        self.clock = 0.0
+        self.iteration = 0
+        self.queue: deque[int] = deque()
+        self.prefilling: list[list] = []  # [request, tokens done, tokens to prefill]
+        self.running: dict[int, int] = {}  # request -> iteration of its last token
+        self.ends: list[tuple[int, int]] = []  # heap of (iteration of the last token, request); stale entries skipped
+        self.s0 = 0  # sum over running of isl + osl - F
+        self.prefill_reserved = 0  # KV tokens of the prompts being prefilled
+        self.resume: dict[int, tuple[int, float]] = {}  # preempted request -> (tokens generated, time of its last token)
+        # gaps between tokens, one entry per iteration (or jump): when it ended (s), the gap (ms), how many tokens
+        self.gap_end_s: list[float] = []
+        self.gap_ms: list[float] = []
+        self.gap_tokens: list[int] = []
+        self.preemptions = 0
+        self.requests_outstanding = 0
+        self.tokens_outstanding = 0
+        self.samples: list[int] = []  # requests in this engine seen by each arrival sent to it
+        self._next_event: float | None = None
+
+    # -- what balancers read
+    def outstanding(self) -> int:
+        return self.requests_outstanding
+
+    @property
+    def load_tokens(self) -> int:
+        return self.tokens_outstanding
+
+    def next_event_s(self) -> float:
+        """A lower bound on when the requests outstanding may next change (now, when there is work to start)."""
+        if self._next_event is None:
+            if self.prefilling or self._can_admit():
+                self._next_event = self.clock
+            elif self.running:
+                steps = self._first_end() - self.iteration
+                n = len(self.running)
+                self._next_event = self.clock + steps * self.steps.decode_ms(n, (self.s0 + n * self.iteration) / n) / 1e3
+            else:
+                self._next_event = math.inf
+        return self._next_event
+
+    # -- what the run calls
+    def submit(self, request: int) -> None:
+        book = self.book
+        self._next_event = None
+        self.samples.append(self.requests_outstanding)
+        if not (self.running or self.prefilling or self.queue):
+            self.clock = max(self.clock, book.arrival[request])
+        self.queue.append(request)
+        self.requests_outstanding += 1
+        self.tokens_outstanding += book.isl[request] + book.osl[request]
+
+    def advance_to(self, time_s: float) -> None:
+        """Run the iterations that start before `time_s`."""
+        while self.clock < time_s and (self.running or self.prefilling or self.queue):
+            self._next_event = None
+            if self.prefilling or not self.running or self._can_admit():
+                self._iterate()
+            else:
+                self._jump(time_s)
+
+    def drain(self) -> None:
+        self.advance_to(math.inf)
+
+    # -- internals
+    def _kv_used(self) -> float:
+        return self.s0 + len(self.running) * self.iteration + self.prefill_reserved
+
+    def _prompt_tokens(self, request: int) -> int:
+        resumed = self.resume.get(request)
+        return self.book.isl[request] + (resumed[0] if resumed else 0)
+
+    def _can_admit(self) -> bool:
+        if not self.queue or len(self.running) + len(self.prefilling) >= self.max_batch:
+            return False
+        if len(self.running) >= self.token_budget:
+            return False
+        return self._kv_used() + self._prompt_tokens(self.queue[0]) <= self.kv_capacity or not (self.running or self.prefilling)
+
+    def _first_end(self) -> int:
+        ends, running = self.ends, self.running
+        while running.get(ends[0][1]) != ends[0][0]:
+            heapq.heappop(ends)
+        return ends[0][0]
+
+    def _preempt_for_decode(self) -> None:
+        """Free the cache of the latest admitted sequences until every running one can store its next token."""
+        book = self.book
+        while self.running and self._kv_used() + len(self.running) > self.kv_capacity:
+            victim = next(reversed(self.running))
+            end = self.running.pop(victim)
+            self.s0 -= book.isl[victim] + book.osl[victim] - end
+            generated = book.osl[victim] - (end - self.iteration)
+            self.resume[victim] = (generated, self.clock)
+            self.queue.appendleft(victim)
+            self.preemptions += 1
+
+    def _reject(self, request: int) -> None:
+        """A prompt larger than the whole KV cache: the engine refuses it (the simulation counts it as failed)."""
+        self.book.rejected.append(request)
+        self.requests_outstanding -= 1
+        self.tokens_outstanding -= self.book.isl[request] + self.book.osl[request]
+
+    def _iterate(self) -> None:
+        book, steps = self.book, self.steps
+        self._preempt_for_decode()
+        decoding = len(self.running)
+        budget = self.token_budget - decoding
+        work_ms = 0.0
+        for entry in self.prefilling:  # chunks of prompts already started go first
+            if budget <= 0:
+                break
+            take = min(entry[2] - entry[1], budget)
+            work_ms += steps.prompt_work_ms(entry[1] + take) - steps.prompt_work_ms(entry[1])
+            entry[1] += take
+            budget -= take
+        queue = self.queue
+        while queue and budget > 0 and decoding + len(self.prefilling) < self.max_batch:
+            request = queue[0]
+            tokens = self._prompt_tokens(request)
+            if self._kv_used() + tokens > self.kv_capacity:
+                if self.running or self.prefilling:
+                    break
+                if tokens > self.kv_capacity:
+                    queue.popleft()
+                    self._reject(request)
+                    continue
+            queue.popleft()
+            if book.admitted[request] != book.admitted[request]:  # NaN: first admission
+                book.admitted[request] = self.clock
+            self.prefill_reserved += tokens
+            take = min(tokens, budget)
+            work_ms += steps.prompt_work_ms(take)
+            self.prefilling.append([request, take, tokens])
+            budget -= take
+        if decoding:
+            duration_ms = steps.decode_ms(decoding, (self.s0 + decoding * self.iteration) / decoding) + work_ms
+        elif self.prefilling:
+            duration_ms = steps.prefill_base_ms + work_ms
+        else:
+            return  # everything waiting was rejected
+        self.clock += duration_ms / 1e3
+        if decoding:
+            self.iteration += 1
+            self._gap(duration_ms, decoding)
+        if self.prefilling:
+            done = [entry for entry in self.prefilling if entry[1] >= entry[2]]
+            if done:
+                self.prefilling = [entry for entry in self.prefilling if entry[1] < entry[2]]
+                for request, _, tokens in done:
+                    self._first_token(request, tokens)
+        self._retire()
+
+    def _first_token(self, request: int, tokens: int) -> None:
+        """A prompt's last chunk is done: it emits a token (its first, or the next one after a preemption)."""
+        book = self.book
+        self.prefill_reserved -= tokens
+        resumed = self.resume.pop(request, None)
+        if resumed is None:
+            book.first[request] = self.clock
+            generated = 1
+        else:
+            generated = resumed[0] + 1
+            self._gap((self.clock - resumed[1]) * 1e3, 1)
+        left = book.osl[request] - generated
+        if left <= 0:
+            self._finish(request)
+            return
+        end = self.iteration + left
+        self.running[request] = end
+        self.s0 += book.isl[request] + book.osl[request] - end
+        heapq.heappush(self.ends, (end, request))
+
+    def _gap(self, gap_ms: float, tokens: int) -> None:
+        self.gap_end_s.append(self.clock)
+        self.gap_ms.append(gap_ms)
+        self.gap_tokens.append(tokens)
+
+    @property
+    def gaps(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return np.array(self.gap_end_s), np.array(self.gap_ms), np.array(self.gap_tokens, dtype=float)
+
+    def _finish(self, request: int) -> None:
+        book = self.book
+        book.finish[request] = self.clock
+        self.requests_outstanding -= 1
+        self.tokens_outstanding -= book.isl[request] + book.osl[request]
+
+    def _retire(self) -> None:
+        ends, running, book = self.ends, self.running, self.book
+        while ends and ends[0][0] <= self.iteration:
+            end, request = heapq.heappop(ends)
+            if running.get(request) != end:
+                continue
+            del running[request]
+            self.s0 -= book.isl[request] + book.osl[request] - end
+            self._finish(request)
+
+    def _jump(self, time_s: float) -> None:
+        """k decode-only iterations at once, up to the next completion, the iteration where the KV cache is full, or
+        `time_s`. Decode time is linear in the context, which grows by one token per sequence per iteration, so the
+        k steps take k x decode_ms at the stretch's mean context, exactly."""
+        n = len(self.running)
+        k = self._first_end() - self.iteration
+        room = self.kv_capacity - self._kv_used()
+        if room < math.inf:
+            k = min(k, int(room // n))
+            if k < 1:
+                self._iterate()  # the next token does not fit: preempt
+                return
+        context = (self.s0 + n * self.iteration) / n
+        if time_s < math.inf:
+            step_ms = self.steps.decode_ms(n, context)
+            k = max(1, min(k, math.ceil((time_s - self.clock) * 1e3 / step_ms - 1e-9)))
+        step_ms = self.steps.decode_ms(n, context + (k - 1) / 2)
+        self.clock += k * step_ms / 1e3
+        self.iteration += k
+        self._gap(step_ms, n * k)
+        self._retire()

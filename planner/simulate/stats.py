@@ -1,0 +1,207 @@
+"""Statistics of a simulated run over its measured window (after the warm-up).
+
+- Latencies of the requests arriving in the window: TTFT, E2E, per-request TPOT ((finish - first token) /
+  (OSL - 1)), and ITL as the gaps between consecutive tokens (every decode iteration is one gap for each sequence
+  it carries; a preempted sequence's gap spans its wait and recompute).
+- Throughput: completions inside the window / window length (not the offered rate).
+- Time averages over the window from the requests' own intervals: number in system (arrival -> finish) and queue
+  length (arrival -> admission).
+- Warm-up: MSER-5 on E2E in arrival order (the cut that minimizes the standard error of the remaining mean), at
+  least 5% of the run, at most half.
+- Confidence: batch means. The window's requests split into 10 batches by arrival; the interval of a percentile is
+  the mean of the batches' percentiles +- t(0.975, 9) x their standard deviation / sqrt(10).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as scipy_stats
+
+BATCHES = 10
+MIN_WARMUP_FRACTION = 0.05
+
+
+@dataclass(frozen=True)
+class Percentiles:
+    p50: float
+    p95: float
+    p99: float
+    mean: float
+
+
+@dataclass(frozen=True)
+class RunStats:
+    requests: int  # arriving in the measured window
+    completed: int  # of those, finished (the rest were still queued or running at the end, or rejected)
+    rejected: int  # prompts larger than an engine's whole KV cache
+    window_s: float
+    warmup_s: float
+    throughput_rps: float  # completions inside the window / window_s
+    ttft_ms: Percentiles
+    itl_ms: Percentiles  # gaps between consecutive tokens
+    tpot_ms: Percentiles  # per-request mean time per output token after the first
+    e2e_ms: Percentiles
+    mean_in_system: float  # time-averaged requests queued or running
+    mean_queue_length: float  # time-averaged requests waiting for admission
+    max_queue_length: int
+    queue_timeline: tuple[tuple[float, int], ...]  # (start of each of 20 time bins in s, longest queue in it)
+    preemptions: int
+    slo_attainment: float | None  # share of the window's requests within every limit (TTFT, TPOT, E2E)
+
+
+def percentiles(values: np.ndarray, weights: np.ndarray | None = None) -> Percentiles:
+    if len(values) == 0:
+        return Percentiles(math.nan, math.nan, math.nan, math.nan)
+    if weights is None:
+        p50, p95, p99 = np.percentile(values, [50, 95, 99])
+        return Percentiles(float(p50), float(p95), float(p99), float(values.mean()))
+    p50, p95, p99 = weighted_percentile(values, weights, [50, 95, 99])
+    return Percentiles(p50, p95, p99, float(np.average(values, weights=weights)))
+
+
+def weighted_percentile(values: np.ndarray, weights: np.ndarray, qs) -> list[float]:
+    """Percentiles of values each repeated `weights` times (the inverted-CDF definition)."""
+    if len(values) == 0 or weights.sum() <= 0:
+        return [math.nan for _ in qs]
+    order = np.argsort(values, kind="stable")
+    cumulative = np.cumsum(weights[order])
+    total = cumulative[-1]
+    out = []
+    for q in qs:
+        position = np.searchsorted(cumulative, q / 100.0 * total, side="left")
+        out.append(float(values[order][min(position, len(order) - 1)]))
+    return out
+
+
+def mser5_cut(values: np.ndarray) -> int:
+    """MSER-5: index (a multiple of 5) of the first observation kept, minimizing the standard error of the mean
+    of what is left over cuts in the first half (White 1997)."""
+    m = len(values) // 5
+    if m < 4:
+        return 0
+    means = values[: m * 5].reshape(m, 5).mean(axis=1)
+    tail_sum = np.cumsum(means[::-1])[::-1]
+    tail_sq = np.cumsum((means**2)[::-1])[::-1]
+    kept = np.arange(m, 0, -1, dtype=float)
+    variance = tail_sq / kept - (tail_sum / kept) ** 2
+    score = variance / kept
+    d = int(np.argmin(score[: m // 2 + 1]))
+    return d * 5
+
+
+def batch_interval(values: np.ndarray, arrival_s: np.ndarray, percentile: float, weights=None, times=None):
+    """(low, high) of the batch-means interval of a percentile, or None with too few values per batch."""
+    if times is None:
+        times = arrival_s
+    if len(values) < BATCHES * 20:
+        return None
+    edges = np.quantile(times, np.linspace(0, 1, BATCHES + 1))
+    slot = np.clip(np.searchsorted(edges, times, side="right") - 1, 0, BATCHES - 1)
+    estimates = []
+    for b in range(BATCHES):
+        mask = slot == b
+        if not mask.any():
+            return None
+        if weights is None:
+            estimates.append(float(np.percentile(values[mask], percentile)))
+        else:
+            estimates.append(weighted_percentile(values[mask], weights[mask], [percentile])[0])
+    estimates = np.array(estimates)
+    half = scipy_stats.t.ppf(0.975, BATCHES - 1) * estimates.std(ddof=1) / math.sqrt(BATCHES)
+    return float(estimates.mean() - half), float(estimates.mean() + half)
+
+
+def warmup_s(requests, duration_s: float) -> float:
+    """Where the measured window starts: the MSER-5 cut on E2E in arrival order, within [5%, 50%] of the run.
+    Requests not finished count as finishing at the end of the run (their latency so far)."""
+    arrival = requests.arrival_s
+    if len(arrival) == 0:
+        return duration_s * MIN_WARMUP_FRACTION
+    end = np.where(np.isnan(requests.finish_s), max(duration_s, float(np.nanmax(requests.finish_s, initial=0.0))),
+                   requests.finish_s)  # fmt: skip
+    cut = mser5_cut(end - arrival)
+    at = float(arrival[min(cut, len(arrival) - 1)])
+    return min(max(at, duration_s * MIN_WARMUP_FRACTION), duration_s / 2)
+
+
+def _time_average(start: np.ndarray, stop: np.ndarray, window: tuple[float, float]) -> float:
+    low, high = window
+    overlap = np.clip(np.minimum(stop, high) - np.maximum(start, low), 0.0, None)
+    return float(overlap.sum() / (high - low))
+
+
+def _queue_profile(arrival: np.ndarray, admitted: np.ndarray, window, bins: int = 20):
+    """Longest queue over the window and per bin, from the +1 (arrival) / -1 (admission) events."""
+    low, high = window
+    times = np.concatenate([arrival, admitted])
+    steps = np.concatenate([np.ones(len(arrival)), -np.ones(len(admitted))])
+    order = np.lexsort((steps, times))  # at equal times the admission (-1) first
+    length = np.cumsum(steps[order])
+    times = times[order]
+    inside = (times >= low) & (times <= high)
+    if not inside.any():
+        return 0, ()
+    edges = np.linspace(low, high, bins + 1)
+    slot = np.clip(np.searchsorted(edges, times[inside], side="right") - 1, 0, bins - 1)
+    longest = np.zeros(bins, dtype=np.int64)
+    np.maximum.at(longest, slot, length[inside].astype(np.int64))
+    return int(longest.max()), tuple((round(float(edges[i]), 3), int(longest[i])) for i in range(bins))
+
+
+def request_latencies(requests, mask) -> dict[str, np.ndarray]:
+    arrival, first, finish = requests.arrival_s[mask], requests.first_token_s[mask], requests.finish_s[mask]
+    return {
+        "TTFT": (first - arrival) * 1e3,
+        "E2E": (finish - arrival) * 1e3,
+        "TPOT": (finish - first) * 1e3 / np.maximum(requests.osl[mask] - 1, 1),
+    }
+
+
+def gap_arrays(gaps, window) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Token gaps ending inside the window: (end times s, gap ms, tokens). `gaps`: engines' `gaps` (each a triple
+    of arrays), or one triple."""
+    if isinstance(gaps, tuple):
+        gaps = [gaps]
+    if not gaps:
+        return np.zeros(0), np.zeros(0), np.zeros(0)
+    end, ms, tokens = (np.concatenate([g[i] for g in gaps]) for i in range(3))
+    inside = (end >= window[0]) & (end <= window[1])
+    return end[inside], ms[inside], tokens[inside]
+
+
+def run_statistics(requests, gaps, window: tuple[float, float], preemptions: int = 0, slo=None) -> RunStats:
+    """Statistics of the requests arriving in `window` (see the module docstring). `slo` (ttft_ms, itl_ms, e2e_ms
+    attributes) gives SLO attainment: the share of those requests finished within every limit it sets (ITL per
+    request is its TPOT)."""
+    low, high = window
+    arriving = (requests.arrival_s >= low) & (requests.arrival_s < high)
+    done = arriving & ~np.isnan(requests.finish_s)
+    latencies = request_latencies(requests, done)
+    _, gap_ms, gap_tokens = gap_arrays(gaps, window)
+    end = max(high, float(np.nanmax(requests.finish_s, initial=high)))
+    finish = np.where(np.isnan(requests.finish_s), end, requests.finish_s)
+    finish = np.where(requests.rejected, requests.arrival_s, finish)  # refused at once
+    admitted = np.where(np.isnan(requests.admitted_s), finish, requests.admitted_s)
+    completions = int(((requests.finish_s >= low) & (requests.finish_s < high)).sum())
+    longest, timeline = _queue_profile(requests.arrival_s, admitted, window)
+    attainment = None
+    if slo is not None and any(getattr(slo, n) is not None for n in ("ttft_ms", "itl_ms", "e2e_ms")):
+        within = np.zeros(int(arriving.sum()), dtype=bool)
+        ok = np.ones(int(done.sum()), dtype=bool)
+        for metric, limit in (("TTFT", slo.ttft_ms), ("TPOT", slo.itl_ms), ("E2E", slo.e2e_ms)):
+            if limit is not None:
+                ok &= latencies[metric] <= limit
+        within[np.flatnonzero(done[arriving])] = ok
+        attainment = float(within.mean()) if len(within) else None
+    return RunStats(
+        requests=int(arriving.sum()), completed=int(done.sum()), rejected=int((arriving & requests.rejected).sum()),
+        window_s=high - low, warmup_s=low, throughput_rps=completions / (high - low),
+        ttft_ms=percentiles(latencies["TTFT"]), itl_ms=percentiles(gap_ms, gap_tokens),
+        tpot_ms=percentiles(latencies["TPOT"]), e2e_ms=percentiles(latencies["E2E"]),
+        mean_in_system=_time_average(requests.arrival_s, finish, window),
+        mean_queue_length=_time_average(requests.arrival_s, admitted, window),
+        max_queue_length=longest, queue_timeline=timeline, preemptions=preemptions, slo_attainment=attainment,
+    )  # fmt: skip

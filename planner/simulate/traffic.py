@@ -1,0 +1,83 @@
+"""Requests to simulate: arrival times (Poisson, Gamma-burstier, deterministic or a trace's) and lengths (fixed,
+lognormal around the scenario's mean, or a trace's)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Requests:
+    """Arrival time (s), lengths, and what the simulation fills in: admission, first-token and finish times (s);
+    `rejected` marks prompts larger than the engine's whole KV cache."""
+
+    arrival_s: np.ndarray
+    isl: np.ndarray
+    osl: np.ndarray
+    admitted_s: np.ndarray = field(init=False)
+    first_token_s: np.ndarray = field(init=False)
+    finish_s: np.ndarray = field(init=False)
+    rejected: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        n = len(self.arrival_s)
+        self.isl = np.asarray(self.isl, dtype=np.int64)
+        self.osl = np.asarray(self.osl, dtype=np.int64)
+        self.admitted_s = np.full(n, np.nan)
+        self.first_token_s = np.full(n, np.nan)
+        self.finish_s = np.full(n, np.nan)
+        self.rejected = np.zeros(n, dtype=bool)
+
+    def __len__(self) -> int:
+        return len(self.arrival_s)
+
+    @classmethod
+    def merged(cls, parts: list[Requests]) -> Requests:
+        """Several runs' requests as one set (e.g. the routes of one workload), sorted by arrival."""
+        arrival = np.concatenate([p.arrival_s for p in parts]) if parts else np.zeros(0)
+        order = np.argsort(arrival, kind="stable")
+        out = cls(arrival[order], np.concatenate([p.isl for p in parts])[order] if parts else np.zeros(0),
+                  np.concatenate([p.osl for p in parts])[order] if parts else np.zeros(0))  # fmt: skip
+        for name in ("admitted_s", "first_token_s", "finish_s", "rejected"):
+            if parts:
+                setattr(out, name, np.concatenate([getattr(p, name) for p in parts])[order])
+        return out
+
+
+def poisson_arrivals(rate_rps: float, duration_s: float, rng: np.random.Generator) -> np.ndarray:
+    """Arrival times of a Poisson process of `rate_rps` over [0, duration_s)."""
+    count = rng.poisson(rate_rps * duration_s)
+    return np.sort(rng.uniform(0.0, duration_s, size=count))
+
+
+def gamma_arrivals(rate_rps: float, duration_s: float, cv: float, rng: np.random.Generator) -> np.ndarray:
+    """A renewal process with Gamma inter-arrival times of mean 1 / rate and coefficient of variation `cv`
+    (1: Poisson; above 1: burstier, arrivals in clumps), over [0, duration_s)."""
+    if abs(cv - 1.0) < 1e-12:
+        return poisson_arrivals(rate_rps, duration_s, rng)
+    shape = 1.0 / cv**2
+    expected = rate_rps * duration_s
+    gaps = rng.gamma(shape, 1.0 / (shape * rate_rps), size=int(expected + 6 * math.sqrt(expected * cv**2 + 1) + 16))
+    times = np.cumsum(gaps) - gaps[0] * rng.uniform()  # start in the stationary phase, not at an arrival
+    while times[-1] < duration_s:  # rare: more arrivals than 6 sigma
+        more = np.cumsum(rng.gamma(shape, 1.0 / (shape * rate_rps), size=len(times))) + times[-1]
+        times = np.concatenate([times, more])
+    return times[(times >= 0) & (times < duration_s)]
+
+
+def deterministic_arrivals(rate_rps: float, duration_s: float) -> np.ndarray:
+    """One request every 1 / rate_rps seconds, starting at 0."""
+    return np.arange(0.0, duration_s, 1.0 / rate_rps)
+
+
+def lognormal_lengths(mean_tokens: float, cv: float, size: int, cap_tokens: int, rng: np.random.Generator) -> np.ndarray:
+    """Token counts with the given mean and coefficient of variation (lognormal), whole and within [1, cap].
+    cv = 0 gives the mean for every request. Clipping at the cap lowers the mean slightly (reported by the caller)."""
+    if cv <= 0:
+        return np.full(size, max(1, min(int(round(mean_tokens)), cap_tokens)), dtype=np.int64)
+    sigma2 = math.log1p(cv**2)
+    values = rng.lognormal(math.log(mean_tokens) - sigma2 / 2, math.sqrt(sigma2), size=size)
+    return np.clip(np.rint(values), 1, cap_tokens).astype(np.int64)
