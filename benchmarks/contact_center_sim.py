@@ -35,7 +35,7 @@ def main() -> None:
         for seed in range(args.seeds):
             (check,) = simulate_plan(plan, planned.scenario, planned.catalog, args.duration, seed, args.balancer)
             rows.append(check.stats)
-        mean = lambda values: sum(values) / len(values)
+        mean = lambda values: sum(values) / len(values)  # noqa: E731
         print(f"{nodes:8d} {31 / (nodes * 2.4):11.1%} {mean([s.ttft_ms.p50 for s in rows]):12,.0f} "
               f"{mean([s.ttft_ms.p95 for s in rows]):9,.0f} {mean([s.ttft_ms.p99 for s in rows]):9,.0f} "
               f"{mean([s.slo_attainment for s in rows]):10.1%}   ({time.perf_counter() - started:.1f} s)")  # fmt: skip

@@ -22,14 +22,7 @@ from collections import defaultdict
 
 from planner.catalog import load_catalog
 from planner.perf import PerfQuery, PerfResult, estimate
-from planner.perf.calibration import (
-    calibration_rows,
-    efficiency_for,
-    fit_kernels,
-    measured_metrics,
-    predict_row,
-    shape_for_row,
-)
+from planner.perf.calibration import calibration_rows, efficiency_for, fit_kernels, measured_metrics, predict_row, shape_for_row
 from planner.perf.checks import invariant_sweep
 
 LABEL = {"request_throughput_rps": "throughput", "output_tokens_per_s": "throughput", "ttft_ms": "TTFT", "itl_ms": "ITL"}

@@ -26,17 +26,10 @@ from planner.perf import (
     modeled_points,
     operating_points,
 )
-from planner.perf.roofline import supports_roofline
 from planner.perf.tables import instance_memory
+from planner.perf.roofline import supports_roofline
 from planner.plan import CandidateStats
-from planner.scenario import (
-    HOURS_PER_YEAR,
-    Bucket,
-    OnPremCosts,
-    Scenario,
-    SystemOffer,
-    Workload,
-)
+from planner.scenario import HOURS_PER_YEAR, Bucket, OnPremCosts, Scenario, SystemOffer, Workload
 
 
 @dataclass(frozen=True)

@@ -195,7 +195,7 @@ class StepTable:
     sequences of `decode_context_tokens`, fused with `prefill_prompts` prompts of `prefill_isl` tokens, took
     `time_ms`. The roofline's kernel efficiencies are fitted to them (perf/calibration.py). Columns as a frame."""
 
-    __slots__ = ("frame", "origin", "path")
+    __slots__ = ("path", "origin", "frame")
 
     def __init__(self, path: str, origin: str, frame: pd.DataFrame):
         self.path, self.origin, self.frame = path, origin, frame

@@ -177,7 +177,8 @@ def validate_model(model_cls: type[ModelT], data: Any, file: str, context: dict 
             message = "required field is missing"
         else:
             message = err["msg"]
-            message = message.removeprefix("Value error, ")
+            if message.startswith("Value error, "):
+                message = message[len("Value error, "):]
             if err["type"] not in ("value_error", "assertion_error") and "input" in err:
                 message += f" (got {short_repr(err['input'])})"
         raise PlannerInputError(file, where, message) from None

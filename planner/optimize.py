@@ -57,13 +57,7 @@ from pathlib import Path
 
 import pulp
 
-from planner.candidates import (
-    Candidate,
-    CandidateSet,
-    Option,
-    enumerate_candidates,
-    unit_rate,
-)
+from planner.candidates import Candidate, CandidateSet, Option, enumerate_candidates, unit_rate
 from planner.catalog import Catalog
 from planner.errors import InfeasiblePlanError, PlannerInputError, SolverStoppedError
 from planner.plan import (

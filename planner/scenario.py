@@ -67,7 +67,7 @@ class BucketSpec(StrictModel):
     max_osl_tokens: int | None = Field(default=None, gt=0, le=100_000_000)
 
     @model_validator(mode="after")
-    def _max_covers_length(self) -> BucketSpec:
+    def _max_covers_length(self) -> "BucketSpec":
         for length, maximum in (("isl_tokens", "max_isl_tokens"), ("osl_tokens", "max_osl_tokens")):
             if getattr(self, maximum) is not None and getattr(self, maximum) < getattr(self, length):
                 raise ValueError(f"{maximum} ({getattr(self, maximum)}) must be >= {length} ({getattr(self, length)})")
@@ -91,7 +91,7 @@ class WorkloadSpec(StrictModel):
     precisions: list[Precision] | None = Field(default=None, min_length=1)  # [] would allow nothing
 
     @model_validator(mode="after")
-    def _one_way_each(self) -> WorkloadSpec:
+    def _one_way_each(self) -> "WorkloadSpec":
         if self.buckets is not None:
             if any(v is not None for v in (self.isl_tokens, self.osl_tokens, self.words_in, self.words_out)):
                 raise ValueError("give lengths either as buckets or as isl/osl (tokens or words), not both")
@@ -180,7 +180,7 @@ class PerfSpec(StrictModel):
     source: PerfSourceChoice | None = None
 
     @model_validator(mode="after")
-    def _one_way(self) -> PerfSpec:
+    def _one_way(self) -> "PerfSpec":
         if self.source is not None and "sources" in self.model_fields_set:
             raise ValueError("give perf.source (auto, tables, model, aic) or perf.sources (a list of layers), not both")
         return self

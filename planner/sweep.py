@@ -24,6 +24,7 @@ from pydantic import Field, model_validator
 from planner.errors import InfeasiblePlanError, PlannerInputError, SolverStoppedError
 from planner.loading import StrictModel, read_yaml, short_repr, validate_model
 
+
 MAX_POINTS = 100_000  # plans in one sweep
 
 
@@ -45,7 +46,7 @@ class DistributionSpec(StrictModel):
     choice: list | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
-    def _one(self) -> DistributionSpec:
+    def _one(self) -> "DistributionSpec":
         given = [k for k in ("uniform", "normal", "choice") if getattr(self, k) is not None]
         if len(given) != 1:
             raise ValueError(f"give exactly one of uniform, normal, choice (got {given or 'none'})")
@@ -78,7 +79,7 @@ class SweepSpec(StrictModel):
     workers: int | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
-    def _something_varies(self) -> SweepSpec:
+    def _something_varies(self) -> "SweepSpec":
         if not self.grid and self.monte_carlo is None:
             raise ValueError("give a grid (field: [values]) or monte_carlo (samples, fields)")
         for name, values in self.grid.items():

@@ -667,7 +667,7 @@ class Runner:
                 else:
                     inp = torch.randn(S, s.hidden, device=self.dev, dtype=self.dtype)
                 c, sn = cos[:S], sin[:S]
-                fn = lambda: model.prefill(inp, c, sn, caches)
+                fn = lambda: model.prefill(inp, c, sn, caches)  # noqa: E731
                 out = fn()
                 ok = bool(torch.isfinite(out.float()).all().item())
                 reps = self.args.prefill_repeats
@@ -680,7 +680,7 @@ class Runner:
                                    + ("" if ok else "; WARNING non-finite output"))
                 if head is not None:
                     ids = torch.randint(0, s.vocab, (S,), device=self.dev)
-                    hfn = lambda: head.logits(head.embed(ids)[-1:])
+                    hfn = lambda: head.logits(head.embed(ids)[-1:])  # noqa: E731
                     for mode, hmed, times in self.measure(hfn, self.args.prefill_modes, 3, reps, tag + " lmhead"):
                         self.add(model=f"{shape.name}-lmhead", phase="prefill", batch=1, context_tokens=S,
                                  new_tokens=S, layers_measured=0, layers_total=s.layers_total, time_ms=hmed,
@@ -725,7 +725,7 @@ class Runner:
                     else:
                         inp = torch.randn(B, s.hidden, device=self.dev, dtype=self.dtype)
                     c, sn = cos[L:L + 1], sin[L:L + 1]  # position L for every sequence
-                    fn = lambda: model.decode(inp, c, sn, caches, L)
+                    fn = lambda: model.decode(inp, c, sn, caches, L)  # noqa: E731
                     out = fn()
                     ok = bool(torch.isfinite(out.float()).all().item())
                     reps = self.args.decode_repeats
@@ -740,7 +740,7 @@ class Runner:
                                  notes=f"{base_note}; {MODE_NOTE[mode]}; median, {spread(times)}")
                     if head is not None and L == ctxs[0]:
                         ids = torch.randint(0, s.vocab, (B,), device=self.dev)
-                        hfn = lambda: head.logits(head.embed(ids))
+                        hfn = lambda: head.logits(head.embed(ids))  # noqa: E731
                         for mode, hmed, times in self.measure(hfn, self.args.decode_modes, 3, reps, tag + " lmhead"):
                             self.add(model=f"{shape.name}-lmhead", phase="decode", batch=B, context_tokens="",
                                      new_tokens=1, layers_measured=0, layers_total=s.layers_total, time_ms=hmed,

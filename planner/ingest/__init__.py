@@ -226,4 +226,4 @@ def little_concurrency(rps: float, latency_ms: float | None) -> int | None:
 
 
 
-__all__ = ["STATISTICS", "TOOLS", "IngestOptions", "IngestResult", "Run", "ingest", "runs_to_rows"]
+__all__ = ["IngestOptions", "IngestResult", "Run", "TOOLS", "STATISTICS", "ingest", "runs_to_rows"]

@@ -94,7 +94,7 @@ def parse_benchmark(benchmark: dict, index: int, document: dict, path: Path, sta
         measured = _successful(metrics, "request_concurrency", file, where)
         concurrency = max(1, round(number(require(measured, "mean", file, WHAT), file, "request_concurrency.mean")))
         notes.append("concurrency = the run's mean requests in flight (request_concurrency)")
-    metric = lambda name: _successful(metrics, name, file, where)
+    metric = lambda name: _successful(metrics, name, file, where)  # noqa: E731
     return Run(
         tool="guidellm", tool_version=(document.get("metadata") or {}).get("guidellm_version"), file=file,
         model_name=model, concurrency=concurrency,

@@ -31,33 +31,13 @@ from planner.perf.roofline import (
     steady_state_curve,
     supports_roofline,
 )
-from planner.perf.tables import (
-    group_by_engine,
-    instance_memory,
-    matching_rows,
-    result_from_row,
-    running_capacity,
-)
+from planner.perf.tables import group_by_engine, instance_memory, matching_rows, result_from_row, running_capacity
 from planner.perf.types import MemoryFit, PerfMiss, PerfQuery, PerfResult
 
 __all__ = [
-    "PERF_SOURCE_LAYERS",
-    "SOURCES",
-    "TP_LADDER",
-    "MemoryFit",
-    "PerfMiss",
-    "PerfQuery",
-    "PerfResult",
-    "aic_unavailable_message",
-    "best_point",
-    "estimate",
-    "is_modeled",
-    "limit_violation",
-    "model_precisions",
-    "modeled_curve",
-    "modeled_points",
-    "operating_points",
-    "throughput_key",
+    "MemoryFit", "PerfMiss", "PerfQuery", "PerfResult", "SOURCES", "PERF_SOURCE_LAYERS", "TP_LADDER",
+    "estimate", "operating_points", "limit_violation", "throughput_key", "modeled_curve", "model_precisions",
+    "modeled_points", "best_point", "aic_unavailable_message", "is_modeled",
 ]  # fmt: skip
 
 SOURCES = ("measured", "interpolated", "modeled")

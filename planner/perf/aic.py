@@ -19,7 +19,7 @@ import logging
 import os
 import sqlite3
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import lru_cache
 from pathlib import Path
 
 from planner.perf.types import MemoryFit, PerfQuery, PerfResult
@@ -81,7 +81,7 @@ def available() -> bool:
         return False
 
 
-@cache
+@lru_cache(maxsize=None)
 def database_version(system: str, backend: str) -> str | None:
     from aiconfigurator_core.sdk.perf_database import get_latest_database_version
 
@@ -162,12 +162,7 @@ def _engine(model_name: str, system: str, backend: str, db_version: str, tp: int
     `cli estimate` does. A new backend per call: one caches results by (isl, osl, batch) only, not by model."""
     from aiconfigurator_core.sdk.backends.factory import get_backend
     from aiconfigurator_core.sdk.config_builders import build_model_config
-    from aiconfigurator_core.sdk.models import (
-        check_is_moe,
-        get_model,
-        resolve_context_fmha_by_data,
-        resolve_nvfp4_for_system,
-    )
+    from aiconfigurator_core.sdk.models import check_is_moe, get_model, resolve_context_fmha_by_data, resolve_nvfp4_for_system
     from aiconfigurator_core.sdk.perf_database import get_database_view
 
     gemm, kv = QUANT_MODES[precision]

@@ -30,12 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.catalog import BenchmarkRow, Catalog
-from planner.perf.roofline import (
-    Efficiency,
-    EngineShape,
-    concurrency_ladder,
-    steady_state_curve,
-)
+from planner.perf.roofline import Efficiency, EngineShape, concurrency_ladder, steady_state_curve
 from planner.perf.tables import rows_for
 
 LENGTH_SCALE = math.log(4.0)

@@ -34,8 +34,8 @@ from planner.perf.roofline import (
     decode_step_ms,
     kv_bytes_for,
     prefill_ms,
-    steady_state_curve,
     step_ms,
+    steady_state_curve,
     supports_roofline,
 )
 from planner.perf.tables import running_capacity

@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from planner.catalog import BYTES_PER_PARAM, Catalog
-from planner.perf import PerfQuery, is_modeled, model_precisions, modeled_points
+from planner.perf import PerfQuery, is_modeled, modeled_points, model_precisions
 from planner.perf.roofline import model_shape, supports_roofline
 from planner.perf.types import PerfResult
 

@@ -10,12 +10,7 @@ from __future__ import annotations
 import math
 
 from planner.catalog import BenchmarkRow, Catalog
-from planner.perf.tables import (
-    instance_memory,
-    measurements_first,
-    result_from_row,
-    rows_for,
-)
+from planner.perf.tables import instance_memory, measurements_first, result_from_row, rows_for
 from planner.perf.types import PerfQuery, PerfResult
 
 _METRICS = ("ttft_ms", "itl_ms", "request_throughput_rps", "output_tokens_per_s")

@@ -243,7 +243,7 @@ class ShapeBatch:
     @classmethod
     def of(cls, shapes: list[EngineShape]) -> ShapeBatch:
         arrays = {f.name: np.array([getattr(s.arch, f.name) for s in shapes], dtype=float) for f in fields(ModelShape)}
-        column = lambda name: np.array([getattr(s, name) for s in shapes], dtype=float)
+        column = lambda name: np.array([getattr(s, name) for s in shapes], dtype=float)  # noqa: E731
         return cls(
             arch=ModelShape(**arrays), tp=column("tp"), precision=np.array([s.precision for s in shapes]),
             bytes_per_param=column("bytes_per_param"), kv_bytes_per_token_per_gpu=column("kv_bytes_per_token_per_gpu"),

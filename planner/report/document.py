@@ -18,12 +18,7 @@ from planner.api import PlannedScenario, curve_in_catalog, output_tokens_per_yea
 from planner.perf import PerfQuery
 from planner.report import plots
 from planner.report.bom import build_bom, markdown_table
-from planner.report.files import (
-    prepare_report_folder,
-    slug,
-    write_bytes_atomic,
-    write_text_atomic,
-)
+from planner.report.files import prepare_report_folder, slug, write_bytes_atomic, write_text_atomic
 
 SEED_REQUESTS_PER_USER = 3  # seed 001, case C2: "3 requests per person"
 

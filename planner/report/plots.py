@@ -7,12 +7,12 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-from matplotlib.figure import Figure
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
-from planner.api import CurveAnswer
-from planner.perf import PerfResult
-from planner.plan import configuration_key
+from planner.api import CurveAnswer  # noqa: E402
+from planner.perf import PerfResult  # noqa: E402
+from planner.plan import configuration_key  # noqa: E402
 
 X_AXES = {
     "tokens-per-gpu": ("output tokens/s per GPU", lambda p, n: (p.output_tokens_per_s or 0) / p.gpus_per_instance),
