@@ -268,8 +268,10 @@ def print_simulation(checks, console: Console, wall_s: float | None = None) -> N
             continue
         verdicts = [f"{c.metric} P{c.percentile:g} {c.simulated_ms:,.0f}{_interval(c)} {'<=' if c.ok else 'vs'} {c.limit_ms:g} ms"
                     + ("" if c.ok else " MISSES") for c in check.checks]  # fmt: skip
-        if stats.completed < stats.requests:
-            verdicts.append(f"{stats.requests - stats.completed:,} requests unfinished")
+        if stats.rejected:
+            verdicts.append(f"{stats.rejected:,} requests refused")
+        if stats.completed + stats.rejected < stats.requests:
+            verdicts.append(f"{stats.requests - stats.completed - stats.rejected:,} requests unfinished")
         verdict = ("ok" if check.ok else "MISSES SLO") + (": " + "; ".join(verdicts) if verdicts else "")
         table.add_row(
             check.workload, check.period, f"{check.rate_rps:,.4g}", str(check.instances),

@@ -25,7 +25,7 @@ import numpy as np
 class BatchingEngine:
     """One engine instance with iteration-level batching (see the module docstring)."""
 
-    def __init__(self, steps: StepModel, max_batch: int, kv_tokens: float | None, in_flight: bool = True):
+    def __init__(self, steps, max_batch: int, kv_tokens: float | None, in_flight: bool = True):
         self.steps, self.max_batch, self.kv_tokens, self.in_flight = steps, max_batch, kv_tokens, in_flight
         self.clock = 0.0
         self.queue: deque[int] = deque()
@@ -35,7 +35,7 @@ class BatchingEngine:
         self.context_sum = 0.0
         self.static_batch_size = 0
         self.queue_samples: list[tuple[float, int]] = []
-        self.requests: Requests | None = None
+        self.requests = None  # planner.simulate.traffic.Requests, set by the run
         self._next_event: float | None = None
 
     def outstanding(self) -> int:
@@ -200,7 +200,7 @@ class SlotEngine:
         self.free_at = [0.0] * self.slots
         self.busy_until: list[float] = []  # finish times of requests not yet done, for 'outstanding'
         self.queue_samples: list[tuple[float, int]] = []
-        self.requests: Requests | None = None
+        self.requests = None  # planner.simulate.traffic.Requests, set by the run
 
     def outstanding(self) -> int:
         return len(self.busy_until)

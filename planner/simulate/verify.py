@@ -27,6 +27,7 @@ from planner.plan import configuration_key
 from planner.simulate.balance import run
 from planner.simulate.engines import ServingEngine
 from planner.simulate.stats import (
+    MIN_WARMUP_FRACTION,
     RunStats,
     batch_interval,
     gap_arrays,
@@ -340,14 +341,16 @@ def _checks(seed_runs, slo) -> tuple[tuple[LimitCheck, ...], bool]:
         if len(seed_runs) > 1 and len(finite) > 1:
             half = scipy_stats.t.ppf(0.975, len(finite) - 1) * float(np.std(finite, ddof=1)) / math.sqrt(len(finite))
             interval = (float(np.mean(finite)) - half, float(np.mean(finite)) + half)
+        if interval is not None:
+            interval = (float(interval[0]), float(interval[1]))
         if interval is None or not math.isfinite(estimate) or (interval[1] - interval[0]) / 2 > SETTLED_RELATIVE_HALF_WIDTH * abs(estimate):
             settled = False
         passed = sum(1 for p in per_seed if math.isfinite(p) and p <= limit)
         # the verdict holds only if the interval's upper end is within the limit: an unsettled queue does not pass
-        ok = math.isfinite(estimate) and estimate <= limit and (interval is None or interval[1] <= limit)
+        ok = bool(math.isfinite(estimate) and estimate <= limit and (interval is None or interval[1] <= limit))
         checks.append(LimitCheck(metric, limit, slo.percentile, estimate, interval[0] if interval else None,
                                  interval[1] if interval else None, passed, ok))  # fmt: skip
-    return tuple(checks), settled
+    return tuple(checks), bool(settled)
 
 
 def _start_duration(rate_rps: float) -> float:
@@ -372,7 +375,9 @@ def simulate_workload(runs: list[_RouteRun], workload_spec, rate_rps: float, opt
         requests, gaps, preemptions = _run_once(runs, duration or 0.0, seeds[0], options, workload_spec)
         simulated += len(requests)
         length = duration if duration is not None else (float(requests.arrival_s.max()) if len(requests) else 0.0)
-        window = (warmup_s(requests, length), length)
+        # a trace is not stationary: its warm-up is the minimum, not a cut that MSER finds in its daily swings
+        start = length * MIN_WARMUP_FRACTION if options.trace is not None else warmup_s(requests, length)
+        window = (start, length)
         first = (requests, gaps, preemptions, window, length)
         if options.duration_s is not None or options.trace is not None or options.seeds > 1:
             break
@@ -465,7 +470,7 @@ def _simulate_job(plan, catalog, spec, workload, period, mine, routes, options) 
     stats, checks, settled, length, simulated = simulate_workload(runs, spec, rate, options)
     if stats.rejected:
         note = (note + "; " if note else "") + f"{stats.rejected} requests refused (prompt longer than any engine takes)"
-    ok = all(c.ok for c in checks) and stats.completed == stats.requests
+    ok = bool(all(c.ok for c in checks) and stats.completed == stats.requests)
     return WorkloadCheck(
         workload.name, period, rate, sum(r.setup.count for r in runs), "; ".join(notes), stats, checks, ok, note,
         duration_s=length, seeds=max(1, options.seeds) if options.trace is None else 1, settled=settled,

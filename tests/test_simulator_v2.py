@@ -1,0 +1,334 @@
+"""The vLLM-like engine by hand; queues against closed forms (M/D/1 exact, M/D/c, Erlang C); Little's law against
+the engines' own counts; balancers; verdicts on plans; traces; --repair."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import SCENARIOS
+from scipy import stats as scipy_stats
+
+from planner.simulate import (
+    FixedSteps,
+    Requests,
+    ServingEngine,
+    gamma_arrivals,
+    poisson_arrivals,
+    run,
+    run_statistics,
+    saturated_rps,
+)
+
+REAL_TRACES = Path(__file__).resolve().parents[2] / "shared" / "real" / "traces"
+
+
+def requests_at(times, isl=100, osl=5) -> Requests:
+    times = np.asarray(times, dtype=float)
+    return Requests(times, np.full(len(times), isl), np.full(len(times), osl))
+
+
+# ------------------------------------------------------------------------------------------- by hand
+def test_one_request_by_hand():
+    # prefill alone: 10 + 0.1 x 100 = 20 ms -> first token at 20 ms; 4 decode steps of 5 ms -> 40 ms
+    reqs = run([ServingEngine(FixedSteps(10.0, 0.1, 5.0), max_batch=8)], requests_at([0.0]))
+    assert reqs.first_token_s[0] == pytest.approx(0.020)
+    assert reqs.finish_s[0] == pytest.approx(0.040)
+    assert reqs.admitted_s[0] == 0.0
+
+
+def test_chunked_prefill_by_hand():
+    # budget 50 tokens: the 100-token prompt takes two iterations of 10 + 0.1 x 50 = 15 ms -> first token at 30 ms
+    reqs = run([ServingEngine(FixedSteps(10.0, 0.1, 5.0), max_batch=8, token_budget=50)], requests_at([0.0]))
+    assert reqs.first_token_s[0] == pytest.approx(0.030)
+    assert reqs.finish_s[0] == pytest.approx(0.050)
+
+
+def test_a_prompt_joins_a_decode_iteration_by_hand():
+    # r0 alone 0-20 ms; r1 (5 ms) is prefilled in the next iteration with r0's decode: 5 + 0.1 x 100 = 15 ms -> 35 ms
+    engine = ServingEngine(FixedSteps(10.0, 0.1, 5.0), max_batch=8)
+    reqs = run([engine], requests_at([0.0, 0.005]))
+    assert reqs.first_token_s.tolist() == pytest.approx([0.020, 0.035])
+    # r0: tokens at 20, 35, 40, 45, 50 ms; r1: 35, 40, 45, 50, 55
+    assert reqs.finish_s.tolist() == pytest.approx([0.050, 0.055])
+    end, gap_ms, tokens = engine.gaps
+    assert gap_ms[0] == pytest.approx(15.0) and tokens[0] == 1  # r0 waited 15 ms for its second token
+
+
+def test_preemption_frees_the_cache_and_recomputes():
+    # 60 KV tokens; two 20-token prompts generating 20 each: both fit at first, the cache fills while decoding, the
+    # later one is preempted, recomputed (prompt + what it generated) once the first is done, and both finish
+    engine = ServingEngine(FixedSteps(1.0, 0.01, 1.0), max_batch=8, kv_tokens=60)
+    reqs = run([engine], requests_at([0.0, 0.0], isl=20, osl=20))
+    assert engine.preemptions >= 1
+    assert not np.isnan(reqs.finish_s).any()
+    assert reqs.finish_s[1] > reqs.finish_s[0]
+    _, gap_ms, _ = engine.gaps
+    assert gap_ms.max() > 5.0  # the preempted request's gap spans its wait and recompute
+
+
+def test_a_prompt_larger_than_the_cache_is_refused():
+    engine = ServingEngine(FixedSteps(1.0, 0.01, 1.0), max_batch=8, kv_tokens=50)
+    reqs = run([engine], requests_at([0.0, 0.1], isl=100, osl=5))
+    assert reqs.rejected.tolist() == [True, True] and np.isnan(reqs.finish_s).all()
+    stats = run_statistics(reqs, [], (0.0, 1.0))
+    assert stats.rejected == 2 and stats.completed == 0
+
+
+def test_chunked_prefill_bounds_the_token_gaps_of_decoders():
+    # 20 decoders running when a 32k-token prompt arrives: prefilled whole it stalls them for its whole prefill;
+    # chunked (budget 2048) each gap carries at most a chunk
+    gaps = {}
+    for budget in (2048, 1_000_000):
+        engine = ServingEngine(FixedSteps(5.0, 0.02, 10.0, 0.1), max_batch=64, token_budget=budget)
+        times = [0.0] * 20 + [0.5]
+        reqs = Requests(np.array(times), np.array([200] * 20 + [32_000]), np.array([400] * 20 + [10]))
+        run([engine], reqs)
+        gaps[budget] = engine.gaps[1].max()
+    assert gaps[1_000_000] > 600  # 32,000 x 0.02 ms in one iteration
+    assert gaps[2048] < 60
+
+
+# ------------------------------------------------------------------------------------------- closed forms
+def _queue_waits(servers: int, rho: float, osl_sampler, seeds=(1, 2, 3), duration_s=3000.0) -> float:
+    """Mean wait for a seat of a ServingEngine with `servers` seats, 1 ms per iteration, no prefill cost: service =
+    OSL ms exactly (the prompt's iteration is its first token)."""
+    waits = []
+    mean_service_s = 0.1
+    rate = rho * servers / mean_service_s
+    for seed in seeds:
+        rng = np.random.default_rng(seed)
+        arrivals = poisson_arrivals(rate, duration_s, rng)
+        reqs = Requests(arrivals, np.ones(len(arrivals)), osl_sampler(rng, len(arrivals)))
+        run([ServingEngine(FixedSteps(1.0, 0.0, 1.0), max_batch=servers)], reqs)
+        keep = arrivals > duration_s * 0.1
+        waits.append(float(np.mean(reqs.admitted_s[keep] - arrivals[keep])))
+    return float(np.mean(waits))
+
+
+def erlang_c_wait_s(servers: int, rho: float, mean_service_s: float) -> float:
+    a = rho * servers
+    top = a**servers / math.factorial(servers) / (1 - rho)
+    p_wait = top / (sum(a**k / math.factorial(k) for k in range(servers)) + top)
+    return p_wait * mean_service_s / (servers * (1 - rho))
+
+
+def test_m_d_1_wait_is_pollaczek_khinchine():
+    # M/D/1: Wq = rho D / (2 (1 - rho)), exact
+    for rho in (0.5, 0.8):
+        simulated = _queue_waits(1, rho, lambda rng, n: np.full(n, 100), duration_s=12_000)
+        assert simulated == pytest.approx(rho * 0.1 / (2 * (1 - rho)), rel=0.05)
+
+
+def test_m_d_c_wait_matches_cosmetatos():
+    # M/D/c: Wq = Wq(M/M/c) / 2 x [1 + (1 - rho)(c - 1)(sqrt(4 + 5c) - 2) / (16 rho c)] (Cosmetatos 1976, ~1% accurate)
+    for servers, rho in ((4, 0.8), (8, 0.85)):
+        correction = 1 + (1 - rho) * (servers - 1) * (math.sqrt(4 + 5 * servers) - 2) / (16 * rho * servers)
+        expected = erlang_c_wait_s(servers, rho, 0.1) / 2 * correction
+        assert _queue_waits(servers, rho, lambda rng, n: np.full(n, 100)) == pytest.approx(expected, rel=0.05)
+
+
+def test_m_m_c_wait_is_erlang_c():
+    # geometric OSL of mean 100 tokens at 1 ms per token: exponential service of mean 100 ms (CV^2 = 0.99)
+    for servers, rho in ((2, 0.8), (8, 0.85)):
+        simulated = _queue_waits(servers, rho, lambda rng, n: rng.geometric(0.01, n), seeds=(1, 2, 3, 4))
+        assert simulated == pytest.approx(erlang_c_wait_s(servers, rho, 0.1), rel=0.05)
+
+
+def test_little_law_against_the_engine_count_at_arrivals():
+    # L from the requests' own intervals (time average) = lambda W, and = what Poisson arrivals see in the engine
+    # (PASTA): the engine's bookkeeping and the timestamps agree
+    rng = np.random.default_rng(11)
+    arrivals = poisson_arrivals(30, 2000, rng)
+    reqs = Requests(arrivals, rng.integers(100, 800, len(arrivals)), rng.integers(20, 200, len(arrivals)))
+    engine = ServingEngine(FixedSteps(3.0, 0.01, 8.0, 0.05), max_batch=48, kv_tokens=20_000)
+    run([engine], reqs)
+    window = (200.0, 2000.0)
+    stats = run_statistics(reqs, [engine.gaps], window)
+    arriving = (arrivals >= window[0]) & (arrivals < window[1])
+    little = arriving.sum() / (window[1] - window[0]) * stats.e2e_ms.mean / 1e3
+    assert stats.mean_in_system == pytest.approx(little, rel=0.03)
+    seen = np.array(engine.samples)[arriving]  # submit order = arrival order on one engine
+    assert stats.mean_in_system == pytest.approx(seen.mean(), rel=0.05)
+    assert stats.throughput_rps == pytest.approx(arriving.sum() / (window[1] - window[0]), rel=0.03)
+
+
+def test_throughput_counts_completions_not_arrivals():
+    from planner.simulate.steps import FixedSteps as Steps
+
+    steps = Steps(1.0, 0.0, 10.0)
+    capacity = saturated_rps(steps, 8, 1, 100)  # 8 seats x 100 tokens x 10 ms: 8 rps
+    rng = np.random.default_rng(2)
+    arrivals = poisson_arrivals(16, 600, rng)
+    reqs = Requests(arrivals, np.ones(len(arrivals)), np.full(len(arrivals), 100))
+    run([ServingEngine(steps, max_batch=8)], reqs)
+    stats = run_statistics(reqs, [], (60.0, 600.0))
+    assert stats.throughput_rps == pytest.approx(capacity, rel=0.03)
+    assert stats.throughput_rps < 0.6 * len(arrivals) / 600  # half the offered rate is not served
+
+
+def test_saturated_rps_matches_a_saturated_roofline_engine():
+    # the closed form that calibrates measured points, against the engine kept full (arrivals at 3x)
+    from planner.api import plan_in_context
+    from planner.simulate import engine_setup
+
+    planned = plan_in_context(SCENARIOS / "llama3-8b-assistant.yaml")
+    route = planned.plan.routing[0]
+    (assignment,) = planned.plan.workloads[0].assignments
+    setup = engine_setup(route, assignment, 1, 1.0, planned.catalog)
+    target = route.rps_per_node / setup.count
+    rng = np.random.default_rng(4)
+    arrivals = poisson_arrivals(3 * target, 900, rng)
+    reqs = Requests(arrivals, np.full(len(arrivals), route.bucket_isl), np.full(len(arrivals), route.bucket_osl))
+    run([ServingEngine(setup.steps, setup.max_batch, setup.kv_tokens)], reqs)
+    assert run_statistics(reqs, [], (300.0, 900.0)).throughput_rps == pytest.approx(target, rel=0.05)
+
+
+def test_gamma_arrivals_have_the_requested_rate_and_burstiness():
+    for cv in (0.5, 1.0, 2.0):
+        times = gamma_arrivals(50, 4000, cv, np.random.default_rng(5))
+        gaps = np.diff(times)
+        assert len(times) / 4000 == pytest.approx(50, rel=0.03)
+        assert gaps.std() / gaps.mean() == pytest.approx(cv, rel=0.05)
+
+
+# ------------------------------------------------------------------------------------------- balancers
+def test_power_of_two_does_not_herd_where_least_outstanding_does():
+    # identical requests at 85% load on 8 engines: least-outstanding sends bursts to engines that finished
+    # together; power-of-two spreads them
+    steps = FixedSteps(2.0, 0.05, 10.0, 0.05)
+    capacity = 8 * saturated_rps(steps, 16, 1000, 100)
+    arrivals = poisson_arrivals(0.85 * capacity, 1200, np.random.default_rng(7))
+    p99 = {}
+    for balancer in ("power-of-two", "least-outstanding", "least-tokens", "round-robin"):
+        reqs = Requests(arrivals, np.full(len(arrivals), 1000), np.full(len(arrivals), 100))
+        run([ServingEngine(steps, 16) for _ in range(8)], reqs, balancer)
+        stats = run_statistics(reqs, [], (120.0, 1200.0))
+        assert stats.completed == stats.requests
+        p99[balancer] = stats.ttft_ms.p99
+    assert p99["power-of-two"] < p99["least-outstanding"]
+
+
+def test_least_loaded_picks_the_emptiest_engine():
+    # 3 engines; a long request on engine 0 and 1 each: the third request goes to the idle engine 2
+    steps = FixedSteps(1.0, 0.0, 10.0)
+    engines = [ServingEngine(steps, 4) for _ in range(3)]
+    reqs = Requests(np.array([0.0, 0.001, 0.002]), np.ones(3), np.array([1000, 1000, 5]))
+    run(engines, reqs, "least-tokens")
+    assert [e.outstanding() for e in engines] == [0, 0, 0]
+    assert [len(e.samples) for e in engines] == [1, 1, 1]
+
+
+# ------------------------------------------------------------------------------------------- plans
+@pytest.fixture(scope="module")
+def contact_center():
+    from planner.api import plan_in_context
+
+    return plan_in_context(SCENARIOS / "contact-center.yaml")
+
+
+def test_every_shipped_plan_can_be_simulated():
+    from planner.api import plan_in_context
+    from planner.simulate import SimulationOptions, simulate_plan
+
+    for path in sorted(SCENARIOS.glob("*.yaml")):
+        planned = plan_in_context(path)
+        checks = simulate_plan(planned.plan, planned.scenario, planned.catalog, SimulationOptions(duration_s=120))
+        assert checks, path
+        for check in checks:
+            assert check.stats is not None and check.stats.completed > 0, (path, check.workload, check.engines)
+            assert check.checks, (path, check.workload)
+
+
+def test_measured_point_engines_respond_to_load(contact_center):
+    # at 10% of the measured rate the queue is empty: TTFT is a prefill, far below the point's loaded 2,606 ms
+    import dataclasses
+
+    from planner.simulate import SimulationOptions, simulate_plan
+
+    plan = contact_center.plan
+    light = dataclasses.replace(plan, routing=tuple(dataclasses.replace(r, rps=r.rps / 10) for r in plan.routing))
+    (check,) = simulate_plan(light, contact_center.scenario, contact_center.catalog, SimulationOptions(duration_s=600))
+    assert check.stats.ttft_ms.p50 < 500
+    assert check.stats.mean_queue_length < 0.1  # waits of one iteration at most
+
+
+def test_the_seeds_13_dgx_h100_are_not_settled_and_fail_and_repair_adds_one(contact_center):
+    from planner.repair import repair_plan
+    from planner.simulate import SimulationOptions, simulate_plan
+    from planner.api import solve_scenario
+
+    catalog = contact_center.catalog
+    options = SimulationOptions()
+    (check,) = simulate_plan(contact_center.plan, contact_center.scenario, catalog, options)
+    assert check.instances == 13 and check.ok is False and not check.settled
+    assert check.duration_s > 600  # the settling loop ran longer than the old fixed 600 s
+    (ttft,) = check.checks
+    assert ttft.ci_high_ms > 3000
+    repaired = repair_plan(contact_center.plan, contact_center.scenario, catalog,
+                           lambda p, s: simulate_plan(p, s, catalog, options), lambda s: solve_scenario(s, catalog))  # fmt: skip
+    assert repaired.all_ok and repaired.original_nodes == 13
+    assert repaired.plan.totals.nodes_by_system == {"dgx-h100": 14}
+    assert repaired.steps[0].demand_rps_before == 31 and "TTFT" in repaired.steps[0].why
+    (after,) = repaired.checks
+    assert after.rate_rps == pytest.approx(31)  # simulated at the scenario's demand, not the raised one
+
+
+def test_same_seed_same_verdict_bytes(cli):
+    args = ("simulate", SCENARIOS / "chat-and-summarize.yaml", "--duration", "60", "--json", "--seed")
+    documents = [json.loads(cli(*args, "3")[1]) for _ in range(2)]
+    for document in documents:
+        for item in document["workloads"]:
+            item.pop("wall_s")
+    assert documents[0] == documents[1]
+    other = json.loads(cli(*args, "4")[1])
+    assert other["workloads"][0]["stats"] != documents[0]["workloads"][0]["stats"]
+
+
+def test_seeds_pool_and_count_passes(cli):
+    code, out, err = cli("simulate", SCENARIOS / "chat-and-summarize.yaml", "--duration", "60", "--seeds", "3", "--json")
+    assert code == 0, err
+    for item in json.loads(out)["workloads"]:
+        assert item["seeds"] == 3
+        for check in item["checks"]:
+            assert 0 <= check["seeds_passed"] <= 3
+            assert check["ci_low_ms"] <= check["simulated_ms"] * 1.5
+
+
+def test_repair_needs_verify(cli):
+    code, _, err = cli("plan", SCENARIOS / "contact-center.yaml", "--repair")
+    assert code == 2 and "--verify" in err
+
+
+@pytest.mark.skipif(not (REAL_TRACES / "AzureLLMInferenceTrace_conv.csv").exists(), reason="../shared/real traces absent")
+def test_a_real_trace_replays_on_the_plan(cli):
+    trace = REAL_TRACES / "AzureLLMInferenceTrace_conv.csv"
+    code, out, err = cli("simulate", SCENARIOS / "chat-and-summarize.yaml", "--trace", trace, "--workload", "chat", "--json")
+    assert code == 0, err
+    (item,) = json.loads(out)["workloads"]
+    assert item["workload"] == "chat" and "trace" in item["note"]
+    from planner.traces import load_trace
+
+    loaded = load_trace(trace)
+    assert item["requests_simulated"] == loaded.requests
+    assert item["rate_rps"] == pytest.approx(loaded.requests / loaded.duration_s)
+    stats = item["stats"]
+    assert stats["completed"] > 0 and stats["completed"] + stats["rejected"] == stats["requests"]
+
+
+def test_a_trace_of_an_unknown_workload_is_refused(cli, tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("timestamp,input_tokens,output_tokens\n0,100,10\n1,200,20\n")
+    code, _, err = cli("simulate", SCENARIOS / "chat-and-summarize.yaml", "--trace", trace, "--workload", "nope")
+    assert code == 2 and "nope" in err and "chat" in err
+    code, _, err = cli("simulate", SCENARIOS / "chat-and-summarize.yaml", "--trace", trace)
+    assert code == 2 and "several workloads" in err
+
+
+def test_erlang_helper_is_right():
+    # the reference itself against a textbook value: M/M/2 at rho 0.5 waits with probability 1/3
+    assert erlang_c_wait_s(2, 0.5, 1.0) == pytest.approx((1 / 3) / (2 * 0.5))
+    assert scipy_stats.poisson.mean(3) == 3
