@@ -268,11 +268,11 @@ def plan(
     """Size the fleet: the cheapest node counts that serve every workload's peak within its latency limits."""
 
     def action() -> None:
+        if repair and not verify:  # refused before any solving
+            raise PlannerInputError("--repair", "repair", "works with --verify (it repairs what the simulation finds)")
         with _progress(json) as progress:
             result = api.plan_file(scenario, catalog, solver.value if solver else None, time_limit, progress, perf_margin,
                                    perf_source)  # fmt: skip
-        if repair and not verify:
-            raise PlannerInputError("--repair", "repair", "works with --verify (it repairs what the simulation finds)")
         options = _simulation_options(duration, seeds)
         repaired = checks = None
         if repair:

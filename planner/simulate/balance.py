@@ -22,7 +22,8 @@ BALANCERS = ("power-of-two", "least-tokens", "least-outstanding", "round-robin")
 
 
 def _load_tokens(engine) -> int:
-    return getattr(engine, "load_tokens", None) if isinstance(engine, ServingEngine) else engine.outstanding()
+    """Outstanding tokens (the notebook's engines count requests)."""
+    return engine.load_tokens if isinstance(engine, ServingEngine) else engine.outstanding()
 
 
 def run(engines: list, requests, balancer: str = "power-of-two", seed: int = 0):
@@ -72,7 +73,7 @@ def _least_loaded(engines: list, order: list[int], arrival: list[float], tokens:
     """The least-loaded engine at each arrival, with two heaps: `due` (when each engine's load may next drop) and
     `light` (load, engine); entries carry a version so that stale ones are skipped when popped."""
     version = [0] * len(engines)
-    load = (lambda e: _load_tokens(e)) if tokens else (lambda e: e.outstanding())
+    load = _load_tokens if tokens else (lambda e: e.outstanding())
     light = [(0, i, 0) for i in range(len(engines))]
     due: list[tuple[float, int, int]] = []
 

@@ -92,10 +92,9 @@ def mser5_cut(values: np.ndarray) -> int:
     return d * 5
 
 
-def batch_interval(values: np.ndarray, arrival_s: np.ndarray, percentile: float, weights=None, times=None):
-    """(low, high) of the batch-means interval of a percentile, or None with too few values per batch."""
-    if times is None:
-        times = arrival_s
+def batch_interval(values: np.ndarray, times: np.ndarray, percentile: float, weights=None):
+    """(low, high) of the batch-means interval of a percentile, batches by `times` (arrival, or a token gap's end),
+    or None with too few values per batch."""
     if len(values) < BATCHES * 20:
         return None
     edges = np.quantile(times, np.linspace(0, 1, BATCHES + 1))

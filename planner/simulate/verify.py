@@ -6,9 +6,10 @@ Each route (a workload bucket on one configuration) runs on its share of the con
 - modeled configurations: the calibrated roofline's step times, the plan's batch cap, the instance's KV cache;
 - configurations from a measured or interpolated point: the same roofline step shapes scaled by one factor so that
   an engine kept full at the point's concurrency delivers exactly the measured requests/s (`steps.saturated_rps`);
-  the concurrency is Little's law at the point (requests/s x E2E) when it records latencies, its own concurrency
-  when it records one, else the roofline's smallest batch reaching the measured rate. Rows measured on a whole
-  node are run as the smallest tensor-parallel engine the model fits, that many per node.
+  the concurrency is the point's own when it records one, else Little's law over its decode time (requests/s x
+  OSL x ITL), else the roofline's smallest batch reaching the measured rate. Rows measured on a whole node are run
+  as the smallest tensor-parallel engine the model fits, that many per node. Models without an architecture get
+  `steps.PointSteps` fitted to the point.
 
 Verdicts: each limit at the scenario's percentile (TTFT, E2E, and ITL as gaps between tokens) over the requests of
 the measured window, with a confidence interval; the run length doubles until every interval is within 5% of its
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -222,13 +223,10 @@ def _batch_reaching(steps, rps: float, isl: int, osl: int, cap: int) -> int:
 
 
 # ----------------------------------------------------------------------------------------------- traffic
-@dataclass
+@dataclass(frozen=True)
 class _RouteRun:
     route: object
     setup: EngineSetup
-    requests: Requests | None = None
-    gaps: list = field(default_factory=list)
-    preemptions: int = 0
 
 
 def _route_requests(route, duration_s: float, options: SimulationOptions, rng, bucket_caps) -> Requests:
@@ -238,10 +236,10 @@ def _route_requests(route, duration_s: float, options: SimulationOptions, rng, b
                     lognormal_lengths(route.bucket_osl, options.length_cv, len(arrivals), osl_cap, rng))  # fmt: skip
 
 
-def _trace_split(trace, runs: list[_RouteRun], rng) -> tuple[list[Requests], int, float]:
+def _trace_split(trace, runs: list[_RouteRun], rng) -> list[Requests]:
     """The trace's requests (times from its first arrival) split across the routes whose engines take their
     lengths, in proportion to the routes' rates; prompts longer than every engine are refused (counted as
-    failed), outputs are cut at the engine's maximum. Returns per-route requests, refused count, span (s)."""
+    failed), outputs are cut at the engine's maximum. Returns one set per route, then the refused ones."""
     arrival = trace.arrival_s - trace.arrival_s[0]
     isl, osl = trace.isl_tokens.astype(np.int64), np.maximum(trace.osl_tokens.astype(np.int64), 1)
     isl = np.maximum(isl, 1)
@@ -260,7 +258,7 @@ def _trace_split(trace, runs: list[_RouteRun], rng) -> tuple[list[Requests], int
     refused = Requests(arrival[~served], isl[~served], osl[~served])
     refused.rejected[:] = True
     parts.append(refused)
-    return parts, int((~served).sum()), float(arrival[-1]) if len(arrival) else 0.0
+    return parts
 
 
 def _bucket_caps(workload_spec, route) -> tuple[int, int]:
@@ -276,7 +274,7 @@ def _run_once(runs: list[_RouteRun], duration_s: float, seed: int, options: Simu
     """One run of every route of a workload; returns the merged requests, gaps and preemptions."""
     rng = np.random.default_rng(seed)
     if options.trace is not None:
-        parts, _, _ = _trace_split(options.trace, runs, rng)
+        parts = _trace_split(options.trace, runs, rng)
     else:
         parts = [_route_requests(r.route, duration_s, options, rng, _bucket_caps(workload_spec, r.route)) for r in runs]
         parts.append(Requests(np.zeros(0), np.zeros(0), np.zeros(0)))
@@ -333,7 +331,7 @@ def _checks(seed_runs, slo) -> tuple[tuple[LimitCheck, ...], bool]:
             pooled_values.append(v)
             pooled_weights.append(w if w is not None else np.ones(len(v)))
             if len(seed_runs) == 1:
-                interval = batch_interval(v, t, slo.percentile, w, t)
+                interval = batch_interval(v, t, slo.percentile, w)
         values = np.concatenate(pooled_values)
         weights = np.concatenate(pooled_weights)
         estimate = _estimate(values, weights, slo.percentile)
@@ -498,7 +496,3 @@ def _assignment_matches(assignment, route) -> bool:
             assignment.engine_osl, assignment.bucket_isl, assignment.bucket_osl) == (
         route.system, route.tp, route.precision, route.max_batch, route.engine_isl, route.engine_osl,
         route.bucket_isl, route.bucket_osl)  # fmt: skip
-
-
-def with_options(options: SimulationOptions, **changes) -> SimulationOptions:
-    return replace(options, **changes)
