@@ -151,6 +151,9 @@ def test_little_law_against_the_engine_count_at_arrivals():
     arriving = (arrivals >= window[0]) & (arrivals < window[1])
     little = arriving.sum() / (window[1] - window[0]) * stats.e2e_ms.mean / 1e3
     assert stats.mean_in_system == pytest.approx(little, rel=0.03)
+    waits = (reqs.admitted_s - arrivals)[arriving]
+    rate = arriving.sum() / (window[1] - window[0])
+    assert stats.mean_queue_length == pytest.approx(rate * waits.mean(), rel=0.05)  # Little's law for the queue
     seen = np.array(engine.samples)[arriving]  # submit order = arrival order on one engine
     assert stats.mean_in_system == pytest.approx(seen.mean(), rel=0.05)
     assert stats.throughput_rps == pytest.approx(arriving.sum() / (window[1] - window[0]), rel=0.03)
@@ -185,6 +188,34 @@ def test_saturated_rps_matches_a_saturated_roofline_engine():
     reqs = Requests(arrivals, np.full(len(arrivals), route.bucket_isl), np.full(len(arrivals), route.bucket_osl))
     run([ServingEngine(setup.steps, setup.max_batch, setup.kv_tokens)], reqs)
     assert run_statistics(reqs, [], (300.0, 900.0)).throughput_rps == pytest.approx(target, rel=0.05)
+
+
+def test_slo_attainment_is_the_share_within_every_limit():
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(12)
+    arrivals = poisson_arrivals(20, 900, rng)
+    reqs = Requests(arrivals, rng.integers(100, 2000, len(arrivals)), rng.integers(10, 300, len(arrivals)))
+    run([ServingEngine(FixedSteps(3.0, 0.01, 8.0, 0.05), max_batch=32)], reqs)
+    inside = (arrivals >= 90) & (arrivals < 900)
+    ttft = (reqs.first_token_s - arrivals)[inside] * 1e3
+    e2e = (reqs.finish_s - arrivals)[inside] * 1e3
+    slo = SimpleNamespace(ttft_ms=float(np.percentile(ttft, 70)), itl_ms=None, e2e_ms=float(np.percentile(e2e, 60)))
+    stats = run_statistics(reqs, [], (90.0, 900.0), slo=slo)
+    expected = float(np.mean((ttft <= slo.ttft_ms) & (e2e <= slo.e2e_ms)))
+    assert 0.05 < expected < 0.95  # both outcomes occur: the check can tell
+    assert stats.slo_attainment == pytest.approx(expected)
+
+
+def test_lognormal_lengths_keep_the_mean_and_spread_within_the_cap():
+    from planner.simulate import lognormal_lengths
+
+    values = lognormal_lengths(1000, 0.5, 200_000, 1_000_000, np.random.default_rng(3))
+    assert values.mean() == pytest.approx(1000, rel=0.01)
+    assert values.std() / values.mean() == pytest.approx(0.5, rel=0.03)
+    capped = lognormal_lengths(1000, 0.5, 10_000, 1200, np.random.default_rng(3))
+    assert capped.max() == 1200 and capped.min() >= 1
+    assert (lognormal_lengths(1000, 0.0, 5, 4096, np.random.default_rng(3)) == 1000).all()
 
 
 def test_gamma_arrivals_have_the_requested_rate_and_burstiness():
