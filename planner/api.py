@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from planner.catalog import Catalog, CatalogDirs, as_directory_list, load_catalog
-from planner.errors import PlannerInputError, unknown_id_message
+from planner.errors import PlannerInputError
 from planner.optimize import plan as solve_plan
 from planner.perf import PerfMiss, PerfQuery, PerfResult, estimate
 from planner.plan import Plan
@@ -105,18 +105,18 @@ def perf_layers(perf_source: str | None) -> tuple[str, ...]:
 def perf_point(query: PerfQuery, catalog_dirs: CatalogDirs = None, perf_source: str | None = None) -> PerfAnswer:
     """Latency and throughput of one engine config, with provenance (or why there is no answer)."""
     catalog = load_catalog(catalog_dirs)
-    _check_query_ids(query, catalog)
+    query = _check_query_ids(query, catalog)
     answer = estimate(query, catalog, sources=perf_layers(perf_source))
     if isinstance(answer, PerfMiss):
         return PerfAnswer(query, None, answer.reason)
     return PerfAnswer(query, answer, None)
 
 
-def _check_query_ids(query: PerfQuery, catalog: Catalog) -> None:
-    if query.model not in catalog.models:
-        raise PlannerInputError("--model", "model", unknown_id_message("model", query.model, catalog.models, "planner catalog models"))
-    if query.gpu not in catalog.gpus:
-        raise PlannerInputError("--gpu", "gpu", unknown_id_message("GPU", query.gpu, catalog.gpus, "planner catalog gpus"))
+def _check_query_ids(query: PerfQuery, catalog: Catalog) -> PerfQuery:
+    """The query with catalog ids for its model and GPU (aliases resolved), checked against the catalog."""
+    query = dataclasses.replace(
+        query, model=catalog.resolve("model", query.model, "--model", "model"), gpu=catalog.resolve("gpu", query.gpu, "--gpu", "gpu")
+    )
     gpu = catalog.gpus[query.gpu]
     if query.precision is not None and query.precision not in gpu.precisions:
         raise PlannerInputError(
@@ -129,6 +129,7 @@ def _check_query_ids(query: PerfQuery, catalog: Catalog) -> None:
             "--tp", "tp", f"TP {query.tp} spans more GPUs than the largest {query.gpu} node in the catalog "
             f"({largest}); allowed: 1 to {largest}",
         )  # fmt: skip
+    return query
 
 
 @dataclass(frozen=True)
@@ -208,7 +209,7 @@ def curve(query: PerfQuery, gpus_per_node: int = 8, catalog_dirs: CatalogDirs = 
           perf_source: str | None = None) -> CurveAnswer:  # fmt: skip
     """Points over concurrency for one engine (model, GPU, TP, precision, ISL/OSL) and the best under the limits."""
     catalog = load_catalog(catalog_dirs)
-    _check_query_ids(query, catalog)
+    query = _check_query_ids(query, catalog)
     return curve_in_catalog(query, catalog, gpus_per_node, perf_layers(perf_source))
 
 
@@ -420,8 +421,8 @@ def analyze_workload(
     if name is not None and not (0 < len(name.strip()) <= 100):
         raise PlannerInputError("--name", "name", "a workload name of 1 to 100 characters")
     catalog = load_catalog(catalog_dirs) if base_scenario is None else scenario_catalog(base_scenario, catalog_dirs)
-    if model is not None and model not in catalog.models:
-        raise PlannerInputError("--model", "model", unknown_id_message("model", model, catalog.models, "planner catalog models"))
+    if model is not None:
+        model = catalog.resolve("model", model, "--model", "model")
     if base_scenario is not None and model is None:
         raise PlannerInputError("--model", "model", "required with --base: the workload must name a catalog model")
     trace = load_trace(trace_path, *columns, time_unit=time_unit)
@@ -525,12 +526,8 @@ def tables_build(
         raise PlannerInputError("--source", "source", f"unknown source '{source}'; allowed: aic")
     perf_layers("aic")  # the clear message when the extra is not installed
     catalog = load_catalog(catalog_dirs)
-    for model in models:
-        if model not in catalog.models:
-            raise PlannerInputError("--models", "models", unknown_id_message("model", model, catalog.models, "planner catalog models"))
-    for gpu in gpus:
-        if gpu not in catalog.gpus:
-            raise PlannerInputError("--gpus", "gpus", unknown_id_message("GPU", gpu, catalog.gpus, "planner catalog gpus"))
+    models = [catalog.resolve("model", model, "--models", "models") for model in models]
+    gpus = [catalog.resolve("gpu", gpu, "--gpus", "gpus") for gpu in gpus]
     rows, skipped = aic.table_rows(catalog, models, gpus, tuple(tps), tuple(precisions), tuple(concurrencies),
                                    tuple(lengths), progress=progress)  # fmt: skip
     return TablesBuild(tuple(rows), tuple(skipped))

@@ -7,14 +7,16 @@ Every entry carries the `source` of its numbers.
 from __future__ import annotations
 
 import csv
+import difflib
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
 import pandas as pd
-from pydantic import ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from planner.errors import PlannerInputError, unknown_id_message
 from planner.loading import StrictModel, read_yaml, short_repr, validate_model
@@ -25,17 +27,24 @@ BYTES_PER_PARAM: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4"
 SHIPPED_LAYER = "shipped"
 
 
+Alias = Annotated[str, Field(min_length=1, max_length=200)]
+
+
 class Gpu(StrictModel):
     id: str
-    architecture: Literal["ampere", "ada", "hopper", "blackwell"]
+    # other names the field uses for it: short names (A100, H100), aiconfigurator systems (h200_sxm),
+    # SkyPilot accelerators (H100, A100-80GB); matched without regard to case (`Catalog.resolve`)
+    aliases: tuple[Alias, ...] = ()
+    # NVIDIA Ampere/Ada/Hopper/Blackwell (data centre), Blackwell GB202 (RTX PRO 6000 / RTX 5090), AMD CDNA 3/4
+    architecture: Literal["ampere", "ada", "hopper", "blackwell", "blackwell-gb202", "cdna3", "cdna4"]
     name: str
     memory_gb: float = Field(gt=0, le=1e5)
     mem_bw_tb_per_s: float = Field(gt=0, le=1e3)
     tflops_by_precision: dict[Precision, Annotated[float, Field(gt=0, le=1e6)]]
-    link: Literal["nvlink", "pcie"]
+    link: Literal["nvlink", "pcie", "infinity-fabric"]
     link_gb_per_s: float = Field(gt=0, le=1e6)
     tdp_w: float = Field(gt=0, le=1e5)
-    form_factor: Literal["sxm", "pcie"]
+    form_factor: Literal["sxm", "pcie", "oam", "superchip"]
     notes: str = ""
     source: str = Field(min_length=1)
 
@@ -48,6 +57,7 @@ class System(StrictModel):
     """A node: an on-prem server bought once, or a cloud instance rented by the hour."""
 
     id: str
+    aliases: tuple[Alias, ...] = ()  # e.g. the provider's own instance name
     kind: Literal["on-prem", "cloud"]
     name: str
     gpu: str
@@ -66,15 +76,38 @@ class System(StrictModel):
 
 
 class MoeSpec(StrictModel):
-    experts: int = Field(gt=0)
-    experts_per_token: int = Field(gt=0)
+    """Mixture of experts: `experts` routed experts per MoE layer, `experts_per_token` of them per token, plus
+    `shared_experts` every token uses. `active_params_b` is the published per-token count; the roofline splits the
+    parameters into always-read weights and routed experts from it and `params_b` (perf/roofline.model_shape)."""
+
+    experts: int = Field(gt=0, le=100_000)
+    experts_per_token: int = Field(gt=0, le=100_000)
+    shared_experts: int = Field(default=0, ge=0, le=1_000)
     active_params_b: float = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _top_k_within_experts(self):
+        if self.experts_per_token > self.experts:
+            raise ValueError(f"experts_per_token ({self.experts_per_token}) exceeds experts ({self.experts})")
+        return self
+
+
+class MlaSpec(StrictModel):
+    """Multi-head latent attention (DeepSeek-V2/V3): the cache keeps one compressed latent of `kv_lora_rank`
+    elements plus `rope_head_dim` decoupled RoPE key elements per token and layer, shared by all heads, so it is
+    neither split by TP nor multiplied by heads."""
+
+    kv_lora_rank: int = Field(gt=0, le=100_000)
+    rope_head_dim: int = Field(ge=0, le=100_000)
 
 
 class ModelArch(StrictModel):
     """A model's architecture; fields not published are left out (None), never guessed."""
 
     id: str
+    # Hugging Face repository ids and served names the field uses ('meta-llama/Llama-3.3-70B-Instruct',
+    # 'meta/llama3-8b-instruct'); matched without regard to case (`Catalog.resolve`)
+    aliases: tuple[Alias, ...] = ()
     name: str = ""
     params_b: float = Field(gt=0)
     layers: int | None = Field(default=None, gt=0)
@@ -86,18 +119,39 @@ class ModelArch(StrictModel):
     vocab: int | None = Field(default=None, gt=0)
     max_context: int | None = Field(default=None, gt=0)
     moe: MoeSpec | None = None
+    mla: MlaSpec | None = None
+    # layers that keep K and V of the whole context; the others attend to a short sliding window (gpt-oss: 128
+    # tokens) or keep a fixed-size linear-attention state (Qwen3.5/3.6), negligible next to a long context
+    kv_layers: int | None = Field(default=None, gt=0)
+    # the precision of the published checkpoint's weights (gpt-oss: MXFP4 experts; DeepSeek-V3: FP8): what a run
+    # "without quantization" serves
+    checkpoint_precision: Precision = "bf16"
     notes: str = ""
     source: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _kv_layers_within_layers(self):
+        if self.kv_layers is not None and self.layers is not None and self.kv_layers > self.layers:
+            raise ValueError(f"kv_layers ({self.kv_layers}) exceeds layers ({self.layers})")
+        return self
 
     def weight_gb(self, precision: str) -> float:
         """Weight memory in GB (1e9 bytes): params x bytes per parameter of the precision."""
         return self.params_b * BYTES_PER_PARAM[precision]
 
+    @property
+    def cache_layers(self) -> int | None:
+        """Layers whose KV cache grows with the context."""
+        return self.kv_layers if self.kv_layers is not None else self.layers
+
     def kv_bytes_per_token(self, kv_bytes_per_element: float = 2.0) -> float | None:
-        """2 (K and V) x layers x kv_heads x head_dim x bytes per element; None when the architecture is unknown."""
+        """2 (K and V) x cache layers x kv_heads x head_dim x bytes per element, or with MLA cache layers x
+        (kv_lora_rank + rope_head_dim) x bytes per element; None when the architecture is unknown."""
+        if self.mla is not None and self.layers is not None:
+            return self.cache_layers * (self.mla.kv_lora_rank + self.mla.rope_head_dim) * kv_bytes_per_element
         if self.layers is None or self.kv_heads is None or self.head_dim is None:
             return None
-        return 2 * self.layers * self.kv_heads * self.head_dim * kv_bytes_per_element
+        return 2 * self.cache_layers * self.kv_heads * self.head_dim * kv_bytes_per_element
 
 
 class BenchmarkRow(StrictModel):
@@ -116,7 +170,9 @@ class BenchmarkRow(StrictModel):
     isl: int | None = Field(default=None, gt=0, le=100_000_000)
     osl: int | None = Field(default=None, gt=0, le=100_000_000)
     concurrency: int | None = Field(default=None, gt=0, le=10_000_000)
-    run_kind: Literal["online", "offline", "server", "max-throughput"] = "online"
+    # online: a fixed concurrency (closed loop); request-rate: the client offered a rate (open loop), the
+    # concurrency recorded is the mean in flight by Little's law; max-throughput: every request sent at once
+    run_kind: Literal["online", "offline", "server", "max-throughput", "request-rate"] = "online"
     ttft_ms: float | None = Field(default=None, gt=0, le=1e8)
     ttft_ms_bound: float | None = Field(default=None, gt=0, le=1e8)
     itl_ms: float | None = Field(default=None, gt=0, le=1e7)
@@ -229,6 +285,53 @@ class Catalog(StrictModel):
             self._derived = {"owner": id(self)}
         return self._derived
 
+    def resolve(self, kind: Literal["model", "gpu", "system"], name: str, file: str = "", field: str = "") -> str:
+        """The catalog id a name stands for: the id itself or one of its aliases, without regard to case; a model
+        also by the repository part of a path ('/models/meta-llama/Llama-3.3-70B-Instruct') or the name after its
+        organization; a GPU also with a SkyPilot count ('H100:8'; see `accelerator_count`). An unknown name raises
+        PlannerInputError(file, field) with the closest id or alias ("did you mean")."""
+        index = self._name_index(kind)
+        for candidate in _name_candidates(kind, str(name)):
+            if candidate in index:
+                return index[candidate]
+        raise PlannerInputError(file or self.directory, field or kind, self.unknown_name_message(kind, str(name)))
+
+    def unknown_name_message(self, kind: str, name: str) -> str:
+        """'unknown model 'x'. Did you mean 'id' ('alias')? Known: ...', suggestions drawn from ids and aliases."""
+        index = self._name_index(kind)
+        entries = self._entries(kind)
+        folded = _fold(_strip_count(name) if kind == "gpu" else name)
+        close = difflib.get_close_matches(folded, list(index), n=1, cutoff=0.6)
+        hint = ""
+        if close:
+            entry_id = index[close[0]]
+            named = next((a for a in (entry_id, *entries[entry_id].aliases) if _fold(a) == close[0]), entry_id)
+            hint = f" Did you mean '{entry_id}'" + (f" ({named})" if named != entry_id else "") + "?"
+        label = {"model": "model", "gpu": "GPU", "system": "system"}[kind]
+        return (f"unknown {label} '{name}'.{hint} Known: {', '.join(sorted(entries))} (or one of their aliases). "
+                f"To list them: planner catalog {kind}s")  # fmt: skip
+
+    def _entries(self, kind: str) -> dict:
+        return {"model": self.models, "gpu": self.gpus, "system": self.systems}[kind]
+
+    def _name_index(self, kind: str) -> dict[str, str]:
+        """Folded id or alias -> id. The names after an organization ('Llama-3.3-70B-Instruct') are indexed too,
+        unless two entries share one."""
+        key = ("names", kind)
+        if key not in self.derived:
+            index: dict[str, str] = {}
+            short: dict[str, set[str]] = {}
+            for entry_id, entry in self._entries(kind).items():
+                for name in (entry_id, *entry.aliases):
+                    index[_fold(name)] = entry_id
+                    if "/" in name:
+                        short.setdefault(_fold(name.rsplit("/", 1)[1]), set()).add(entry_id)
+            for name, ids in short.items():
+                if len(ids) == 1 and name not in index:
+                    index[name] = next(iter(ids))
+            self.derived[key] = index
+        return self.derived[key]
+
     def gpu(self, gpu_id: str) -> Gpu:
         if gpu_id not in self.gpus:
             raise PlannerInputError(self.directory, "gpu", unknown_id_message("GPU", gpu_id, self.gpus, "planner catalog gpus"))
@@ -250,6 +353,50 @@ class Catalog(StrictModel):
 
     def gpu_of(self, system_id: str) -> Gpu:
         return self.gpus[self.systems[system_id].gpu]
+
+
+def _fold(name: str) -> str:
+    return name.strip().casefold()
+
+
+_COUNT = re.compile(r"^(?P<name>.+?):(?P<count>\d+)$")
+
+
+def _strip_count(name: str) -> str:
+    match = _COUNT.match(name.strip())
+    return match.group("name") if match else name
+
+
+def accelerator_count(name: str) -> int | None:
+    """The count of a SkyPilot accelerator name ('H100:8' -> 8), None without one."""
+    match = _COUNT.match(name.strip())
+    return int(match.group("count")) if match else None
+
+
+def _name_candidates(kind: str, name: str) -> list[str]:
+    """Folded forms of a name to look up, most specific first."""
+    name = name.strip()
+    if kind == "gpu":
+        name = _strip_count(name)
+    candidates = [_fold(name)]
+    if kind == "model" and "/" in name:
+        parts = [p for p in name.rstrip("/").split("/") if p]
+        candidates += [_fold("/".join(parts[-2:])), _fold(parts[-1])] if parts else []
+    return candidates
+
+
+def check_aliases(entries: dict, kind: str, files: dict[str, Path]) -> None:
+    """Every id and alias names one entry: an alias shared by two entries, or equal to another entry's id,
+    would make a name mean two things."""
+    owner: dict[str, str] = {}
+    for entry_id, entry in sorted(entries.items()):
+        for name in (entry_id, *entry.aliases):
+            folded = _fold(name)
+            if owner.setdefault(folded, entry_id) != entry_id:
+                raise PlannerInputError(
+                    str(files[entry_id]), f"{kind}s[{entry_id}].aliases",
+                    f"'{name}' already names {kind} '{owner[folded]}'; an id or alias must name one entry",
+                )  # fmt: skip
 
 
 BENCHMARK_COLUMNS: tuple[str, ...] = (
@@ -533,6 +680,8 @@ def load_catalog(directories: CatalogDirs = None) -> Catalog:
     gpus = _validated("gpus", merged["gpus"])
     systems = _validated("systems", merged["systems"])
     models = _validated("models", merged["models"])
+    for key, entries in (("gpu", gpus), ("system", systems), ("model", models)):
+        check_aliases(entries, key, {i: e.file for i, e in merged[f"{key}s"].items()})
     for system_id, system in systems.items():
         if system.gpu not in gpus:
             raise PlannerInputError(

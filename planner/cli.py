@@ -636,6 +636,7 @@ def sweep_command(
 
 class IngestTool(str, Enum):
     genai_perf = "genai-perf"
+    aiperf = "aiperf"
     vllm = "vllm"
     guidellm = "guidellm"
 
@@ -644,10 +645,18 @@ class IngestTool(str, Enum):
 def ingest(
     tool: Annotated[IngestTool, typer.Argument(help="The tool that wrote the results.")],
     paths: Annotated[list[Path], typer.Argument(help="Result files, or directories of a sweep (searched recursively).")],
-    model: Annotated[str, typer.Option("--model", help="Catalog model id the results are for.")],
-    gpu: Annotated[str | None, typer.Option("--gpu", help="Catalog GPU id (or give --node).")] = None,
-    tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor parallelism of the engine measured.")] = 1,
-    precision: Annotated[str, typer.Option("--precision", help="Engine precision: bf16, fp16, fp8, fp4.")] = "bf16",
+    model: Annotated[
+        str | None, typer.Option("--model", help="Catalog model id or alias (default: the model id the file records).")
+    ] = None,
+    gpu: Annotated[
+        str | None, typer.Option("--gpu", help="Catalog GPU id or alias (H100, h200_sxm; H100:8 = 8 GPUs loaded), or give --node.")
+    ] = None,
+    tp: Annotated[
+        int | None, typer.Option("--tp", min=1, help="Tensor parallelism of the engine measured (required unless the path states it, e.g. _tp8_).")
+    ] = None,
+    precision: Annotated[
+        str | None, typer.Option("--precision", help="Engine precision: bf16, fp16, fp8, fp4 (required unless the model id or path states it).")
+    ] = None,
     node: Annotated[str | None, typer.Option("--node", help="Catalog system, when the benchmark loaded a whole node.")] = None,
     statistic: Annotated[str, typer.Option("--statistic", help="Latency statistic: mean, median, p90, p95, p99.")] = "median",
     isl: Annotated[int | None, typer.Option("--isl", min=1, help="Input length to record (default: from the files).")] = None,
@@ -660,7 +669,11 @@ def ingest(
     catalog: CatalogOption = None,
     debug: DebugOption = False,
 ) -> None:
-    """Turn benchmark results (genai-perf / AIPerf, vllm bench serve, GuideLLM) into catalog benchmark rows."""
+    """Turn benchmark results (genai-perf, AIPerf, vllm bench serve, GuideLLM) into catalog benchmark rows.
+
+    The model id, TP and precision are read from the files and their paths where they are stated
+    (Hugging Face ids such as meta-llama/Llama-3.3-70B-Instruct, '_tp8_', '_quant-fp8_', '-FP8', 'NVFP4');
+    what no file states must be given, never assumed."""
     from planner.ingest import IngestOptions
 
     def action() -> None:
@@ -674,6 +687,8 @@ def ingest(
             sys.stdout.write(json_out.dumps(json_out.ingest_document(result, str(out) if out else None)))
         elif out is None:
             sys.stdout.write(csv_text)
+            for note in result.notes:  # the CSV owns stdout: what to know about it goes to stderr
+                print(f"note: {note}" if not note.startswith("warning:") else note, file=sys.stderr)
         else:
             text.print_ingest(result, str(out), _stdout())
 

@@ -349,14 +349,30 @@ class Scenario:
 # ---- checks against the catalog: one function per rule, all raising PlannerInputError ----
 
 
-def check_models_known(spec: ScenarioSpec, catalog: Catalog, file: str) -> None:
-    for index, workload in enumerate(spec.workloads):
-        if workload.model not in catalog.models:
-            raise PlannerInputError(
-                file,
-                f"workloads[{index}:{workload.name}].model",
-                unknown_id_message("model", workload.model, catalog.models, "planner catalog models"),
-            )
+def resolve_names(spec: ScenarioSpec, catalog: Catalog, file: str) -> ScenarioSpec:
+    """The spec with every model, system and GPU name replaced by its catalog id (an alias such as
+    'meta-llama/Llama-3.3-70B-Instruct', 'p5.48xlarge' or 'H100' is accepted wherever an id is); an unknown name
+    raises PlannerInputError with the closest id ("did you mean")."""
+    workloads = [
+        w.model_copy(update={"model": catalog.resolve("model", w.model, file, f"workloads[{i}:{w.name}].model")})
+        for i, w in enumerate(spec.workloads)
+    ]
+    sites = {}
+    for site_key, price_fields in (("on_prem", ("price_usd",)), ("cloud", ("usd_per_hour", "reserved_usd_per_hour"))):
+        site = getattr(spec.sites, site_key)
+        if site is None:
+            continue
+        ids = {name: catalog.resolve("system", name, file, f"sites.{site_key}.systems[{index}]")
+               for index, name in enumerate(site.systems)}  # fmt: skip
+        update = {"systems": [ids[name] for name in site.systems]}
+        for price_field in price_fields:
+            update[price_field] = {ids.get(name, name): value for name, value in getattr(site, price_field).items()}
+        sites[site_key] = site.model_copy(update=update)
+    max_gpus = {catalog.resolve("gpu", gpu, file, f"limits.max_gpus.{gpu}"): count for gpu, count in spec.limits.max_gpus.items()}
+    return spec.model_copy(update={
+        "workloads": workloads, "sites": spec.sites.model_copy(update=sites),
+        "limits": spec.limits.model_copy(update={"max_gpus": max_gpus}),
+    })  # fmt: skip
 
 
 def check_unique_workload_names(spec: ScenarioSpec, file: str) -> None:
@@ -396,7 +412,7 @@ def check_site_systems(spec: ScenarioSpec, catalog: Catalog, file: str) -> None:
         ids_of_kind = [s for s, v in catalog.systems.items() if v.kind == kind]
         for index, system_id in enumerate(site.systems):
             field = f"sites.{site_key}.systems[{index}]"
-            if system_id not in catalog.systems:
+            if system_id not in catalog.systems:  # resolve_names has mapped known names to ids
                 raise PlannerInputError(
                     file, field, unknown_id_message(f"{kind} system", system_id, ids_of_kind, "planner catalog systems")
                 )
@@ -631,7 +647,7 @@ def _offers(spec: ScenarioSpec, catalog: Catalog) -> tuple[SystemOffer, ...]:
 def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str) -> Scenario:
     """Check a validated spec against the catalog and resolve it."""
     check_unique_workload_names(spec, file)
-    check_models_known(spec, catalog, file)
+    spec = resolve_names(spec, catalog, file)
     check_sites_match_deployment(spec, file)
     check_site_systems(spec, catalog, file)
     check_prices_known(spec, catalog, file)

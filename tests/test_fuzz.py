@@ -184,7 +184,7 @@ def test_any_damaged_benchmark_result_is_ingested_or_refused(tmp_path_factory, c
     path = folder / name
     path.write_text(json.dumps(document, allow_nan=True))
     result = CliRunner().invoke(app, ["ingest", kind.split(":")[0], str(path), "--model", "llama-3.1-8b",
-                                      "--gpu", "H100-SXM-80GB"])  # fmt: skip
+                                      "--gpu", "H100-SXM-80GB", "--tp", "1", "--precision", "bf16"])  # fmt: skip
     check(result, tmp_path)
 
 
@@ -202,7 +202,7 @@ def test_any_damaged_guidellm_report_is_ingested_or_refused(tmp_path_factory, da
     folder.mkdir()
     (folder / "benchmarks.json").write_text(json.dumps(mutated, allow_nan=True))
     result = CliRunner().invoke(app, ["ingest", "guidellm", str(folder / "benchmarks.json"), "--model", "llama-3.1-8b",
-                                      "--gpu", "H100-SXM-80GB"])  # fmt: skip
+                                      "--gpu", "H100-SXM-80GB", "--tp", "1", "--precision", "bf16"])  # fmt: skip
     check(result, tmp_path)
 
 

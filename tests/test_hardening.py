@@ -272,7 +272,7 @@ def test_damaged_vllm_results_are_refused_naming_the_field(cli, tmp_path, key, v
     document[key] = value
     path = tmp_path / "run.json"
     path.write_text(json.dumps(document))
-    code, out, err = cli("ingest", "vllm", path, "--model", "llama-3.1-8b", "--gpu", "H100-SXM-80GB")
+    code, out, err = cli("ingest", "vllm", path, "--model", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--tp", "1", "--precision", "bf16")
     assert code == 2 and words in err and "Traceback" not in out + err, (out, err)
 
 
@@ -365,7 +365,7 @@ def test_a_damaged_genai_perf_concurrency_is_refused(cli, tmp_path, value):
     document = json.loads(export.read_text())
     document["input_config"]["perf_analyzer"]["stimulus"]["concurrency"] = value
     export.write_text(json.dumps(document))
-    code, out, err = cli("ingest", "genai-perf", export, "--model", "llama-3.1-8b", "--gpu", "H100-SXM-80GB")
+    code, out, err = cli("ingest", "genai-perf", export, "--model", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--tp", "1", "--precision", "bf16")
     assert code == 2 and "concurrency" in err and "Traceback" not in out + err, (out, err)
 
 

@@ -94,7 +94,7 @@ def test_node_option_measures_a_whole_system(catalog):
 
 def test_cli_writes_a_table_the_catalog_loader_reads(tmp_path, cli):
     out = tmp_path / "my-lab" / "benchmarks" / "vllm.csv"
-    code, stdout, err = cli("ingest", "vllm", VLLM / "sweep", "--model", "llama-3.1-8b", "--gpu", H100, "--out", out)
+    code, stdout, err = cli("ingest", "vllm", VLLM / "sweep", "--model", "llama-3.1-8b", "--gpu", H100, "--tp", "1", "--precision", "bf16", "--out", out)
     assert code == 0, err
     assert f"--catalog {tmp_path / 'my-lab'}" in stdout
     rows = load_benchmark_table(out)
@@ -104,7 +104,7 @@ def test_cli_writes_a_table_the_catalog_loader_reads(tmp_path, cli):
 def test_cli_bad_file_exits_2_and_writes_nothing(tmp_path, cli):
     out = tmp_path / "rows.csv"
     code, stdout, err = cli("ingest", "vllm", VLLM / "malformed" / "truncated.json", "--model", "llama-3.1-8b",
-                            "--gpu", H100, "--out", out)  # fmt: skip
+                            "--gpu", H100, "--tp", "1", "--precision", "bf16", "--out", out)  # fmt: skip
     assert code == 2 and "truncated.json" in err and "Traceback" not in err
     assert not out.exists()
 
@@ -329,7 +329,7 @@ def test_guidellm_legacy_layout(catalog):
 )
 def test_cli_loop_ingest_then_plan_on_the_users_rows(tmp_path, cli, tool, path, isl, osl):
     catalog_dir = tmp_path / "my-lab"
-    code, out, err = cli("ingest", tool, path, "--model", "llama-3.1-8b", "--gpu", H100, "--precision", "bf16",
+    code, out, err = cli("ingest", tool, path, "--model", "llama-3.1-8b", "--gpu", H100, "--tp", "1", "--precision", "bf16",
                          "--out", catalog_dir / "benchmarks" / f"{tool}.csv")  # fmt: skip
     assert code == 0, err
     document = {

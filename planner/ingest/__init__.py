@@ -9,16 +9,20 @@ The formats were read from the tools' own exporters: `tests/fixtures/ingest/<too
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from planner.catalog import BenchmarkRow, Catalog, benchmark_csv_text
-from planner.errors import PlannerInputError, unknown_id_message
+from planner.catalog import BenchmarkRow, Catalog, ModelArch, accelerator_count, benchmark_csv_text
+from planner.errors import PlannerInputError
 from planner.loading import short_repr, validate_model
 
-TOOLS = ("genai-perf", "vllm", "guidellm")
+
+TOOLS = ("genai-perf", "aiperf", "vllm", "guidellm")
+_PARSERS = {"genai-perf": "genai_perf", "aiperf": "genai_perf", "vllm": "vllm", "guidellm": "guidellm"}
 STATISTICS = ("mean", "median", "p90", "p95", "p99")
+FEW_REQUESTS = 10  # fewer completed requests than this: rates and percentiles are noise, and a row says so
 
 
 @dataclass(frozen=True)
@@ -40,16 +44,19 @@ class Run:
     statistic: str
     run_kind: str = "online"
     notes: tuple[str, ...] = ()
+    model_hints: tuple[str, ...] = ()  # other names of the model the file records (the tokenizer's)
+    requests: int | None = None  # completed requests the statistics rest on, where the file says
 
 
 @dataclass(frozen=True)
 class IngestOptions:
-    """What no benchmark file records: the catalog ids, the engine, and whether a whole node was measured."""
+    """What the files may not record: catalog ids, the engine, and whether a whole node was measured. None means
+    "as the file states": model id, TP and precision are read from the file and its path where they are there."""
 
-    model: str
-    gpu: str | None = None
-    tp: int = 1
-    precision: str = "bf16"
+    model: str | None = None
+    gpu: str | None = None  # a catalog GPU id or alias; SkyPilot's 'H100:8' also says 8 GPUs were loaded
+    tp: int | None = None
+    precision: str | None = None
     node: str | None = None  # a catalog system: the benchmark loaded a whole node of it
     statistic: str = "median"
     isl: int | None = None  # override the lengths read from the files
@@ -58,13 +65,31 @@ class IngestOptions:
 
 
 @dataclass(frozen=True)
+class Engine:
+    """What one file's runs were measured on; `notes` say where each fact came from."""
+
+    model: str
+    gpu: str
+    gpus: int
+    tp: int
+    precision: str
+    per: str
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class IngestResult:
     rows: tuple[BenchmarkRow, ...]
     runs: tuple[Run, ...]
     notes: tuple[str, ...]
+    skipped: tuple[str, ...] = ()  # files of the directories read that are not runs (a summary table), and why
 
     def csv_text(self) -> str:
         return benchmark_csv_text(self.rows)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(n for n in self.notes if n.startswith("warning:"))
 
 
 def require(mapping: dict, key: str, file: str, what: str, where: str = ""):
@@ -98,53 +123,187 @@ def count(value, file: str, field: str) -> int:
     return int(parsed)
 
 
-def files_of(paths: list[Path], pattern_ok) -> list[Path]:
-    """The result files among PATHs: files as given, directories searched recursively (sorted, deterministic)."""
+
+
+def files_of(paths: list[Path], parser) -> tuple[list[Path], list[str]]:
+    """(result files among PATHs, files skipped and why): files as given, directories searched recursively (sorted,
+    deterministic). A file a tool writes beside its runs that is not a run (vLLM's nightly summary table) is
+    skipped in a directory; named alone, the parser refuses it with the reason."""
     found: list[Path] = []
+    skipped: list[str] = []
     for path in paths:
         if path.is_dir():
-            matches = sorted(p for p in path.rglob("*") if p.is_file() and pattern_ok(p))
-            if not matches:
-                raise PlannerInputError(str(path), "", "no result files of this tool in the directory")
-            found.extend(matches)
+            matches = sorted(p for p in path.rglob("*") if p.is_file() and parser.is_result_file(p))
+            runs = []
+            for match in matches:
+                why = parser.not_a_run(match) if hasattr(parser, "not_a_run") else None
+                if why:
+                    skipped.append(f"{match}: {why}")
+                else:
+                    runs.append(match)
+            if not runs:
+                raise PlannerInputError(str(path), "", f"no result files of this tool in the directory (looked for {parser.FILE_NAMES})")
+            found.extend(runs)
         elif path.is_file():
             found.append(path)
         else:
             raise PlannerInputError(str(path), "", "no such file or directory")
-    return found
+    return found, skipped
 
 
-def _check_options(options: IngestOptions, catalog: Catalog) -> tuple[str, int, str]:
-    """(gpu id, GPUs per row, per) after checking every id against the catalog."""
-    if options.model not in catalog.models:
-        raise PlannerInputError("--model", "model", unknown_id_message("model", options.model, catalog.models, "planner catalog models"))
-    gpu = options.gpu
-    if options.node is not None:
-        if options.node not in catalog.systems:
-            raise PlannerInputError("--node", "node", unknown_id_message("system", options.node, catalog.systems, "planner catalog systems"))
-        system = catalog.systems[options.node]
+def _hardware(options: IngestOptions, catalog: Catalog) -> tuple[str, int | None, str | None]:
+    """(GPU id, GPUs loaded when the name says so ('H100:8'), node system id), names resolved."""
+    node = catalog.resolve("system", options.node, "--node", "node") if options.node is not None else None
+    gpu = catalog.resolve("gpu", options.gpu, "--gpu", "gpu") if options.gpu is not None else None
+    count = accelerator_count(options.gpu) if options.gpu is not None else None
+    if node is not None:
+        system = catalog.systems[node]
         if gpu is not None and gpu != system.gpu:
-            raise PlannerInputError("--gpu", "gpu", f"{options.node} has {system.gpu} GPUs, not {gpu}")
+            raise PlannerInputError("--gpu", "gpu", f"{node} has {system.gpu} GPUs, not {gpu}")
+        if count is not None and count != system.gpus_per_node:
+            raise PlannerInputError("--gpu", "gpu", f"{node} has {system.gpus_per_node} GPUs, not {count}")
         gpu = system.gpu
     if gpu is None:
-        raise PlannerInputError("--gpu", "gpu", "required (or --node SYSTEM, whose GPU is then used)")
-    if gpu not in catalog.gpus:
-        raise PlannerInputError("--gpu", "gpu", unknown_id_message("GPU", gpu, catalog.gpus, "planner catalog gpus"))
-    if options.precision not in catalog.gpus[gpu].precisions:
+        raise PlannerInputError("--gpu", "gpu", "required: result files do not record the GPU (give --gpu ID, e.g. "
+                                "H100 or H100:8, or --node SYSTEM, whose GPU is then used)")  # fmt: skip
+    return gpu, count, node
+
+
+# what file and directory names say of the engine: vLLM's '..._tp8_pp1_...', GuideLLM's '..._tp4_quant-fp8_...'
+_TP_NAME = re.compile(r"(?:^|[_\-./])tp[_\-]?(\d+)(?=$|[_\-./])", re.IGNORECASE)
+_PP_NAME = re.compile(r"(?:^|[_\-./])pp[_\-]?(\d+)(?=$|[_\-./])", re.IGNORECASE)
+_QUANT_NAME = re.compile(r"(?:^|[_\-./])quant[_\-]?([a-z0-9]+)(?=$|[_\-./])", re.IGNORECASE)
+# quantization a name states ('-FP8', 'NVFP4', 'MXFP4'); weight-only integer formats have no catalog precision
+_QUANT_WORDS = (("nvfp4", "fp4"), ("mxfp4", "fp4"), ("fp4", "fp4"), ("fp8", "fp8"), ("awq", None), ("gptq", None),
+                ("int4", None), ("int8", None), ("w4a16", None), ("w8a8", None), ("bf16", "bf16"), ("fp16", "fp16"))  # fmt: skip
+
+
+def _name_parts(path: Path) -> str:
+    """The file name and its two parent directories' names: where tools and users write the engine's shape."""
+    return "/".join(p for p in (path.parent.parent.name, path.parent.name, path.name) if p)
+
+
+def stated_tp(path: Path) -> tuple[int | None, str | None]:
+    """(TP, where stated) from the path's names; pipeline parallelism beyond 1 is refused (rows hold TP engines)."""
+    names = _name_parts(path)
+    pp = _PP_NAME.search(names)
+    if pp and int(pp.group(1)) > 1:
+        raise PlannerInputError(str(path), "pp", f"the run used pipeline parallelism {pp.group(1)} (path '{names}'); "
+                                "benchmark rows hold tensor-parallel engines, PP 1")  # fmt: skip
+    tp = _TP_NAME.search(names)
+    return (int(tp.group(1)), f"the path '{names}'") if tp else (None, None)
+
+
+def _quant_precision(word: str, file: str) -> str | None:
+    for marker, precision in _QUANT_WORDS:
+        if marker in word:
+            if precision is None:
+                raise PlannerInputError(file, "precision", f"the run states '{word}' weights, which the catalog has no "
+                                        "precision for (allowed: bf16, fp16, fp8, fp4)")  # fmt: skip
+            return precision
+    return None
+
+
+def stated_precision(path: Path, model_names: list[str], model: ModelArch) -> tuple[str | None, str | None]:
+    """(precision, where stated): 'quant-X' in the path, else a quantization named in the model id. 'quant-none'
+    says the checkpoint ran as published, at its own precision (`checkpoint_precision`)."""
+    names = _name_parts(path)
+    quant = _QUANT_NAME.search(names)
+    if quant:
+        word = quant.group(1).lower()
+        if word == "none":
+            return model.checkpoint_precision, f"'quant-none' in the path '{names}' (the checkpoint as published)"
+        precision = _quant_precision(word, str(path))
+        if precision is not None:
+            return precision, f"the path '{names}'"
+    for name in model_names:
+        for word in re.split(r"[_\-./]", name.casefold()):
+            precision = _quant_precision(word, str(path)) if word in dict(_QUANT_WORDS) else None
+            if precision is not None:
+                return precision, f"the model id '{name}'"
+    return None, None
+
+
+def _model_of(runs: list[Run], options: IngestOptions, catalog: Catalog, file: str) -> tuple[str, list[str], str]:
+    """(catalog model id, names the file records, where the id came from): --model, else a name in the file."""
+    names = [n for n in dict.fromkeys([runs[0].model_name, *runs[0].model_hints]) if isinstance(n, str) and n.strip()]
+    from_file = named = None
+    for name in names:
+        try:
+            from_file, named = catalog.resolve("model", name), name
+            break
+        except PlannerInputError:
+            continue
+    if options.model is not None:
+        chosen = catalog.resolve("model", options.model, "--model", "model")
+        if from_file is not None and from_file != chosen:
+            raise PlannerInputError(
+                file, "model", f"the file records '{named}', which is catalog model '{from_file}', but --model says "
+                f"'{chosen}'; leave --model out to take the file's, or check the file",
+            )  # fmt: skip
+        return chosen, names, f"model {chosen} from --model"
+    if from_file is None:
+        recorded = ", ".join(f"'{n}'" for n in names) or "no model name"
+        hint = ""
+        if names:
+            message = catalog.unknown_name_message("model", names[-1])
+            hint = message[message.index("Did you mean"):message.index("?") + 1] if "Did you mean" in message else ""
         raise PlannerInputError(
-            "--precision", "precision",
-            f"{gpu} does not support {options.precision}; allowed: {', '.join(catalog.gpus[gpu].precisions)}",
+            file, "model", f"the file records {recorded}, which names no catalog model. {hint} Give --model ID "
+            "(planner catalog models lists them; a user catalog may add the model, with this name as an alias)",
         )  # fmt: skip
-    if options.tp < 1:
-        raise PlannerInputError("--tp", "tp", f"must be >= 1 (got {options.tp})")
-    if options.statistic not in STATISTICS:
-        raise PlannerInputError("--statistic", "statistic", f"unknown '{options.statistic}'; allowed: {', '.join(STATISTICS)}")
-    if options.node is not None:
-        system = catalog.systems[options.node]
-        if options.tp > system.gpus_per_node:
-            raise PlannerInputError("--tp", "tp", f"{options.node} has {system.gpus_per_node} GPUs; TP {options.tp} does not fit")
-        return gpu, system.gpus_per_node, "node"
-    return gpu, options.tp, "instance"
+    return from_file, names, f"model {from_file} from the file's '{named}'"
+
+
+def engine_of(path: Path, runs: list[Run], options: IngestOptions, catalog: Catalog,
+              hardware: tuple[str, int | None, str | None]) -> Engine:  # fmt: skip
+    """The engine a file measured: model, TP and precision from the options or, where not given, as the file states
+    them. A fact neither gives is refused (no silent TP 1 / bf16), as is one they disagree on; the weights must fit
+    the GPUs of the stated shape."""
+    file = str(path)
+    gpu_id, count, node = hardware
+    gpu = catalog.gpus[gpu_id]
+    model_id, names, model_note = _model_of(runs, options, catalog, file)
+    model = catalog.models[model_id]
+    notes = [model_note]
+    tp_file, tp_where = stated_tp(path)
+    if options.tp is not None and tp_file is not None and options.tp != tp_file:
+        raise PlannerInputError("--tp", "tp", f"--tp {options.tp}, but {tp_where} of {file} says TP {tp_file}")
+    tp = options.tp if options.tp is not None else tp_file
+    if tp is None:
+        raise PlannerInputError(file, "tp", "required: the file does not state the tensor parallelism of the engine it "
+                                "measured; give --tp N")  # fmt: skip
+    notes.append(f"TP {tp} from --tp" if options.tp is not None else f"TP {tp} from {tp_where}")
+    precision_file, precision_where = stated_precision(path, names, model)
+    if options.precision is not None and precision_file is not None and options.precision != precision_file:
+        raise PlannerInputError("--precision", "precision",
+                                f"--precision {options.precision}, but {precision_where} of {file} says {precision_file}")  # fmt: skip
+    precision = options.precision if options.precision is not None else precision_file
+    if precision is None:
+        raise PlannerInputError(file, "precision", "required: the file does not state the precision the engine ran at "
+                                "(no FP8/NVFP4/quant-... in its model id or path); give --precision "
+                                f"({', '.join(gpu.precisions)})")  # fmt: skip
+    notes.append(f"{precision} from --precision" if options.precision is not None else f"{precision} from {precision_where}")
+    if precision not in gpu.precisions:
+        raise PlannerInputError("--precision", "precision", f"{gpu_id} does not support {precision}; allowed: {', '.join(gpu.precisions)}")
+    weights_per_gpu = model.weight_gb(precision) / tp
+    if weights_per_gpu > gpu.memory_gb:
+        raise PlannerInputError(
+            file, "tp", f"{model_id} at {precision} has {model.weight_gb(precision):,.0f} GB of weights: over TP {tp} "
+            f"that is {weights_per_gpu:,.0f} GB per GPU, more than the {gpu.memory_gb:g} GB of a {gpu_id}; the run "
+            "cannot have had this shape (check --tp, --precision and --gpu)",
+        )  # fmt: skip
+    if node is not None:
+        system = catalog.systems[node]
+        if tp > system.gpus_per_node:
+            raise PlannerInputError("--tp", "tp", f"{node} has {system.gpus_per_node} GPUs; TP {tp} does not fit")
+        return Engine(model_id, gpu_id, system.gpus_per_node, tp, precision, "node", tuple(notes))
+    if count is not None and count != tp:
+        if count < tp or count % tp:
+            raise PlannerInputError("--gpu", "gpu", f"{options.gpu} loads {count} GPUs; TP {tp} engines do not divide them")
+        notes.append(f"{count} GPUs loaded ({options.gpu}): {count // tp} TP {tp} engines behind one endpoint")
+        return Engine(model_id, gpu_id, count, tp, precision, "node", tuple(notes))
+    return Engine(model_id, gpu_id, tp, tp, precision, "instance", tuple(notes))
 
 
 def _snap(values: list[float]) -> tuple[list[int], str | None]:
@@ -164,34 +323,73 @@ def _short_path(file: str) -> str:
     return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
 
 
-def runs_to_rows(runs: list[Run], options: IngestOptions, engine: tuple[str, int, str], table: str = "ingested") -> IngestResult:
-    """Benchmark rows from runs, with the options' ids; every row validated as the catalog loader would."""
-    gpu, gpus, per = engine  # from _check_options
-    if not runs:
+
+
+def run_warnings(run: Run) -> list[str]:
+    """What makes a run's numbers doubtful: few requests, throughput figures that disagree."""
+    warnings = []
+    if run.requests is not None and run.requests < FEW_REQUESTS:
+        warnings.append(f"warning: {_short_path(run.file)} rests on {run.requests} completed requests (fewer than "
+                        f"{FEW_REQUESTS}): its rates and percentiles are noise, not a measurement to size a fleet on")  # fmt: skip
+    if run.output_tokens_per_s and run.request_throughput_rps and run.osl:
+        implied = run.request_throughput_rps * run.osl
+        if abs(implied / run.output_tokens_per_s - 1) > 0.25:
+            warnings.append(
+                f"warning: {_short_path(run.file)}: request throughput x OSL = {run.request_throughput_rps:.3g} x "
+                f"{run.osl:.0f} = {implied:,.0f} tokens/s, but the file reports {run.output_tokens_per_s:,.0f} output "
+                "tokens/s: the run was too short or unsteady for its rates to agree",
+            )  # fmt: skip
+    return warnings
+
+
+def runs_to_rows(measured: list[tuple[Run, Engine]], options: IngestOptions, table: str = "ingested") -> IngestResult:
+    """Benchmark rows from runs and the engine each measured, every row validated as the catalog loader would.
+    Lengths are snapped per engine (one sweep measures one length a little differently per run)."""
+    if not measured:
         raise PlannerInputError(table, "", "no benchmark runs found")
     notes: list[str] = []
-    isls, isl_note = _snap([r.isl for r in runs]) if options.isl is None else ([options.isl] * len(runs), None)
-    osls, osl_note = _snap([r.osl for r in runs]) if options.osl is None else ([options.osl] * len(runs), None)
-    notes += [n for n in (isl_note, osl_note) if n]
-    ordered = sorted(zip(runs, isls, osls), key=lambda t: (t[1], t[2], t[0].concurrency or 0, t[0].file))
+    lengths: dict[int, tuple[int, int]] = {}
+    groups: dict[tuple, list[int]] = {}
+    for index, (_, engine) in enumerate(measured):
+        groups.setdefault((engine.model, engine.gpu, engine.gpus, engine.tp, engine.precision), []).append(index)
+    for indexes in groups.values():
+        runs = [measured[i][0] for i in indexes]
+        isls, isl_note = _snap([r.isl for r in runs]) if options.isl is None else ([options.isl] * len(runs), None)
+        osls, osl_note = _snap([r.osl for r in runs]) if options.osl is None else ([options.osl] * len(runs), None)
+        notes += [n for n in (isl_note, osl_note) if n and n not in notes]
+        lengths.update({i: (isl, osl) for i, isl, osl in zip(indexes, isls, osls)})
+
+    def order_key(i: int) -> tuple:
+        run, engine = measured[i]
+        return (engine.model, engine.tp, engine.precision, engine.gpus, *lengths[i], run.run_kind, run.concurrency or 0, run.file)
+
+    order = sorted(range(len(measured)), key=order_key)
     rows = []
-    for line, (run, isl, osl) in enumerate(ordered, start=2):
+    for line, index in enumerate(order, start=2):
+        run, engine = measured[index]
+        isl, osl = lengths[index]
         version = run.tool_version or "version not recorded"
         remarks = [f"{run.tool} {version}", f"model in file: {run.model_name or 'not recorded'}",
-                   f"latencies: {run.statistic}"]  # fmt: skip
+                   f"latencies: {run.statistic}", *engine.notes]  # fmt: skip
         if run.request_rate is not None:
             remarks.append(f"offered {run.request_rate:g} rps")
+        if run.requests is not None:
+            remarks.append(f"{run.requests} requests")
         remarks += list(run.notes)
+        for warning in run_warnings(run):
+            remarks.append(warning)
+            if warning not in notes:
+                notes.append(warning)
         values = {
             "table": table, "line": line, "source": f"{run.tool} ({version}): {_short_path(run.file)}",
-            "model": options.model, "gpu": gpu, "gpus": gpus, "tp": options.tp, "precision": options.precision,
+            "model": engine.model, "gpu": engine.gpu, "gpus": engine.gpus, "tp": engine.tp, "precision": engine.precision,
             "isl": isl, "osl": osl, "concurrency": run.concurrency, "run_kind": run.run_kind,
             "ttft_ms": run.ttft_ms or None, "itl_ms": run.itl_ms or None,
             "request_throughput_rps": run.request_throughput_rps, "output_tokens_per_s": run.output_tokens_per_s or None,
-            "per": per, "notes": "; ".join(remarks),
+            "per": engine.per, "notes": "; ".join(remarks),
         }  # fmt: skip
         rows.append(validate_model(BenchmarkRow, values, run.file))
-    return IngestResult(tuple(rows), tuple(r for r, _, _ in ordered), tuple(notes))
+    return IngestResult(tuple(rows), tuple(measured[i][0] for i in order), tuple(notes))
 
 
 def ingest(tool: str, paths: list[Path | str], options: IngestOptions, catalog: Catalog, table: str = "ingested") -> IngestResult:
@@ -200,22 +398,34 @@ def ingest(tool: str, paths: list[Path | str], options: IngestOptions, catalog: 
 
     if tool not in TOOLS:
         raise PlannerInputError("ingest", "tool", f"unknown tool '{tool}'; allowed: {', '.join(TOOLS)}")
-    engine = _check_options(options, catalog)  # before any file is read
-    parser = importlib.import_module(f"planner.ingest.{tool.replace('-', '_')}")
-    files = files_of([Path(p) for p in paths], parser.is_result_file)
+    if options.statistic not in STATISTICS:
+        raise PlannerInputError("--statistic", "statistic", f"unknown '{options.statistic}'; allowed: {', '.join(STATISTICS)}")
+    if options.tp is not None and options.tp < 1:
+        raise PlannerInputError("--tp", "tp", f"must be >= 1 (got {options.tp})")
+    hardware = _hardware(options, catalog)  # names checked before any file is read
+    if options.model is not None:
+        catalog.resolve("model", options.model, "--model", "model")
+    if options.precision is not None and options.precision not in catalog.gpus[hardware[0]].precisions:
+        gpu = catalog.gpus[hardware[0]]
+        raise PlannerInputError("--precision", "precision", f"{gpu.id} does not support {options.precision}; allowed: {', '.join(gpu.precisions)}")
+    parser = importlib.import_module(f"planner.ingest.{_PARSERS[tool]}")
+    files, skipped = files_of([Path(p) for p in paths], parser)
     if options.concurrency is not None and len(files) > 1:
         raise PlannerInputError("--concurrency", "concurrency", f"applies to one run; {len(files)} result files were found")
-    runs: list[Run] = []
+    measured: list[tuple[Run, Engine]] = []
     for file in files:
         try:
-            runs.extend(parser.parse_file(file, options.statistic, options.concurrency))
+            runs = parser.parse_file(file, options.statistic, options.concurrency)
         except (TypeError, AttributeError, KeyError, IndexError, ValueError) as exc:
             # a file of the right name whose structure is not the tool's (a field of another type, a list where
             # a mapping belongs): refused as such, whatever the parser stumbled on
             raise PlannerInputError(
                 str(file), "", f"not a {tool} result of a known layout: {type(exc).__name__}: {str(exc)[:120]}"
             ) from None
-    return runs_to_rows(runs, options, engine, table)
+        engine = engine_of(file, runs, options, catalog, hardware)
+        measured.extend((run, engine) for run in runs)
+    result = runs_to_rows(measured, options, table)
+    return IngestResult(result.rows, result.runs, tuple(f"skipped {s}" for s in skipped) + result.notes, tuple(skipped))
 
 
 def little_concurrency(rps: float, latency_ms: float | None) -> int | None:

@@ -8,8 +8,10 @@ the run settings under `input_config`, in one of three layouts:
 - genai-perf >= 0.0.13 (nested): `model_names`, `perf_analyzer.stimulus.{concurrency|request_rate}`,
   `endpoint.streaming`; `genai-perf analyze` sweeps write the one shared config into every run, so the run's
   concurrency is then read from its directory name (`...-concurrency<N>`);
-- AIPerf: `models.items[].name`, `phases[kind=profiling].concurrency` (absent = 1), `endpoint.streaming`,
-  `aiperf_version`.
+- AIPerf: `models.items[].name` (and `tokenizer.name`, the Hugging Face id, when the served name is the
+  user's own), the profiling phase (`kind: profiling` in 0.13, `name: profiling` and no `kind` in 0.10, else the
+  phase not `exclude_from_results`) with `type: concurrency` + `concurrency`, or a rate (`type: poisson |
+  constant | gamma | request_rate` + `rate` or `request_rate`), `endpoint.streaming`, `aiperf_version`.
 CSV: a stats block (`Metric,avg,min,max,p99,...`) and a `Metric,Value` block, numbers possibly quoted with
 thousands separators; it records no model or concurrency (those come from the directory name or --concurrency).
 Keys confirmed against the packages' exporters: tests/fixtures/ingest/genai-perf/FORMAT.md.
@@ -40,12 +42,51 @@ _CSV_ROWS = {  # display name without its unit suffix -> JSON metric key
 }
 
 
+FILE_NAMES = "profile_export_genai_perf.json|csv, profile_export_aiperf.json|csv"
+
+
 def is_result_file(path: Path) -> bool:
     name = path.name
     if name.endswith(("_genai_perf.json", "profile_export_aiperf.json")):
         return True
     # a CSV export only where no JSON export of the same run sits beside it
     return name.endswith(("_genai_perf.csv", "profile_export_aiperf.csv")) and not path.with_suffix(".json").is_file()
+
+
+_RATE_PHASES = ("request_rate", "poisson", "constant", "gamma", "rate")
+
+
+def _profiling_phase(phases: list, file: str) -> dict:
+    """The phase whose requests the metrics describe."""
+    phases = [p for p in phases if isinstance(p, dict)]
+    for key in ("kind", "name"):
+        named = [p for p in phases if p.get(key) == "profiling"]
+        if named:
+            return named[0]
+    measured = [p for p in phases if not p.get("exclude_from_results")]
+    if len(measured) == 1:
+        return measured[0]
+    raise PlannerInputError(file, "input_config.phases", f"no profiling phase among {len(phases)} phases: not an AIPerf layout this reader knows")
+
+
+def _aiperf_load(config: dict, file: str) -> tuple[int | None, float | None, list[str]]:
+    """(concurrency, offered rate, notes) of AIPerf's profiling phase; a phase stating neither is refused, never
+    taken as concurrency 1."""
+    phase = _profiling_phase(config.get("phases") or [], file)
+    kind = phase.get("type")
+    concurrency = phase.get("concurrency")
+    if kind in _RATE_PHASES or (kind is None and phase.get("rate", phase.get("request_rate")) is not None):
+        rate = phase.get("rate", phase.get("request_rate"))
+        if rate is None:
+            raise PlannerInputError(file, "input_config.phases.profiling.rate", f"a '{kind}' phase without its rate")
+        note = f"AIPerf {kind or 'rate'} phase at {rate} requests/s" + (f", at most {concurrency} in flight" if concurrency else "")
+        return None, rate, [note]
+    if concurrency is None:
+        raise PlannerInputError(
+            file, "input_config.phases.profiling",
+            f"the profiling phase (type {kind!r}) states neither a concurrency nor a rate; give --concurrency",
+        )  # fmt: skip
+    return concurrency, None, []
 
 
 def _dir_concurrency(path: Path) -> int | None:
@@ -76,12 +117,8 @@ def _settings(config: dict, path: Path) -> tuple[str | None, int | None, float |
     if "models" in config or "phases" in config:  # AIPerf
         items = (config.get("models") or {}).get("items") or []
         model = items[0].get("name") if items and isinstance(items[0], dict) else None
-        profiling = [p for p in config.get("phases") or [] if isinstance(p, dict) and p.get("kind") == "profiling"]
-        phase = profiling[0] if profiling else {}
-        rate = phase.get("request_rate") if phase.get("type") == "request_rate" else None
-        concurrency = phase.get("concurrency", None if rate else 1)
-        streaming = bool((config.get("endpoint") or {}).get("streaming", False))
-        return model, concurrency, rate, streaming, None, notes
+        concurrency, rate, notes = _aiperf_load(config, file)
+        return model, concurrency, rate, _streaming(config.get("endpoint")), None, notes
     if "model_names" in config:  # genai-perf >= 0.0.13
         model = (config.get("model_names") or [None])[0]
         stimulus = (config.get("perf_analyzer") or {}).get("stimulus") or {}
@@ -89,33 +126,59 @@ def _settings(config: dict, path: Path) -> tuple[str | None, int | None, float |
         if config.get("subcommand") == "analyze":
             concurrency, rate = _dir_concurrency(path), None
             notes.append("genai-perf analyze sweep: concurrency read from the run directory's name")
-        streaming = bool((config.get("endpoint") or {}).get("streaming", False))
-        return model, concurrency, rate, streaming, None, notes
+        return model, concurrency, rate, _streaming(config.get("endpoint")), None, notes
     if "model" in config or "concurrency" in config:  # genai-perf <= 0.0.12
         models = config.get("model")
         model = models[0] if isinstance(models, list) and models else models
-        return model, config.get("concurrency"), config.get("request_rate"), bool(config.get("streaming", False)), None, notes
+        return model, config.get("concurrency"), config.get("request_rate"), config.get("streaming"), None, notes
     raise PlannerInputError(
         file, "input_config", "no model_names/model/models key: not an input_config layout of genai-perf or AIPerf"
     )
 
 
-def _run(metrics: dict, path: Path, statistic: str, model, concurrency, rate, streaming: bool, tool: str,
-         version: str | None, notes: list[str]) -> Run:  # fmt: skip
+def _streaming(endpoint) -> bool | None:
+    """endpoint.streaming as recorded; None when the file does not say."""
+    value = endpoint.get("streaming") if isinstance(endpoint, dict) else None
+    return None if value is None else bool(value)
+
+
+def _streamed(metrics: dict, streaming: bool | None, file: str, notes: list[str]) -> bool:
+    """Whether TTFT and ITL were measured on a token stream. A file that does not say is taken as streamed when
+    its first token came well before the end (TTFT under half the request latency) and it has ITL: without a
+    stream, TTFT would equal the request latency."""
+    if streaming is not None:
+        return streaming
+    ttft = _stat(metrics, "time_to_first_token", "mean", file, required=False)
+    latency = _stat(metrics, "request_latency", "mean", file, required=False)
+    if ttft is not None and latency and "inter_token_latency" in metrics and ttft < 0.5 * latency:
+        notes.append(f"streaming not recorded; streamed, as mean TTFT {ttft:,.0f} ms < half the request latency "
+                     f"{latency:,.0f} ms")  # fmt: skip
+        return True
+    return False
+
+
+def _run(metrics: dict, path: Path, statistic: str, model, concurrency, rate, streaming: bool | None, tool: str,
+         version: str | None, notes: list[str], hints: tuple[str, ...] = ()) -> Run:  # fmt: skip
     file = str(path)
     rps = _avg(metrics, "request_throughput", file)
     tokens_per_s = _avg(metrics, "output_token_throughput", file) if "output_token_throughput" in metrics else None
     isl = _avg(metrics, "input_sequence_length", file)
     osl = _avg(metrics, "output_sequence_length", file)
+    streaming = _streamed(metrics, streaming, file, notes)
     ttft = _stat(metrics, "time_to_first_token", statistic, file, required=streaming)
     itl = _stat(metrics, "inter_token_latency", statistic, file, required=streaming)
     if not streaming:
         ttft = itl = None
         notes.append("non-streaming run: TTFT equals the whole request latency and ITL is not measured; neither recorded")
+    requests = metrics.get("request_count")
+    requests = int(number(requests.get("avg"), file, "request_count.avg")) if isinstance(requests, dict) else None
     if rate is not None and rate != "":
         rate = number(rate, file, "request_rate")
     else:
         rate = None
+    run_kind = "online"
+    if rate is not None and concurrency in (None, ""):
+        run_kind = "request-rate"
     if concurrency in (None, ""):
         if rate is None:
             raise PlannerInputError(
@@ -125,12 +188,13 @@ def _run(metrics: dict, path: Path, statistic: str, model, concurrency, rate, st
             )  # fmt: skip
         latency = _stat(metrics, "request_latency", "mean", file, required=False)
         concurrency = little_concurrency(rps, latency)
-        notes.append("concurrency = request_throughput x mean request latency (Little's law): the run set a rate")
+        notes.append("concurrency = mean requests in flight = request_throughput x mean request latency (Little's "
+                     "law): the run offered a rate, not a concurrency")  # fmt: skip
     return Run(
         tool=tool, tool_version=version, file=file, model_name=model, concurrency=count(concurrency, file, "concurrency"),
         request_rate=rate,
         isl=isl, osl=osl, ttft_ms=ttft, itl_ms=itl, request_throughput_rps=rps, output_tokens_per_s=tokens_per_s,
-        statistic=statistic, notes=tuple(notes),
+        statistic=statistic, run_kind=run_kind, notes=tuple(notes), model_hints=hints, requests=requests,
     )  # fmt: skip
 
 
@@ -150,7 +214,10 @@ def parse_json(path: Path, statistic: str, concurrency_override: int | None = No
         concurrency, rate = concurrency_override, None
     version = document.get("aiperf_version")
     tool = "aiperf" if version is not None or "schema_version" in document else "genai-perf"
-    return _run(document, path, statistic, model, concurrency, rate, streaming, tool, version, notes)
+    tokenizer = config.get("tokenizer")
+    tokenizer = tokenizer.get("name") if isinstance(tokenizer, dict) else tokenizer
+    hints = (tokenizer,) if isinstance(tokenizer, str) and tokenizer != model else ()
+    return _run(document, path, statistic, model, concurrency, rate, streaming, tool, version, notes, hints)
 
 
 def parse_csv(path: Path, statistic: str, concurrency_override: int | None = None) -> Run:

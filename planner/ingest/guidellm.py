@@ -22,8 +22,12 @@ from planner.ingest import Run, count, number, require
 WHAT = "GuideLLM benchmarks report"
 
 
+FILE_NAMES = "benchmarks.json|yaml, *_benchmarks.json|yaml"
+
+
 def is_result_file(path: Path) -> bool:
-    return path.name.startswith("benchmarks") and path.suffix.lower() in (".json", ".yaml", ".yml")
+    stem = path.stem.lower()
+    return (stem.startswith("benchmarks") or stem.endswith("_benchmarks")) and path.suffix.lower() in (".json", ".yaml", ".yml")
 
 
 def _load(path: Path) -> dict:
@@ -84,6 +88,7 @@ def parse_benchmark(benchmark: dict, index: int, document: dict, path: Path, sta
         raise PlannerInputError(file, f"{where}config.strategy.type_", f"missing key 'type_': not a {WHAT} benchmark")
     notes = [f"strategy {kind}"]
     rate = strategy.get("rate") if kind in ("constant", "poisson") else None
+    run_kind = "request-rate" if rate is not None else "online"
     if concurrency_override is not None:
         concurrency = concurrency_override
     elif kind == "synchronous":
@@ -106,8 +111,15 @@ def parse_benchmark(benchmark: dict, index: int, document: dict, path: Path, sta
         request_throughput_rps=_stat(rps_summary, "mean", file, f"{where}metrics.requests_per_second.successful"),
         output_tokens_per_s=_stat(metric("output_tokens_per_second"), "mean", file,
                                   f"{where}metrics.output_tokens_per_second.successful"),
-        statistic=statistic, notes=tuple(notes),
+        statistic=statistic, run_kind=run_kind, notes=tuple(notes), requests=_completed(metrics, rps_summary),
     )  # fmt: skip
+
+
+def _completed(metrics: dict, rps_summary: dict) -> int | None:
+    """Successful requests: `request_totals.successful` (0.4+), else the count of the rate distribution."""
+    totals = metrics.get("request_totals")
+    value = totals.get("successful") if isinstance(totals, dict) else rps_summary.get("count")
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def parse_file(path: Path, statistic: str, concurrency_override: int | None = None) -> list[Run]:

@@ -19,8 +19,30 @@ WHAT = "vllm bench serve result"
 _STAT_PREFIX = {"mean": "mean", "median": "median", "p90": "p90", "p95": "p95", "p99": "p99"}
 
 
+FILE_NAMES = "*.json written by vllm bench serve --save-result"
+_SUMMARY_KEYS = ("Test name", "Tput (req/s)")  # vLLM nightly benchmarks' summary table (benchmark_results.json)
+
+
 def is_result_file(path: Path) -> bool:
     return path.suffix == ".json" and not path.name.endswith(".pytorch.json")
+
+
+def _summary_table(document) -> bool:
+    return isinstance(document, list) and bool(document) and all(
+        isinstance(o, dict) and all(k in o for k in _SUMMARY_KEYS) for o in document
+    )
+
+
+def not_a_run(path: Path) -> str | None:
+    """Why a JSON file beside the runs is not one (vLLM's nightly summary table), or None."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None  # the parser says what is wrong with it
+    if _summary_table(document):
+        return ("vLLM nightly-benchmark summary table (one line per test, no token counts): the runs beside it "
+                "hold the measurements")  # fmt: skip
+    return None
 
 
 def _objects(path: Path) -> list[dict]:
@@ -38,6 +60,11 @@ def _objects(path: Path) -> list[dict]:
             raise PlannerInputError(
                 str(path), f"line {whole.lineno}", f"not valid JSON ({whole.msg}): not a {WHAT}, or a truncated one"
             ) from None
+    if _summary_table(objects):
+        raise PlannerInputError(
+            str(path), "", "a vLLM nightly-benchmark summary table (benchmark_results.json), not a run: it records no "
+            "token counts; ingest the run files beside it (or their directory)",
+        )  # fmt: skip
     if not objects or not all(isinstance(o, dict) for o in objects):
         raise PlannerInputError(str(path), "", f"expected a JSON object: not a {WHAT}")
     return objects
@@ -58,6 +85,18 @@ def _latency(result: dict, metric: str, statistic: str, file: str, required: boo
     return None
 
 
+def _mean_e2e(result: dict, osl: float, file: str, notes: list[str]) -> float | None:
+    """Mean end-to-end latency, ms: Little's law needs the mean whatever --statistic reports. Files without
+    `mean_e2el_ms` give mean TTFT + (mean OSL - 1) x mean TPOT (per request TPOT = (E2E - TTFT) / (OSL - 1))."""
+    if result.get("mean_e2el_ms") is not None:
+        return number(result["mean_e2el_ms"], file, "mean_e2el_ms")
+    ttft, tpot = result.get("mean_ttft_ms"), result.get("mean_tpot_ms", result.get("mean_itl_ms"))
+    if ttft is None or tpot is None:
+        return None
+    notes.append("mean E2E not recorded: taken as mean TTFT + (mean OSL - 1) x mean TPOT")
+    return number(ttft, file, "mean_ttft_ms") + (osl - 1) * number(tpot, file, "mean_tpot_ms")
+
+
 def parse_result(result: dict, file: str, statistic: str, concurrency_override: int | None = None) -> Run:
     model_id = require(result, "model_id", file, WHAT)
     completed = number(require(result, "completed", file, WHAT), file, "completed")
@@ -73,7 +112,6 @@ def parse_result(result: dict, file: str, statistic: str, concurrency_override: 
     itl = _latency(result, "tpot", statistic, file, required=False)
     if itl is None:
         itl = _latency(result, "itl", statistic, file, required=False)
-    e2e_mean = result.get("mean_e2el_ms")
     notes = [f"ISL/OSL = total tokens / {int(completed)} completed requests"]
     if result.get("failed"):
         notes.append(f"{result['failed']} requests failed")
@@ -82,22 +120,21 @@ def parse_result(result: dict, file: str, statistic: str, concurrency_override: 
     concurrency = result.get("max_concurrency") if concurrency_override is None else concurrency_override
     run_kind = "online"
     if concurrency is None:
-        latency = number(e2e_mean, file, "mean_e2el_ms") if e2e_mean is not None else None
-        if latency is None and ttft is not None and itl is not None:
-            latency = ttft + (osl - 1) * itl  # E2E = TTFT + (OSL - 1) x ITL
         if rate is None:
             run_kind = "max-throughput"
             notes.append("no --max-concurrency and rate inf: every request sent at once")
         else:
-            concurrency = little_concurrency(rps, latency)
-            notes.append("concurrency = request_throughput x mean E2E (Little's law): the run set a rate, not a concurrency")
+            run_kind = "request-rate"
+            concurrency = little_concurrency(rps, _mean_e2e(result, osl, file, notes))
+            notes.append("concurrency = mean requests in flight = request_throughput x mean E2E (Little's law): the "
+                         "run offered a rate, not a concurrency")  # fmt: skip
     return Run(
         tool="vllm bench serve", tool_version=None, file=file, model_name=str(model_id),
         concurrency=count(concurrency, file, "max_concurrency") if concurrency is not None else None, request_rate=rate,
         isl=isl, osl=osl,
         ttft_ms=ttft, itl_ms=itl, request_throughput_rps=rps,
         output_tokens_per_s=number(tokens_per_s, file, "output_throughput") if tokens_per_s is not None else None,
-        statistic=statistic, run_kind=run_kind, notes=tuple(notes),
+        statistic=statistic, run_kind=run_kind, notes=tuple(notes), requests=int(completed),
     )  # fmt: skip
 
 

@@ -18,7 +18,7 @@ def memory_fit(
     kv_bytes_per_element: float = 2.0,
 ) -> MemoryFit:
     """Weights per GPU = params x bytes(precision) / TP; usable = memory x (1 - reserve);
-    KV tokens = TP x (usable - weights per GPU) / KV bytes per token;
+    KV tokens = TP x (usable - weights per GPU) / KV bytes per token (x 1, not TP, for a latent MLA cache);
     max concurrency = floor(KV tokens / (isl + osl)): sequences reserved in full (the running batch of a paged
     cache is larger: MemoryFit.running_limit).
     """
@@ -35,7 +35,8 @@ def memory_fit(
     if kv_per_token is None or tokens_per_sequence is None:
         why = "architecture of the model not known" if kv_per_token is None else "no sequence length"
         return MemoryFit(True, weights_gb_per_gpu, usable_gb_per_gpu, None, f"weights fit; KV capacity unknown ({why})")
-    kv_tokens = gpus_per_instance * free_gb * 1e9 / kv_per_token
+    # a latent (MLA) cache is whole on every GPU; heads' K and V are split over them
+    kv_tokens = free_gb * 1e9 / kv_per_token * (1 if model.mla is not None else gpus_per_instance)
     max_concurrency = math.floor(kv_tokens / tokens_per_sequence)
     if max_concurrency < 1:
         return MemoryFit(

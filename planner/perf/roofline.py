@@ -160,7 +160,9 @@ class ModelShape:
 
 def model_shape(model: ModelArch) -> ModelShape:
     """Split the parameters into attention, MLP (per expert) and LM head. Where the FFN width or the vocabulary is
-    not published, the MLP gets what the attention leaves of the (active) parameters, and no LM head is counted."""
+    not published, the MLP gets what the attention leaves of the (active) parameters, and no LM head is counted.
+    A mixture of experts whose per-layer formula misses its published totals by more than 3% (dense first layers,
+    shared experts, latent attention, experts in every other layer) is split by the totals instead (`_moe_split`)."""
     hidden, kv_heads, head_dim = model.hidden, model.kv_heads, model.head_dim
     heads = model.heads or (hidden // head_dim)
     attention = float(hidden * head_dim * (2 * heads + 2 * kv_heads))
@@ -170,8 +172,34 @@ def model_shape(model: ModelArch) -> ModelShape:
         active = (model.moe.active_params_b if model.moe else model.params_b) * 1e9
         mlp = max(active / model.layers - attention, 0.0) / top_k
         return ModelShape(model.layers, hidden, heads, kv_heads, head_dim, attention, mlp, experts, top_k, 0.0)
-    return ModelShape(model.layers, hidden, heads, kv_heads, head_dim, attention, float(3 * hidden * model.ffn),
-                      experts, top_k, float(model.vocab * hidden))  # fmt: skip
+    mlp, lm_head = float(3 * hidden * model.ffn), float(model.vocab * hidden)
+    if model.moe is not None and experts > top_k:
+        split = _moe_split(model, attention, mlp, lm_head)
+        if split is not None:
+            attention, mlp = split
+    return ModelShape(model.layers, hidden, heads, kv_heads, head_dim, attention, mlp, experts, top_k, lm_head)
+
+
+def _moe_split(model: ModelArch, attention: float, mlp: float, lm_head: float) -> tuple[float, float] | None:
+    """(always-read params per layer, one routed expert's params per layer) from the published totals, or None when
+    the per-layer formula already gives them within 3%:
+
+        total  = always + E x expert + embedding + LM head,   active = always + k x expert + embedding + LM head
+        expert = (total - active) / (E - k),                  always = active - k x expert - 2 x vocab x hidden
+
+    'always' holds attention (MLA projections included), shared experts and dense layers, spread over the layers."""
+    moe, layers = model.moe, model.layers
+    total, active = model.params_b * 1e9, moe.active_params_b * 1e9
+    embeddings = 2 * lm_head  # input embedding table + LM head (untied in every MoE model of the catalog)
+    formula_total = layers * (attention + moe.experts * mlp) + embeddings
+    formula_active = layers * (attention + moe.experts_per_token * mlp) + embeddings
+    if abs(formula_total / total - 1) <= 0.03 and abs(formula_active / active - 1) <= 0.03:
+        return None
+    expert = (total - active) / (moe.experts - moe.experts_per_token)
+    always = active - moe.experts_per_token * expert - embeddings
+    if expert <= 0 or always <= 0:
+        return None
+    return always / layers, expert / layers
 
 
 @dataclass(frozen=True)
@@ -202,9 +230,9 @@ class EngineShape:
 
     @cached_property
     def kv_bytes_per_token_per_gpu(self) -> float:
-        """K and V of the KV heads one GPU holds (a KV head is replicated when TP exceeds the KV heads)."""
-        a = self.arch
-        return 2 * a.layers * math.ceil(a.kv_heads / self.tp) * a.head_dim * self.kv_bytes_per_element
+        """K and V of the KV heads one GPU holds (a KV head is replicated when TP exceeds the KV heads); a latent
+        (MLA) cache is whole on every GPU."""
+        return kv_bytes_per_token_per_gpu(self.model, self.tp, self.kv_bytes_per_element)
 
     @property
     def peak_flops(self) -> float:
@@ -250,6 +278,14 @@ class ShapeBatch:
             peak_flops=column("peak_flops"), bf16_flops=column("bf16_flops"),
             bandwidth_bytes_per_s=column("bandwidth_bytes_per_s"), link_bytes_per_s=column("link_bytes_per_s"),
         )  # fmt: skip
+
+
+def kv_bytes_per_token_per_gpu(model: ModelArch, tp: int, kv_bytes_per_element: float) -> float:
+    """KV cache bytes one GPU of a TP engine keeps per token: its share of the KV heads over the cache layers,
+    or the whole MLA latent (shared by all heads, so not split by TP)."""
+    if model.mla is not None:
+        return model.kv_bytes_per_token(kv_bytes_per_element)
+    return 2 * model.cache_layers * math.ceil(model.kv_heads / tp) * model.head_dim * kv_bytes_per_element
 
 
 def kv_bytes_for(precision: str) -> float:

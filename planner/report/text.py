@@ -371,7 +371,7 @@ def print_ingest(result, written_to: str, console: Console) -> None:
         )  # fmt: skip
     console.print(table)
     for note in result.notes:
-        console.print(escape(f"note: {note}"))
+        console.print(escape(note if note.startswith("warning:") else f"note: {note}"))
     folder = Path(written_to).parent
     catalog_dir = folder.parent if folder.name == "benchmarks" else None
     if catalog_dir is not None:
