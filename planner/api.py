@@ -333,7 +333,7 @@ def bom(scenario_path: Path | str, catalog_dirs: CatalogDirs = None, solver: str
 def simulate(
     scenario_path: Path | str, catalog_dirs: CatalogDirs = None, options=None, plan_document: dict | None = None,
     solver: str | None = None, time_limit_s: float | None = None, trace_path: Path | str | None = None,
-    time_unit: str = "s", progress=None,
+    time_unit: str = "auto", progress=None,
 ):
     """Plan the scenario (or take a saved plan JSON) and simulate every workload at each period's peak, or replay a
     trace (`planner.simulate.SimulationOptions` says how)."""
@@ -411,7 +411,7 @@ class WorkloadFromTrace:
 def analyze_workload(
     trace_path: Path | str, period: str = "hour", engines: int = 2, quantile: float | None = None,
     name: str | None = None, model: str | None = None, mode: str = "streaming",
-    columns: tuple[str | None, str | None, str | None] = (None, None, None), time_unit: str = "s",
+    columns: tuple[str | None, str | None, str | None] = (None, None, None), time_unit: str = "auto",
     base_scenario: Path | str | None = None, catalog_dirs: CatalogDirs = None,
 ) -> WorkloadFromTrace:
     """Rates per period, the ISL x OSL histogram and engine variants of a request trace, as a scenario block."""

@@ -165,6 +165,7 @@ class Balancer(str, Enum):
 
 
 class TimeUnit(str, Enum):
+    auto = "auto"
     s = "s"
     ms = "ms"
     us = "us"
@@ -201,7 +202,9 @@ def simulate(
     workload: Annotated[str | None, typer.Option("--workload", help="The workload the trace is of (needed with several).")] = None,
     period: Annotated[str | None, typer.Option("--period", help="The period whose fleet serves the trace (default: "
                                                                    "the workload's busiest).")] = None,
-    time_unit: Annotated[TimeUnit, typer.Option("--time-unit", help="Unit of the trace's numeric timestamps.")] = TimeUnit.s,
+    time_unit: Annotated[
+        TimeUnit, typer.Option("--time-unit", help="Unit of the trace's numeric timestamps (auto: seconds where that reads as traffic, else asks).")
+    ] = TimeUnit.auto,
     length_cv: Annotated[float, typer.Option("--length-cv", callback=_finite, min=0.0, max=10.0,
                                              help="Spread of request lengths without a trace: lognormal with the "
                                                   "bucket's mean and this coefficient of variation (0: fixed).")] = 0.0,
@@ -290,6 +293,8 @@ def plan(
             if repaired is not None:
                 document["repair"] = json_out.repair_document(repaired)
             sys.stdout.write(json_out.dumps(document))
+            for warning in result.warnings:  # the document holds them; a pipeline's log should too
+                print(f"warning: {warning}", file=sys.stderr)
             return
         text.print_plan(result, _stdout())
         if checks is not None:
@@ -755,7 +760,9 @@ def workload_analyze(
     time_column: Annotated[str | None, typer.Option("--time-column", help="Arrival time column.")] = None,
     input_column: Annotated[str | None, typer.Option("--input-column", help="Input tokens column.")] = None,
     output_column: Annotated[str | None, typer.Option("--output-column", help="Output tokens column.")] = None,
-    time_unit: Annotated[str, typer.Option("--time-unit", help="Unit of numeric timestamps: s, ms, us, ns.")] = "s",
+    time_unit: Annotated[
+        str, typer.Option("--time-unit", help="Unit of numeric timestamps: auto (seconds where that reads as traffic, else asks), s, ms, us, ns.")
+    ] = "auto",
     base: Annotated[Path | None, typer.Option("--base", help="Scenario to add the workload to (needs --model).")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write the block (or, with --base, the scenario) here.")] = None,
     json: JsonOption = False,

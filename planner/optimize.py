@@ -774,7 +774,26 @@ def _read_plan(scenario, cset: CandidateSet, catalog: Catalog, model: FleetModel
         instances=instances,
         fleet={"reconfigure_between_periods": scenario.reconfigure_between_periods,
                "share_nodes_across_models": scenario.share_nodes_across_models},
+        warnings=unlimited_workload_warnings(scenario, workloads),
     )  # fmt: skip
+
+
+def unlimited_workload_warnings(scenario, workloads) -> tuple[str, ...]:
+    """A streaming or sequential workload with no latency limit is sized at each engine's highest throughput,
+    whatever its latency there (a TTFT of minutes): the plan says so, with the latencies it came to."""
+    warnings = []
+    for workload, result in zip(scenario.workloads, workloads):
+        slo = workload.slo
+        if workload.mode == "offline" or any(v is not None for v in (slo.ttft_ms, slo.itl_ms, slo.e2e_ms)):
+            continue
+        at = ", ".join(f"{name} {value / 1000:,.1f} s" for name, value in
+                       (("TTFT", result.ttft_ms), ("E2E", result.e2e_ms)) if value is not None)  # fmt: skip
+        warnings.append(
+            f"workload '{workload.name}' has no latency limits (slo): it was sized at maximum throughput"
+            + (f", where {at}" if at else ", at a point whose latencies are not recorded")
+            + "; give slo.ttft_ms / itl_ms / e2e_ms (or mode: offline for batch work)"
+        )  # fmt: skip
+    return tuple(warnings)
 
 
 _ROLE = {"capex": "bought", "reserved": "reserved", "on-demand": "on-demand"}

@@ -200,6 +200,7 @@ class Plan:
     robustness: RobustnessSummary | None = None
     instances: tuple[InstanceAllocation, ...] = ()
     fleet: dict[str, bool] | None = None  # reconfigure_between_periods, share_nodes_across_models
+    warnings: tuple[str, ...] = ()  # what a reader must know before trusting the plan (a workload without limits)
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict with the names of design.md."""
@@ -225,6 +226,7 @@ def plan_from_document(document: dict) -> Plan:
         candidates=CandidateStats(**candidates), periods=tuple(document["periods"]),
         routing=tuple(Route(**r) for r in document["routing"]),
         instances=tuple(InstanceAllocation(**i) for i in document.get("instances", ())),
+        warnings=tuple(document.get("warnings", ())),
     )  # fmt: skip
     fields.pop("verification", None)
     if fields.get("robustness"):

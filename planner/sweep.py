@@ -4,7 +4,7 @@ A sweep file names a scenario and the fields to vary, by dotted path into the sc
 named by their `name` (`workloads.chat.slo.ttft_ms`, `sites.on_prem.price_usd.dgx-h100`). Each point is the
 scenario with those fields set, validated and planned like any scenario; a point that is infeasible or invalid
 is a row that says so, not a failed sweep. Points run on a local process pool (default) or on Ray
-(`executor: ray`, the optional extra `planner[ray]`) through the same `run_point` function, and come back in
+(`executor: ray`, the optional extra `.[ray]`) through the same `run_point` function, and come back in
 point order, so the same sweep gives the same table.
 """
 
@@ -212,10 +212,11 @@ def run_sweep(sweep: Sweep, executor: str | None = None, workers: int | None = N
     """Every point's record, in point order. `executor`: process (local pool; 1 worker runs in this process) or ray."""
     executor = executor or sweep.executor
     tasks = _tasks(sweep)
-    workers = worker_count(workers or sweep.workers or 1, len(tasks))
+    requested = workers or sweep.workers
+    workers = worker_count(requested or 1, len(tasks))
     records: list[dict] = []
-    if executor == "ray":
-        return _run_on_ray(tasks, progress)
+    if executor == "ray":  # --workers: tasks in flight (not capped by this machine's CPUs: a cluster has more)
+        return _run_on_ray(tasks, progress, requested)
     if executor != "process":
         raise PlannerInputError("--executor", "executor", f"unknown executor '{executor}'; allowed: process, ray")
     if workers == 1:
@@ -238,25 +239,34 @@ def run_sweep(sweep: Sweep, executor: str | None = None, workers: int | None = N
     return records
 
 
-def _run_on_ray(tasks: list[tuple], progress) -> list[dict]:
+def _run_on_ray(tasks: list[tuple], progress, workers: int | None = None) -> list[dict]:
+    """The points as Ray tasks, at most `workers` in flight (a local Ray started here gets that many CPUs; on a
+    cluster already running, the window keeps the sweep to its share). Records come back in point order."""
     try:
         import ray
     except ImportError:
         raise PlannerInputError(
-            "--executor", "executor", "ray is not installed: pip install 'planner[ray]' (or use the process executor)"
+            "--executor", "executor", "ray is not installed: pip install '.[ray]' in the planner checkout (or use the process executor)"
         ) from None
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(include_dashboard=False, log_to_driver=False)
+        ray.init(include_dashboard=False, log_to_driver=False, **({"num_cpus": workers} if workers else {}))
     try:
         remote = ray.remote(run_point)
-        pending = [remote.remote(task) for task in tasks]
-        records = []
-        for ref in pending:  # in point order
-            records.append(ray.get(ref))
+        window = workers or len(tasks)
+        refs = {}
+        records: dict[int, dict] = {}
+        submitted = 0
+        while len(records) < len(tasks):
+            while submitted < len(tasks) and len(refs) < window:
+                refs[remote.remote(tasks[submitted])] = submitted
+                submitted += 1
+            done, _ = ray.wait(list(refs), num_returns=1)
+            for ref in done:
+                records[refs.pop(ref)] = ray.get(ref)
             if progress:
                 progress(len(records), len(tasks))
-        return records
+        return [records[i] for i in range(len(tasks))]
     finally:
         if started_here:
             ray.shutdown()

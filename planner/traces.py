@@ -24,6 +24,10 @@ INPUT_COLUMNS = ("input_tokens", "contexttokens", "context_tokens", "prompt_toke
 OUTPUT_COLUMNS = ("output_tokens", "generatedtokens", "generated_tokens", "completion_tokens", "osl", "osl_tokens",
                   "output_length", "num_output_tokens", "usage.completion_tokens", "output_len")  # fmt: skip
 TIME_UNITS_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+TIME_UNIT_CHOICES = ("auto", *TIME_UNITS_S)
+# what a request trace read in the right unit looks like: a minute to 400 days of traffic at 0.01 to 1e5 requests/s
+PLAUSIBLE_SPAN_S = (60.0, MAX_SPAN_S)
+PLAUSIBLE_RATE_RPS = (0.01, 1e5)
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,36 +104,80 @@ def _token_counts(frame: pd.DataFrame, column: str, path: Path) -> np.ndarray:
     return numbers.to_numpy(dtype=np.int64)
 
 
-def _arrivals(frame: pd.DataFrame, column: str, time_unit: str, path: Path) -> tuple[np.ndarray, str]:
+def _reading(values: np.ndarray, unit: str) -> tuple[float, float]:
+    """(span s, mean requests/s) of numeric timestamps read in `unit`."""
+    span = float(values.max() - values.min()) * TIME_UNITS_S[unit]
+    return span, (values.size - 1) / span if span > 0 else float("inf")
+
+
+def _plausible(span_s: float, rate_rps: float) -> bool:
+    return PLAUSIBLE_SPAN_S[0] <= span_s <= PLAUSIBLE_SPAN_S[1] and PLAUSIBLE_RATE_RPS[0] <= rate_rps <= PLAUSIBLE_RATE_RPS[1]
+
+
+def _numeric_unit(values: np.ndarray, column: str, path: Path) -> str:
+    """`--time-unit auto`: seconds when the trace read in seconds looks like traffic (a minute to 400 days at 0.01
+    to 1e5 requests/s). When it does not but another unit does, no guess: the error gives both readings and asks
+    for --time-unit (Mooncake's trace, in milliseconds, read as seconds spans 11.8 days at 0.0039 requests/s).
+    When no unit does, seconds, and the span check says what is wrong (an outlier timestamp)."""
+    span, rate = _reading(values, "s")
+    if values.size < 3 or _plausible(span, rate):
+        return "s"
+    others = [(unit, *_reading(values, unit)) for unit in TIME_UNITS_S if unit != "s"]
+    plausible = [(unit, unit_span, unit_rate) for unit, unit_span, unit_rate in others if _plausible(unit_span, unit_rate)]
+    if not plausible:
+        return "s"
+    readings = "; ".join(f"in {unit} {_span_words(unit_span)} at {unit_rate:.3g} requests/s" for unit, unit_span, unit_rate in plausible)
+    raise PlannerInputError(
+        str(path), column,
+        f"unit of the numeric timestamps not clear: read as seconds the trace spans {_span_words(span)} at {rate:.3g} "
+        f"requests/s, not like traffic; {readings}. Give --time-unit s|ms|us|ns",
+    )  # fmt: skip
+
+
+def _span_words(span_s: float) -> str:
+    if span_s >= 2 * 86400:
+        return f"{span_s / 86400:,.1f} days"
+    if span_s >= 2 * 3600:
+        return f"{span_s / 3600:,.1f} h"
+    if span_s >= 120:
+        return f"{span_s / 60:,.1f} min"
+    return f"{span_s:.3g} s"
+
+
+def _arrivals(frame: pd.DataFrame, column: str, time_unit: str, path: Path) -> tuple[np.ndarray, str, str]:
+    """(arrival seconds, clock, unit used)."""
     raw = frame[column]
     numbers = pd.to_numeric(raw.astype(str).str.strip(), errors="coerce")
     if numbers.notna().all():
-        values = numbers.to_numpy(dtype=float) * TIME_UNITS_S[time_unit]
+        values = numbers.to_numpy(dtype=float)
         bad = np.flatnonzero(~np.isfinite(values))
         if bad.size:
             raise PlannerInputError(str(path), f"{column} (request {bad[0] + 1})", f"not a finite time: {short_repr(raw.iloc[bad[0]])}")
-        return values, "numeric"
+        unit = _numeric_unit(values, column, path) if time_unit == "auto" else time_unit
+        return values * TIME_UNITS_S[unit], "numeric", unit
     stamps = pd.to_datetime(raw.astype(str).str.strip(), errors="coerce", utc=True, format="mixed")
     if stamps.isna().any():
         index = int(np.flatnonzero(stamps.isna().to_numpy())[0])
         raise PlannerInputError(
             str(path), f"{column} (request {index + 1})",
-            f"not a timestamp (a date-time such as 2023-11-16 18:15:46.68, or a number of {time_unit}): {short_repr(raw.iloc[index])}",
+            f"not a timestamp (a date-time such as 2023-11-16 18:15:46.68, or a number): {short_repr(raw.iloc[index])}",
         )  # fmt: skip
     epoch = pd.Timestamp("1970-01-01", tz="UTC")
-    return ((stamps - epoch) / pd.Timedelta(seconds=1)).to_numpy(dtype=float), "datetime"
+    return ((stamps - epoch) / pd.Timedelta(seconds=1)).to_numpy(dtype=float), "datetime", "datetime"
 
 
 def load_trace(
     path: Path | str, time_column: str | None = None, input_column: str | None = None,
-    output_column: str | None = None, time_unit: str = "s",
+    output_column: str | None = None, time_unit: str = "auto",
 ) -> Trace:
-    """Read a request trace; any problem raises PlannerInputError naming the file, the column and the request."""
+    """Read a request trace; any problem raises PlannerInputError naming the file, the column and the request.
+    Numeric timestamps are in `time_unit`; 'auto' takes seconds where that reads as traffic and refuses to guess
+    otherwise (`_numeric_unit`)."""
     path = Path(path)
     if not path.is_file():
         raise PlannerInputError(str(path), "", "trace file not found")
-    if time_unit not in TIME_UNITS_S:
-        raise PlannerInputError("--time-unit", "time_unit", f"unknown unit '{time_unit}'; allowed: {', '.join(TIME_UNITS_S)}")
+    if time_unit not in TIME_UNIT_CHOICES:
+        raise PlannerInputError("--time-unit", "time_unit", f"unknown unit '{time_unit}'; allowed: {', '.join(TIME_UNIT_CHOICES)}")
     frame = _read_table(path)
     if frame.empty:
         raise PlannerInputError(str(path), "", "the trace holds no requests")
@@ -138,7 +186,7 @@ def load_trace(
         _find_column(frame, input_column, INPUT_COLUMNS, "input", path),
         _find_column(frame, output_column, OUTPUT_COLUMNS, "output", path),
     )
-    arrival_s, clock = _arrivals(frame, columns[0], time_unit, path)
+    arrival_s, clock, unit = _arrivals(frame, columns[0], time_unit, path)
     isl = _token_counts(frame, columns[1], path)
     osl = _token_counts(frame, columns[2], path)
     order = np.argsort(arrival_s, kind="stable")
@@ -150,6 +198,8 @@ def load_trace(
             f"({arrival_s[order[-1]]:g} s), or the wrong --time-unit?",
         )  # fmt: skip
     notes = []
+    if clock == "numeric":
+        notes.append(f"numeric timestamps read in {unit}" + (" (--time-unit auto; give --time-unit if they are not)" if time_unit == "auto" else ""))
     if (order != np.arange(order.size)).any():
         notes.append("requests were not in arrival order; sorted")
     return Trace(str(path), arrival_s[order], isl[order], osl[order], columns, clock, tuple(notes))

@@ -1,4 +1,4 @@
-"""The aic perf source (aiconfigurator-core, the optional extra planner[aic]).
+"""The aic perf source (aiconfigurator-core, the optional extra .[aic]).
 
 Without the extra these tests are skipped (except the one that checks the message a user gets); `.ci/run`
 installs the extra and runs this file once more.
@@ -15,7 +15,7 @@ from planner.perf import PerfQuery
 from tests.conftest import SCENARIOS, write_scenario
 
 INSTALLED = importlib.util.find_spec("aiconfigurator_core") is not None
-needs_aic = pytest.mark.skipif(not INSTALLED, reason="the optional extra planner[aic] (aiconfigurator-core) is not installed")
+needs_aic = pytest.mark.skipif(not INSTALLED, reason="the optional extra .[aic] (aiconfigurator-core) is not installed")
 
 
 @pytest.fixture(autouse=True)
@@ -28,7 +28,7 @@ def test_without_the_extra_asking_for_aic_says_how_to_get_it(cli):
         pytest.skip("the extra is installed: the tests below cover the source")
     code, out, err = cli("perf", "--model", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--tp", "1", "--precision", "fp8",
                          "--isl", "1024", "--osl", "128", "--perf-source", "aic")  # fmt: skip
-    assert code == 2 and "pip install 'planner[aic]'" in err and "Traceback" not in err
+    assert code == 2 and "pip install '.[aic]' in the planner checkout" in err and "Traceback" not in err
     # and everything else works as before: auto skips the package and falls through to the roofline
     # (700/300 is a point that no shipped table row, measured or estimated, covers)
     code, out, err = cli("perf", "--model", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--tp", "1", "--precision", "fp8",

@@ -112,7 +112,10 @@ STEP_HEADER = ("source,model,gpu,tp,precision,decode_batch,decode_context_tokens
 
 def test_calibration_listing_says_what_each_generation_rests_on(cli, cli_json):
     entries = {e["architecture"]: e for e in cli_json("catalog", "calibration")["calibration"]}
-    assert set(entries) == {"ampere", "ada", "hopper", "blackwell"}
+    assert set(entries) == {"ampere", "ada", "hopper", "blackwell", "blackwell-gb202", "cdna3", "cdna4"}
+    for borrowed in ("blackwell-gb202", "cdna3", "cdna4"):  # nothing timed on them: they say whose factors they use
+        assert entries[borrowed]["basis"] == "extrapolated" and entries[borrowed]["kernel_iterations"] == 0
+        assert "kernel factors" in entries[borrowed]["source"]
     assert entries["hopper"]["basis"] == "measured" and entries["hopper"]["engine_rows"] >= 10
     assert entries["blackwell"]["basis"] == "aic kernels" and entries["blackwell"]["kernel_iterations"] > 500
     assert entries["blackwell"]["calibrated_range"]["precisions"] == ["bf16", "fp4", "fp8"]

@@ -109,7 +109,7 @@ def test_parquet_output_or_a_clear_message(tmp_path, cli):
     out = tmp_path / "points.parquet"
     code, stdout, err = cli("sweep", write_sweep(tmp_path, GRID), "--out", out)
     if importlib.util.find_spec("pyarrow") is None:
-        assert code == 2 and "pip install 'planner[parquet]'" in err
+        assert code == 2 and "pip install '.[parquet]' in the planner checkout" in err
     else:
         import pandas as pd
 
@@ -122,11 +122,25 @@ def test_ray_executor_gives_the_same_records(tmp_path):
     assert sweep(path, executor="ray").records == sweep(path, workers=1).records
 
 
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="the optional ray extra is not installed")
+def test_ray_executor_keeps_workers_tasks_in_flight(tmp_path, monkeypatch):
+    import ray
+
+    started, in_flight = [], []
+    init, wait = ray.init, ray.wait
+    monkeypatch.setattr(ray, "init", lambda **kw: started.append(kw) or init(**kw))
+    monkeypatch.setattr(ray, "wait", lambda refs, **kw: in_flight.append(len(refs)) or wait(refs, **kw))
+    path = write_sweep(tmp_path, GRID)
+    assert sweep(path, executor="ray", workers=2).records == sweep(path, workers=1).records
+    assert started and started[0]["num_cpus"] == 2  # a local Ray started here gets that many CPUs
+    assert in_flight and max(in_flight) == 2  # and never more than 2 points are out at once
+
+
 def test_ray_missing_is_a_clear_input_error(tmp_path, cli):
     if importlib.util.find_spec("ray") is not None:
         pytest.skip("ray is installed: the executor test above covers it")
     code, stdout, err = cli("sweep", write_sweep(tmp_path, GRID), "--executor", "ray")
-    assert code == 2 and "pip install 'planner[ray]'" in err
+    assert code == 2 and "pip install '.[ray]' in the planner checkout" in err
 
 
 def test_shipped_sweep_example_loads():

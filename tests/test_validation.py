@@ -122,7 +122,7 @@ def test_bad_input_writes_nothing(cli, tmp_path):
     ("args", "words"),
     [
         (("perf", "--model", "llama-9", "--gpu", "H100-SXM-80GB", "--isl", "1", "--osl", "1"), ["--model", "Known:"]),
-        (("perf", "--model", "llama-3.1-8b", "--gpu", "H100", "--isl", "1", "--osl", "1"), ["--gpu", "H100-SXM-80GB"]),
+        (("perf", "--model", "llama-3.1-8b", "--gpu", "H100-SXN", "--isl", "1", "--osl", "1"), ["--gpu", "Did you mean 'H100-SXM-80GB'"]),
         (("perf", "--model", "llama-3.1-8b", "--gpu", "A100-SXM-80GB", "--precision", "fp8"), ["--precision", "bf16"]),
         (("peak", "--mean-rps", "-1"), ["--mean-rps", "between 0 and"]),
         (("peak", "--mean-rps", "5", "--quantile", "1.2"), ["--quantile", "between 0 and 1"]),

@@ -3,7 +3,7 @@
 aiconfigurator-core ships operator timings (GEMM, attention, all-reduce, norms) measured with TensorRT-LLM on each
 GPU. This script asks it for single engine iterations (prefill-only, decode-only and fused prefill + decode steps)
 over a grid of models, GPUs, TP and precisions, and writes them as a CSV that `planner/perf/calibration.py` fits
-the roofline's per-generation efficiencies to. Needs the extra: pip install 'planner[aic]'.
+the roofline's per-generation efficiencies to. Needs the extra: pip install '.[aic]' in the planner checkout.
 
 Run:  python benchmarks/calibration/aic_step_table.py --out catalogs/calibration/aic-steps.csv
 """

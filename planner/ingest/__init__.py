@@ -275,15 +275,28 @@ def engine_of(path: Path, runs: list[Run], options: IngestOptions, catalog: Cata
                                 "measured; give --tp N")  # fmt: skip
     notes.append(f"TP {tp} from --tp" if options.tp is not None else f"TP {tp} from {tp_where}")
     precision_file, precision_where = stated_precision(path, names, model)
-    if options.precision is not None and precision_file is not None and options.precision != precision_file:
-        raise PlannerInputError("--precision", "precision",
-                                f"--precision {options.precision}, but {precision_where} of {file} says {precision_file}")  # fmt: skip
-    precision = options.precision if options.precision is not None else precision_file
-    if precision is None:
-        raise PlannerInputError(file, "precision", "required: the file does not state the precision the engine ran at "
-                                "(no FP8/NVFP4/quant-... in its model id or path); give --precision "
-                                f"({', '.join(gpu.precisions)})")  # fmt: skip
-    notes.append(f"{precision} from --precision" if options.precision is not None else f"{precision} from {precision_where}")
+    # 'quant-none' states the checkpoint's precision only by default: a GPU without its tensor format (MXFP4
+    # weights on Hopper run dequantized) ran it otherwise, which --precision may say
+    soft = precision_where is not None and "quant-none" in precision_where
+    if options.precision is None:
+        precision, where = precision_file, precision_where
+        if precision is None:
+            raise PlannerInputError(file, "precision", "required: the file does not state the precision the engine ran "
+                                    "at (no FP8/NVFP4/quant-... in its model id or path); give --precision "
+                                    f"({', '.join(gpu.precisions)})")  # fmt: skip
+        if soft and precision not in gpu.precisions:
+            raise PlannerInputError(
+                file, "precision", f"{precision_where} says {precision}, which {gpu_id} has no tensor format for: "
+                f"give --precision for how it ran ({', '.join(gpu.precisions)})",
+            )  # fmt: skip
+    else:
+        precision, where = options.precision, "--precision"
+        if precision_file is not None and precision != precision_file:
+            if not soft:
+                raise PlannerInputError("--precision", "precision",
+                                        f"--precision {precision}, but {precision_where} of {file} says {precision_file}")  # fmt: skip
+            where = f"--precision (the checkpoint ships {precision_file}: {precision_where})"
+    notes.append(f"{precision} from {where}")
     if precision not in gpu.precisions:
         raise PlannerInputError("--precision", "precision", f"{gpu_id} does not support {precision}; allowed: {', '.join(gpu.precisions)}")
     weights_per_gpu = model.weight_gb(precision) / tp

@@ -8,7 +8,7 @@ Layers (design.md), data first:
                  engine's rows where it has any, so that a curve runs on continuously where the data ends.
                  'modeled (aic kernels)' where the generation's factors rest on aiconfigurator's kernel database
                  alone (no measured rows of it), 'extrapolated' beyond what its calibration covers;
-4. aic           NVIDIA's aiconfigurator (`aic.py`, the optional extra planner[aic]): asked for alone, or, in
+4. aic           NVIDIA's aiconfigurator (`aic.py`, the optional extra .[aic]): asked for alone, or, in
                  `auto`, for an engine the roofline would only extrapolate (the roofline calibrated on the package's
                  kernel database is the more accurate of the two where it is calibrated: docs/perf-model.md).
 Where data exists for a query, the model does not overrule it: a limit the data misses is a miss with its reason.

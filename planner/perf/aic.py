@@ -1,4 +1,4 @@
-"""NVIDIA's operator-level performance database (aiconfigurator-core) as a perf source: `pip install 'planner[aic]'`.
+"""NVIDIA's operator-level performance database (aiconfigurator-core) as a perf source: `pip install '.[aic]'` in the planner checkout.
 
 The package estimates one serving configuration (model, system, backend and its version, TP, quantization,
 batch, ISL, OSL) from measured GEMM/attention/communication kernels, offline, on a CPU. This adapter maps
@@ -64,7 +64,7 @@ def package_version() -> str:
     try:
         version = metadata.version(PACKAGE)
     except metadata.PackageNotFoundError:
-        raise AicUnavailable(f"the aic perf source needs {PACKAGE}: pip install 'planner[aic]'") from None
+        raise AicUnavailable(f"the aic perf source needs {PACKAGE}: pip install '.[aic]' in the planner checkout") from None
     try:
         import aiconfigurator_core.sdk  # noqa: F401
     except Exception as exc:  # a broken install: say so rather than crash the plan

@@ -96,7 +96,12 @@ def invariant_sweep(catalog: Catalog, models: tuple[str, ...] | None = None, gpu
                         _check_percentiles(curves, report, label)
                         if (isl, osl) == (512, 128):
                             batch_one[tp] = curves[50.0][0].itl_ms
-                if catalog.models[model].params_b >= 60 and len(batch_one) > 1:
+                # TP must cut the batch-1 ITL where the weights one token reads are large (>= 60 B active
+                # parameters): their read splits over the GPUs. A mixture of experts with few active parameters
+                # (gpt-oss-120b: 5.1 B) reads too little for that to outweigh the added all-reduces.
+                arch = catalog.models[model]
+                active_b = arch.moe.active_params_b if arch.moe else arch.params_b
+                if active_b >= 60 and len(batch_one) > 1:
                     itls = [batch_one[tp] for tp in sorted(batch_one)]
                     if any(b >= a for a, b in zip(itls, itls[1:])):
                         report.violations["tp_not_helping"].append(f"{model} {gpu} {precision}: batch-1 ITL by TP {itls}")

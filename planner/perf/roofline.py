@@ -182,21 +182,22 @@ def model_shape(model: ModelArch) -> ModelShape:
 
 def _moe_split(model: ModelArch, attention: float, mlp: float, lm_head: float) -> tuple[float, float] | None:
     """(always-read params per layer, one routed expert's params per layer) from the published totals, or None when
-    the per-layer formula already gives them within 3%:
+    the per-layer formula already gives them within 3%. Active parameters are those a token multiplies by: the LM
+    head counts, the input embedding (a lookup) does not, as OpenAI's gpt-oss card counts them:
 
-        total  = always + E x expert + embedding + LM head,   active = always + k x expert + embedding + LM head
-        expert = (total - active) / (E - k),                  always = active - k x expert - 2 x vocab x hidden
+        total  = always + E x expert + LM head + embedding,   active = always + k x expert + LM head
+        expert = (total - active - embedding) / (E - k),      always = active - k x expert - LM head
 
     'always' holds attention (MLA projections included), shared experts and dense layers, spread over the layers."""
     moe, layers = model.moe, model.layers
     total, active = model.params_b * 1e9, moe.active_params_b * 1e9
-    embeddings = 2 * lm_head  # input embedding table + LM head (untied in every MoE model of the catalog)
-    formula_total = layers * (attention + moe.experts * mlp) + embeddings
-    formula_active = layers * (attention + moe.experts_per_token * mlp) + embeddings
+    embedding = lm_head  # the input table has the LM head's shape (untied in every MoE model of the catalog)
+    formula_total = layers * (attention + moe.experts * mlp) + lm_head + embedding
+    formula_active = layers * (attention + moe.experts_per_token * mlp) + lm_head
     if abs(formula_total / total - 1) <= 0.03 and abs(formula_active / active - 1) <= 0.03:
         return None
-    expert = (total - active) / (moe.experts - moe.experts_per_token)
-    always = active - moe.experts_per_token * expert - embeddings
+    expert = (total - active - embedding) / (moe.experts - moe.experts_per_token)
+    always = active - moe.experts_per_token * expert - lm_head
     if expert <= 0 or always <= 0:
         return None
     return always / layers, expert / layers

@@ -178,7 +178,7 @@ def sensitivity_csv(result) -> str:
 
 
 def write_sweep_table(records, path) -> None:
-    """The sweep's points as CSV or Parquet (Parquet needs the optional pyarrow: planner[parquet])."""
+    """The sweep's points as CSV or Parquet (Parquet needs the optional pyarrow: .[parquet])."""
     import pandas as pd
 
     from planner.errors import PlannerInputError
@@ -188,7 +188,7 @@ def write_sweep_table(records, path) -> None:
         try:
             import pyarrow  # noqa: F401
         except ImportError:
-            raise PlannerInputError("--out", "out", "Parquet needs pyarrow: pip install 'planner[parquet]' (or write .csv)") from None
+            raise PlannerInputError("--out", "out", "Parquet needs pyarrow: pip install '.[parquet]' in the planner checkout (or write .csv)") from None
         path.parent.mkdir(parents=True, exist_ok=True)
         frame.to_parquet(path, index=False)
         return

@@ -47,6 +47,8 @@ def print_plan(plan: Plan, console: Console) -> None:
     console.print(f"[bold]Plan for {plan.scenario}[/bold]: {plan.status} ({plan.solver}, {plan.solve_seconds:.2f} s"
                   + (f", gap {plan.mip_gap:.2%}" if plan.status == "feasible" and plan.mip_gap is not None else "")
                   + ")")  # fmt: skip
+    for warning in plan.warnings:
+        console.print(f"[bold yellow]warning:[/bold yellow] {escape(warning)}")
     buy = Table(title="What to buy or rent", title_justify="left")
     for column in ("system", "how", "period", "nodes", "GPUs", "USD/year", "each node runs"):
         buy.add_column(column, justify="right" if column in ("nodes", "GPUs", "USD/year") else "left")
@@ -351,6 +353,9 @@ def print_trace_analysis(answer, console: Console, block_yaml: str, written_to: 
     )
     for note in a.notes:
         console.print(escape(f"note: {note}"))
+    if all(w.get("mode") != "offline" and not w.get("slo") for w in answer.block["workloads"]):
+        console.print("note: a trace records no latency limits, so the block has no slo: add one (slo: {ttft_ms: ..., "
+                      "itl_ms: ...}), or the plan sizes this workload at maximum throughput and warns", markup=False)  # fmt: skip
     if written_to:
         console.print(f"written: {written_to}")
     else:

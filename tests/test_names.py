@@ -1,0 +1,165 @@
+"""Names from the field: catalog aliases wherever an id is read, "did you mean" on a miss, and the architecture
+facts of the models real files use (MoE totals, MLA latent cache, sliding-window layers)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from planner.api import plan_file
+from planner.catalog import accelerator_count, load_catalog
+from planner.errors import PlannerInputError
+from planner.ingest import IngestOptions, ingest
+from planner.perf.memory import memory_fit
+from planner.perf.roofline import kv_bytes_per_token_per_gpu, model_shape
+from tests.conftest import SCENARIOS
+
+FIELD_NAMES = [
+    ("model", "meta-llama/Llama-3.3-70B-Instruct", "llama-3.3-70b"),
+    ("model", "Llama-3.3-70B-Instruct", "llama-3.3-70b"),
+    ("model", "/models/meta-llama/Llama-3.3-70B-Instruct", "llama-3.3-70b"),
+    ("model", "LLAMA-3.1-8B", "llama-3.1-8b"),
+    ("model", "meta/llama3-8b-instruct", "llama-3-8b"),
+    ("model", "Qwen/Qwen3-30B-A3B", "qwen3-30b-a3b"),
+    ("model", "openai/gpt-oss-120b", "gpt-oss-120b"),
+    ("model", "deepseek-ai/DeepSeek-R1", "deepseek-r1"),
+    ("model", "meta-llama/Llama-4-Scout-17B-16E-Instruct", "llama-4-scout"),
+    ("gpu", "H100", "H100-SXM-80GB"),
+    ("gpu", "h100", "H100-SXM-80GB"),
+    ("gpu", "H100:8", "H100-SXM-80GB"),
+    ("gpu", "A100", "A100-SXM-40GB"),  # SkyPilot's A100 is the 40 GB part
+    ("gpu", "A100-80GB", "A100-SXM-80GB"),
+    ("gpu", "h200_sxm", "H200-SXM-141GB"),
+    ("gpu", "MI300X", "MI300X-192GB"),
+    ("system", "p5.48xlarge", "aws-p5.48xlarge"),
+]
+
+
+@pytest.mark.parametrize("kind, name, expected", FIELD_NAMES)
+def test_field_names_resolve_to_catalog_ids(catalog, kind, name, expected):
+    assert catalog.resolve(kind, name) == expected
+
+
+def test_ids_resolve_to_themselves_and_every_alias_names_one_entry(catalog):
+    for kind, entries in (("model", catalog.models), ("gpu", catalog.gpus), ("system", catalog.systems)):
+        for entry_id, entry in entries.items():
+            assert catalog.resolve(kind, entry_id) == entry_id
+            for alias in entry.aliases:
+                assert catalog.resolve(kind, alias) == entry_id, (kind, alias)
+
+
+def test_a_miss_says_did_you_mean_with_the_alias(catalog):
+    with pytest.raises(PlannerInputError) as error:
+        catalog.resolve("model", "meta-llama/Llama-3.3-70B-Instruc", "scenario.yaml", "workloads[0].model")
+    message = str(error.value)
+    assert error.value.file == "scenario.yaml" and error.value.field == "workloads[0].model"
+    assert "Did you mean 'llama-3.3-70b'" in message and "planner catalog models" in message
+
+
+def test_skypilot_counts():
+    assert accelerator_count("H100:8") == 8 and accelerator_count("H100") is None and accelerator_count(" A100:4 ") == 4
+
+
+def test_a_user_alias_naming_two_entries_is_refused(tmp_path):
+    user = tmp_path / "lab"
+    user.mkdir()
+    (user / "gpus.yaml").write_text(yaml.safe_dump({"gpus": [{"id": "H200-SXM-141GB", "aliases": ["H100"], "source": "typo"}]}))
+    with pytest.raises(PlannerInputError, match="'H100' already names"):
+        load_catalog(user)
+
+
+def test_a_scenario_written_with_field_names_plans_as_with_ids(tmp_path):
+    document = yaml.safe_load((SCENARIOS / "llama3-8b-assistant.yaml").read_text())
+    plain = plan_file(SCENARIOS / "llama3-8b-assistant.yaml")
+    for workload in document["workloads"]:
+        workload["model"] = {"llama-3.1-8b": "meta-llama/Llama-3.1-8B-Instruct", "llama-3-8b": "meta/llama3-8b-instruct"}.get(
+            workload["model"], workload["model"]
+        )
+    path = tmp_path / "named.yaml"
+    path.write_text(yaml.safe_dump(document))
+    named = plan_file(path)
+    machine_time = {"solve_seconds"}
+    assert {k: v for k, v in named.to_dict().items() if k not in machine_time} == {
+        k: v for k, v in plain.to_dict().items() if k not in machine_time
+    }
+
+
+def test_ingest_gpu_with_a_count_is_a_whole_node_of_that_many(catalog):
+    from tests.test_ingest import VLLM
+
+    rows = ingest("vllm", [VLLM / "sweep"], IngestOptions(model="llama-3.1-8b", gpu="H100:8", tp=1, precision="bf16"), catalog).rows
+    assert {(r.gpu, r.gpus, r.tp, r.per) for r in rows} == {("H100-SXM-80GB", 8, 1, "node")}
+    assert "8 GPUs loaded (H100:8): 8 TP 1 engines behind one endpoint" in rows[0].notes
+
+
+def test_ingest_file_model_and_option_must_agree(catalog):
+    from tests.test_ingest import VLLM
+
+    with pytest.raises(PlannerInputError, match="but --model says 'llama-3.1-70b'"):
+        ingest("vllm", [VLLM / "sweep"], IngestOptions(model="llama-3.1-70b", gpu="H100", tp=8, precision="bf16"), catalog)
+    rows = ingest("vllm", [VLLM / "sweep"], IngestOptions(gpu="H100", tp=1, precision="bf16"), catalog).rows
+    assert {r.model for r in rows} == {"llama-3.1-8b"}  # from the file's meta-llama/Llama-3.1-8B-Instruct
+
+
+# ---- architecture facts of the new models ----
+
+
+def test_moe_shapes_reproduce_the_published_totals(catalog):
+    """Weights the roofline holds (always-read + every expert + embedding and LM head) give the published total,
+    and those a token multiplies by (always-read + top-k experts + LM head) the published active count, within 3%."""
+    moe_models = [m for m in catalog.models.values() if m.moe is not None and m.ffn is not None and m.vocab is not None]
+    assert len(moe_models) >= 8
+    for model in moe_models:
+        shape = model_shape(model)
+        table = model.vocab * model.hidden
+        total = shape.layers * (shape.attention_params + shape.experts * shape.mlp_params) + 2 * table
+        active = shape.active_layer_params + table
+        assert total == pytest.approx(model.params_b * 1e9, rel=0.03), model.id
+        assert active == pytest.approx(model.moe.active_params_b * 1e9, rel=0.03), model.id
+
+
+def test_deepseek_latent_cache_is_whole_on_every_gpu(catalog):
+    deepseek = catalog.models["deepseek-v3"]
+    assert deepseek.mla is not None and deepseek.moe.shared_experts == 1
+    per_token = deepseek.layers * (deepseek.mla.kv_lora_rank + deepseek.mla.rope_head_dim) * 1.0  # fp8 cache
+    assert deepseek.kv_bytes_per_token(1.0) == per_token == 61 * 576
+    assert kv_bytes_per_token_per_gpu(deepseek, 8, 1.0) == per_token  # not split by TP
+    h200 = catalog.gpus["H200-SXM-141GB"]
+    fit = memory_fit(deepseek, h200, 8, "fp8", 4096, 0.1, kv_bytes_per_element=1.0)
+    free_gb = h200.memory_gb * 0.9 - deepseek.params_b / 8
+    assert fit.fits and fit.kv_token_capacity == pytest.approx(free_gb * 1e9 / per_token)
+
+
+def test_sliding_window_layers_hold_no_long_context(catalog):
+    oss = catalog.models["gpt-oss-120b"]
+    assert oss.kv_layers == oss.layers // 2 and oss.checkpoint_precision == "fp4"
+    assert oss.kv_bytes_per_token(2.0) == 2 * oss.kv_layers * oss.kv_heads * oss.head_dim * 2.0
+
+
+def test_every_new_entry_names_its_source(catalog):
+    for entries in (catalog.models, catalog.gpus, catalog.systems):
+        for entry in entries.values():
+            assert entry.source.strip(), entry.id
+
+
+# ---- a workload without latency limits ----
+
+
+def test_a_workload_without_limits_is_planned_with_a_loud_warning(tmp_path, cli):
+    document = yaml.safe_load((SCENARIOS / "llama3-8b-assistant.yaml").read_text())
+    for workload in document["workloads"]:
+        workload.pop("slo", None)
+    path = tmp_path / "no-slo.yaml"
+    path.write_text(yaml.safe_dump(document))
+    plan = plan_file(path)
+    assert len(plan.warnings) == len(document["workloads"])
+    assert all("has no latency limits" in w and "maximum throughput" in w for w in plan.warnings)
+    assert all(("TTFT" in w) == (r.ttft_ms is not None) for w, r in zip(plan.warnings, plan.workloads))
+    code, out, err = cli("plan", path, "--json")
+    assert code == 0 and json.loads(out)["warnings"] == list(plan.warnings) and "warning: workload" in err
+    code, out, err = cli("plan", path)
+    assert code == 0 and "warning:" in out and "has no latency limits" in out
+    limited = plan_file(SCENARIOS / "llama3-8b-assistant.yaml")
+    assert limited.warnings == ()
