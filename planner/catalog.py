@@ -641,6 +641,19 @@ def _check_no_conflicting_rows(rows: list[BenchmarkRow]) -> None:
             )  # fmt: skip
 
 
+def _rows_with_ids(rows: list[BenchmarkRow], models: dict, gpus: dict) -> list[BenchmarkRow]:
+    """Rows whose model or GPU is written as an alias ('meta-llama/Llama-3.1-8B-Instruct', 'H100') get the id; a
+    name of neither raises with "did you mean"."""
+    names = Catalog.model_construct(directory="", models=models, gpus=gpus, systems={})
+    out = []
+    for row in rows:
+        where = f"{row.path} line {row.line}"
+        model = row.model if row.model in models else names.resolve("model", row.model, where, "model")
+        gpu = row.gpu if row.gpu in gpus else names.resolve("gpu", row.gpu, where, "gpu")
+        out.append(row if (model, gpu) == (row.model, row.gpu) else row.model_copy(update={"model": model, "gpu": gpu}))
+    return out
+
+
 def load_catalog(directories: CatalogDirs = None) -> Catalog:
     """Load the shipped catalog with user catalogs layered over it (or a standalone catalog), cross-checked.
 
@@ -688,12 +701,7 @@ def load_catalog(directories: CatalogDirs = None) -> Catalog:
                 str(merged["systems"][system_id].file), f"systems[{system_id}].gpu",
                 unknown_id_message("GPU", system.gpu, gpus, "planner catalog gpus"),
             )
-    for row in rows:
-        where = f"{row.path} line {row.line}"
-        if row.model not in models:
-            raise PlannerInputError(where, "model", unknown_id_message("model", row.model, models, "planner catalog models"))
-        if row.gpu not in gpus:
-            raise PlannerInputError(where, "gpu", unknown_id_message("GPU", row.gpu, gpus, "planner catalog gpus"))
+    rows = _rows_with_ids(rows, models, gpus)
     defaults_files = sorted({str(file) for _, file in defaults_raw.values()})
     defaults = validate_model(
         _DefaultsFile, {"defaults": {name: value for name, (value, _) in defaults_raw.items()}}, " + ".join(defaults_files)

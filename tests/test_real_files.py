@@ -117,6 +117,19 @@ def test_genai_perf_run_by_name(concurrency):
     assert row.ttft_ms == raw["time_to_first_token"]["p50"] and row.itl_ms == raw["inter_token_latency"]["p50"]
 
 
+@pytest.mark.parametrize("concurrency", GENAI_CONCURRENCY)
+def test_genai_perf_csv_export_by_name_agrees_with_the_json(concurrency):
+    folder = BENCH / "genai-perf" / "fdorado" / f"c{concurrency}"
+    options = {"tool": "genai-perf", "gpu": "H100", "tp": 1, "precision": "bf16"}
+    with pytest.raises(PlannerInputError, match="records no model name; give --model"):
+        _one([folder / "profile_export_genai_perf.csv"], **options)
+    (row,) = _one([folder / "profile_export_genai_perf.csv"], model="meta/llama3-8b-instruct", **options).rows
+    (json_row,) = _one([folder / "profile_export_genai_perf.json"], **options).rows
+    assert row.concurrency == concurrency and f"read from the run directory's name 'c{concurrency}'" in row.notes
+    assert row.ttft_ms == pytest.approx(json_row.ttft_ms, abs=0.01) and row.itl_ms == pytest.approx(json_row.itl_ms, abs=0.01)
+    assert row.request_throughput_rps == pytest.approx(json_row.request_throughput_rps, abs=0.01)
+
+
 def test_genai_perf_streaming_not_recorded_but_evident_is_kept(tmp_path):
     raw = json.loads((BENCH / "genai-perf" / "fdorado" / "c50" / "profile_export_genai_perf.json").read_text())
     del raw["input_config"]["streaming"]

@@ -243,14 +243,15 @@ def _model_of(runs: list[Run], options: IngestOptions, catalog: Catalog, file: s
             )  # fmt: skip
         return chosen, names, f"model {chosen} from --model"
     if from_file is None:
-        recorded = ", ".join(f"'{n}'" for n in names) or "no model name"
-        hint = ""
-        if names:
-            message = catalog.unknown_name_message("model", names[-1])
-            hint = message[message.index("Did you mean"):message.index("?") + 1] if "Did you mean" in message else ""
+        if not names:
+            raise PlannerInputError(file, "model", "required: the file records no model name; give --model ID "
+                                    "(planner catalog models lists them)")  # fmt: skip
+        message = catalog.unknown_name_message("model", names[-1])
+        hint = message[message.index("Did you mean"):message.index("?") + 1] + " " if "Did you mean" in message else ""
         raise PlannerInputError(
-            file, "model", f"the file records {recorded}, which names no catalog model. {hint} Give --model ID "
-            "(planner catalog models lists them; a user catalog may add the model, with this name as an alias)",
+            file, "model", f"the file records {', '.join(repr(n) for n in names)}, which names no catalog model. {hint}"
+            "Give --model ID (planner catalog models lists them; a user catalog may add the model, with this name as "
+            "an alias)",
         )  # fmt: skip
     return from_file, names, f"model {from_file} from the file's '{named}'"
 

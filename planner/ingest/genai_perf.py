@@ -30,7 +30,8 @@ from planner.ingest import Run, count, little_concurrency, number, require
 
 WHAT = "genai-perf/AIPerf profile export"
 _STAT_KEY = {"mean": "avg", "median": "p50", "p90": "p90", "p95": "p95", "p99": "p99"}
-_DIR_CONCURRENCY = re.compile(r"-concurrency(\d+)$")
+# genai-perf names a run directory '...-concurrency8'; users' sweeps often 'c8' or 'concurrency_8'
+_DIR_CONCURRENCY = re.compile(r"(?:^|[-_])(?:concurrency|c)[-_]?(\d+)$", re.IGNORECASE)
 _CSV_ROWS = {  # display name without its unit suffix -> JSON metric key
     "time to first token": "time_to_first_token",
     "inter token latency": "inter_token_latency",
@@ -250,6 +251,8 @@ def parse_csv(path: Path, statistic: str, concurrency_override: int | None = Non
         raise PlannerInputError(file, "Metric", f"no metric rows: not a {WHAT} CSV")
     concurrency = concurrency_override if concurrency_override is not None else _dir_concurrency(path)
     notes = ["CSV export: model not recorded"]
+    if concurrency_override is None and concurrency is not None:
+        notes.append(f"concurrency {concurrency} read from the run directory's name '{path.parent.name}'")
     if concurrency is None:
         raise PlannerInputError(
             file, "concurrency",
