@@ -132,7 +132,7 @@ def test_each_switch_only_widens_the_plans(fleet):
     systems, rows, scenario, _ = fleet
     plans = solve_all(systems, rows, scenario)
     cost = {name: result.objective_usd_per_year for name, (result, _, _) in plans.items()}
-    slack = 0.01
+    slack = 0.05  # objectives are sums of line costs rounded to cents: a few half-cents apart at equal optima
     assert cost["shared"] <= cost["reconfigure"] + slack and cost["shared"] <= cost["share"] + slack
     assert cost["reconfigure"] <= cost["fixed"] + slack and cost["share"] <= cost["fixed"] + slack
     for name, (result, catalog, loaded) in plans.items():

@@ -163,3 +163,40 @@ def test_a_workload_without_limits_is_planned_with_a_loud_warning(tmp_path, cli)
     assert code == 0 and "warning:" in out and "has no latency limits" in out
     limited = plan_file(SCENARIOS / "llama3-8b-assistant.yaml")
     assert limited.warnings == ()
+
+
+# ---- what paths and model ids state of the engine ----
+
+
+@pytest.mark.parametrize(
+    "path, names, model, expected",
+    [
+        ("runs/x_tp4_quant-fp8_benchmarks.json", ["Qwen/Qwen3-30B-A3B"], "qwen3-30b-a3b", "fp8"),
+        ("runs/x_tp4_quant-none_benchmarks.json", ["openai/gpt-oss-20b"], "gpt-oss-20b", "fp4"),  # MXFP4 checkpoint
+        ("runs/x_tp4_quant-none_benchmarks.json", ["Qwen/Qwen3-30B-A3B-FP8"], "qwen3-30b-a3b", "fp8"),  # the FP8 release
+        ("runs/x_tp4_quant-none_benchmarks.json", ["Qwen/Qwen3-30B-A3B"], "qwen3-30b-a3b", "bf16"),
+        ("c8/profile_export_aiperf.json", ["qwen3.6-nvfp4", "nvidia/Qwen3.6-35B-A3B-NVFP4"], "qwen3.6-35b-a3b", "fp4"),
+        ("runs/serving_tp8_pp1_qps_4.json", ["meta-llama/Llama-3.3-70B-Instruct"], "llama-3.3-70b", None),
+    ],
+)
+def test_stated_precision(catalog, path, names, model, expected):
+    from pathlib import Path
+
+    from planner.ingest import stated_precision
+
+    assert stated_precision(Path(path), names, catalog.models[model])[0] == expected
+
+
+def test_stated_tp_and_pipeline_parallelism():
+    from pathlib import Path
+
+    from planner.ingest import stated_tp
+
+    assert stated_tp(Path("01_tp8_pp1/serving_x_tp8_pp1_qps_01.json"))[0] == 8
+    assert stated_tp(Path("results/stp3/run.json"))[0] is None  # 'stp3' is not a TP
+    with pytest.raises(PlannerInputError, match="pipeline parallelism 2"):
+        stated_tp(Path("runs/x_tp4_pp2_qps_1.json"))
+    with pytest.raises(PlannerInputError, match="no\\s+precision for"):
+        from planner.ingest import stated_precision
+
+        stated_precision(Path("run.json"), ["TheBloke/Llama-2-70B-AWQ"], load_catalog().models["llama-2-70b"])

@@ -205,22 +205,22 @@ def _quant_precision(word: str, file: str) -> str | None:
 
 
 def stated_precision(path: Path, model_names: list[str], model: ModelArch) -> tuple[str | None, str | None]:
-    """(precision, where stated): 'quant-X' in the path, else a quantization named in the model id. 'quant-none'
-    says the checkpoint ran as published, at its own precision (`checkpoint_precision`)."""
+    """(precision, where stated): 'quant-X' in the path, else a quantization named in the model id (an FP8 release
+    serves FP8), else 'quant-none' in the path: the checkpoint as published (`checkpoint_precision`)."""
     names = _name_parts(path)
     quant = _QUANT_NAME.search(names)
-    if quant:
-        word = quant.group(1).lower()
-        if word == "none":
-            return model.checkpoint_precision, f"'quant-none' in the path '{names}' (the checkpoint as published)"
+    word = quant.group(1).lower() if quant else None
+    if word is not None and word != "none":
         precision = _quant_precision(word, str(path))
         if precision is not None:
             return precision, f"the path '{names}'"
     for name in model_names:
-        for word in re.split(r"[_\-./]", name.casefold()):
-            precision = _quant_precision(word, str(path)) if word in dict(_QUANT_WORDS) else None
+        for part in re.split(r"[_\-./]", name.casefold()):
+            precision = _quant_precision(part, str(path)) if part in dict(_QUANT_WORDS) else None
             if precision is not None:
                 return precision, f"the model id '{name}'"
+    if word == "none":
+        return model.checkpoint_precision, f"'quant-none' in the path '{names}' (the checkpoint as published)"
     return None, None
 
 

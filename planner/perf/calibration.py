@@ -314,7 +314,10 @@ def fit_architecture(catalog: Catalog, architecture: str, exclude: frozenset = f
         donors = [(a, fit_kernels(catalog, a)) for a in _architectures(catalog) if a != architecture]
         donors = [(a, k) for a, k in donors if k is not None]
         if donors:
-            donor, borrowed = max(donors, key=lambda d: (d[1].iterations, d[0]))
+            # the generation that timed the most of this one's precisions (an fp4 part borrows from one that
+            # timed fp4, not a prior), then the most iterations
+            needed = {p for gpu in catalog.gpus.values() if gpu.architecture == architecture for p in gpu.precisions}
+            donor, borrowed = max(donors, key=lambda d: (len(needed & set(d[1].precisions)), d[1].iterations, d[0]))
             kernel_factors = borrowed.factors
             notes.append(f"no {architecture} iterations timed: {donor} kernel factors")
         else:

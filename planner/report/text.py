@@ -182,14 +182,26 @@ def print_users(answer: UsersAnswer, console: Console) -> None:
 
 
 _CATALOG_COLUMNS = {
-    "gpus": ("id", "memory_gb", "mem_bw_tb_per_s", "tflops_by_precision", "link", "tdp_w"),
+    "gpus": ("id", "memory_gb", "mem_bw_tb_per_s", "tflops_by_precision", "link", "tdp_w", "aliases"),
     "systems": ("id", "kind", "gpu", "gpus_per_node", "price_usd", "usd_per_hour", "power_kw", "rack_units"),
-    "models": ("id", "params_b", "layers", "hidden", "heads", "kv_heads", "head_dim", "max_context"),
+    "models": ("id", "params_b", "layers", "hidden", "heads", "kv_heads", "head_dim", "max_context", "moe", "aliases"),
     "benchmarks": ("origin", "model", "gpu", "tp", "precision", "isl", "osl", "concurrency", "ttft_ms", "itl_ms",
                    "request_throughput_rps", "output_tokens_per_s", "per", "table"),
     "calibration": ("architecture", "basis", "kernel_iterations", "kernel_median_error", "kernel_worst_error",
                     "engine_rows", "engine_median_error"),
 }  # fmt: skip
+
+
+def _catalog_cell(column: str, value) -> str:
+    if value is None or value == [] or value == ():
+        return ""
+    if column == "aliases":
+        names = list(value)
+        return ", ".join(names[:2]) + (f" (+{len(names) - 2})" if len(names) > 2 else "")
+    if column == "moe":
+        shared = f" + {value['shared_experts']} shared" if value.get("shared_experts") else ""
+        return f"{value['experts']} top-{value['experts_per_token']}{shared}, {value['active_params_b']:g} B active"
+    return str(value)
 
 
 def print_catalog(kind: str, entries: list[dict], console: Console) -> None:
@@ -198,7 +210,7 @@ def print_catalog(kind: str, entries: list[dict], console: Console) -> None:
     for column in columns:
         table.add_column(column)
     for entry in entries:
-        table.add_row(*("" if entry.get(c) is None else escape(str(entry.get(c))) for c in columns))
+        table.add_row(*(escape(_catalog_cell(c, entry.get(c))) for c in columns))
     console.print(table)
     console.print("Each entry names its source: see --json.")
 
