@@ -237,3 +237,16 @@ def test_workload_analyze_on_mooncake_asks_for_the_unit(cli):
     code, out, err = cli("workload", "analyze", TRACES / "mooncake_synthetic_trace.jsonl", "--time-unit", "ms")
     assert code == 0, err
     assert "periods" not in out.split("Scenario block")[1] and len(out.splitlines()) < 200
+
+
+def test_ingested_rate_runs_answer_and_anchor_the_perf_model(tmp_path, cli, cli_json):
+    lab = tmp_path / "lab"
+    code, _, err = cli("ingest", "vllm", BENCH / "vllm", "--gpu", "A100", "--precision", "bf16", "--out", lab / "benchmarks" / "v.csv")
+    assert code == 0, err
+    query = ("perf", "--model", "meta-llama/Llama-3.3-70B-Instruct", "--gpu", "A100", "--tp", "8", "--precision", "bf16",
+             "--isl", "213", "--osl", "214", "--catalog", lab)  # fmt: skip
+    at_run = cli_json(*query, "--concurrency", "18")
+    assert at_run["provenance"].startswith("measured") and at_run["itl_ms"] == pytest.approx(27.3485, abs=1e-3)
+    between = cli_json(*query, "--concurrency", "30")
+    assert between["provenance"] == "interpolated" and any(d.startswith("anchored on 4 rows") for d in between["derivations"])
+    assert 27.3485 < between["itl_ms"] < 31.6757  # between the runs at 18 and 43 in flight

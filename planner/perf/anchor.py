@@ -101,11 +101,12 @@ class AnchorSet:
 
 
 def anchor_rows(catalog: Catalog, shape: EngineShape) -> list[BenchmarkRow]:
-    """Measured rows of this engine that state their lengths, per instance."""
+    """Measured rows of this engine that state their lengths, per instance. A request-rate run counts at its mean
+    in flight (Little's law): the same relation of throughput, latency and concurrency as a closed loop's."""
     return [
         r for r in rows_for(catalog, shape.model.id, shape.gpu.id)
         if r.is_measurement and r.tp == shape.tp and r.precision == shape.precision and r.isl is not None and r.osl is not None
-        and r.run_kind in ("online", "max-throughput") and r.per == "instance" and r.gpus == shape.tp
+        and r.run_kind in ("online", "max-throughput", "request-rate") and r.per == "instance" and r.gpus == shape.tp
     ]  # fmt: skip
 
 

@@ -231,11 +231,14 @@ def predict_row(row: BenchmarkRow, shape: EngineShape, eff: Efficiency, catalog:
 
 
 def measured_metrics(row: BenchmarkRow) -> dict[str, float]:
-    """TTFT, ITL and one throughput figure (requests/s when recorded, else output tokens/s)."""
+    """TTFT, ITL and one throughput figure (requests/s when recorded, else output tokens/s). A run that sent every
+    request at once (no concurrency; vLLM's rate inf) calibrates by its throughput only: its latencies depend on
+    how many requests the burst held, which the row does not say."""
     metrics = {}
-    if row.ttft_ms is not None:
+    burst = row.concurrency is None and row.osl is not None
+    if row.ttft_ms is not None and not burst:
         metrics["ttft_ms"] = row.ttft_ms
-    if row.itl_ms is not None:
+    if row.itl_ms is not None and not burst:
         metrics["itl_ms"] = row.itl_ms
     if row.request_throughput_rps is not None:
         metrics["request_throughput_rps"] = row.request_throughput_rps
