@@ -676,9 +676,9 @@ def ingest(
 ) -> None:
     """Turn benchmark results (genai-perf, AIPerf, vllm bench serve, GuideLLM) into catalog benchmark rows.
 
-    The model id, TP and precision are read from the files and their paths where they are stated
-    (Hugging Face ids such as meta-llama/Llama-3.3-70B-Instruct, '_tp8_', '_quant-fp8_', '-FP8', 'NVFP4');
-    what no file states must be given, never assumed."""
+    Model id, TP and precision are read where the files state them (Hugging Face ids, '_tp8_', '-FP8', 'NVFP4').
+
+    What no file states must be given: nothing is assumed."""
     from planner.ingest import IngestOptions
 
     def action() -> None:
