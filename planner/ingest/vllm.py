@@ -102,6 +102,7 @@ def parse_result(result: dict, file: str, statistic: str, concurrency_override: 
     completed = number(require(result, "completed", file, WHAT), file, "completed")
     if completed <= 0:
         raise PlannerInputError(file, "completed", "no request completed in this run: nothing to ingest")
+    completed = count(completed, file, "completed")  # a count of requests: 1e-308 or 2.5 is not one
     number(require(result, "duration", file, WHAT), file, "duration")  # a run without its duration is incomplete
     isl = number(require(result, "total_input_tokens", file, WHAT), file, "total_input_tokens") / completed
     osl = number(require(result, "total_output_tokens", file, WHAT), file, "total_output_tokens") / completed
