@@ -226,7 +226,7 @@ def stated_precision(path: Path, model_names: list[str], model: ModelArch) -> tu
 
 def _model_of(runs: list[Run], options: IngestOptions, catalog: Catalog, file: str) -> tuple[str, list[str], str]:
     """(catalog model id, names the file records, where the id came from): --model, else a name in the file."""
-    names = [n for n in dict.fromkeys([runs[0].model_name, *runs[0].model_hints]) if isinstance(n, str) and n.strip()]
+    names = list(dict.fromkeys(n for n in (runs[0].model_name, *runs[0].model_hints) if isinstance(n, str) and n.strip()))
     from_file = named = None
     for name in names:
         try:
