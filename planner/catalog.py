@@ -665,7 +665,7 @@ def load_catalog(directories: CatalogDirs = None) -> Catalog:
     layers = catalog_layers(directories)
     merged: dict[str, dict[str, _Entry]] = {key: {} for key in _ENTRY_MODELS}
     defaults_raw: dict = {}
-    rows: list[BenchmarkRow] = []
+    layers_rows: list[list[BenchmarkRow]] = []
     step_files: list[tuple[Path, str]] = []
     for depth, layer in enumerate(layers):
         directory, origin, own_tables = layer.directory, layer.origin, layer.own_tables
@@ -685,9 +685,7 @@ def load_catalog(directories: CatalogDirs = None) -> Catalog:
             row for table in (sorted(bench_dir.glob("*.csv")) if bench_dir.is_dir() else [])
             for row in load_benchmark_table(table, origin if own_tables is None or table.name in own_tables else "local")
         ]  # fmt: skip
-        _check_no_conflicting_rows(layer_rows)
-        replaced = {row.point_key for row in layer_rows}
-        rows = [row for row in rows if row.point_key not in replaced] + layer_rows
+        layers_rows.append(layer_rows)
         calibration_dir = directory / "calibration"
         step_files.extend((table, origin) for table in (sorted(calibration_dir.glob("*.csv")) if calibration_dir.is_dir() else []))
     gpus = _validated("gpus", merged["gpus"])
@@ -701,7 +699,12 @@ def load_catalog(directories: CatalogDirs = None) -> Catalog:
                 str(merged["systems"][system_id].file), f"systems[{system_id}].gpu",
                 unknown_id_message("GPU", system.gpu, gpus, "planner catalog gpus"),
             )
-    rows = _rows_with_ids(rows, models, gpus)
+    rows: list[BenchmarkRow] = []
+    for layer_rows in layers_rows:  # names resolved first, so that a row naming a model by alias replaces too
+        layer_rows = _rows_with_ids(layer_rows, models, gpus)
+        _check_no_conflicting_rows(layer_rows)
+        replaced = {row.point_key for row in layer_rows}
+        rows = [row for row in rows if row.point_key not in replaced] + layer_rows
     defaults_files = sorted({str(file) for _, file in defaults_raw.values()})
     defaults = validate_model(
         _DefaultsFile, {"defaults": {name: value for name, (value, _) in defaults_raw.items()}}, " + ".join(defaults_files)

@@ -200,3 +200,16 @@ def test_stated_tp_and_pipeline_parallelism():
         from planner.ingest import stated_precision
 
         stated_precision(Path("run.json"), ["TheBloke/Llama-2-70B-AWQ"], load_catalog().models["llama-2-70b"])
+
+
+def test_a_user_row_naming_the_model_by_alias_replaces_the_shipped_row(tmp_path, catalog):
+    shipped = next(r for r in catalog.benchmarks if r.model == "llama-3.1-8b" and r.gpu == "H100-SXM-80GB" and r.is_measurement)
+    header = "source,model,gpu,gpus,tp,precision,isl,osl,concurrency,run_kind,request_throughput_rps,per"
+    cells = [shipped.gpus, shipped.tp or "", shipped.precision or "", shipped.isl or "", shipped.osl or "",
+             shipped.concurrency or "", shipped.run_kind, 1.0, shipped.per]  # fmt: skip
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "ours.csv").write_text(
+        f"{header}\nour lab,meta-llama/Llama-3.1-8B-Instruct,H100," + ",".join(map(str, cells)) + "\n"
+    )
+    rows = [r for r in load_catalog(tmp_path).benchmarks if r.point_key == shipped.point_key]
+    assert [(r.source, r.model, r.gpu) for r in rows] == [("our lab", "llama-3.1-8b", "H100-SXM-80GB")]
