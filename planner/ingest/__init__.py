@@ -1,8 +1,10 @@
-"""Benchmark results users bring (genai-perf / AIPerf, `vllm bench serve`, GuideLLM) as catalog benchmark rows.
+"""Benchmark results users bring (genai-perf, AIPerf, `vllm bench serve`, GuideLLM) as catalog benchmark rows.
 
-Each tool module turns one result file into `Run`s (what the tool measured, in the tool's words); `ingest`
-adds what no file records (catalog model, GPU, TP, precision, whole node or one instance) and makes rows of
-`catalogs/benchmarks/*.csv` with the source named: tool, version when the file has it, file name.
+Each tool module turns one result file into `Run`s (what the tool measured, in the tool's words); `engine_of`
+finds the engine each file measured: the catalog model from the file's model id (or --model), TP and precision
+where the path or model id states them (or the options; never assumed), the GPU from the options, one instance or
+a whole node. `ingest` makes rows of `catalogs/benchmarks/*.csv` with the source named: tool, version when the file
+has it, file name, and where each engine fact came from.
 The formats were read from the tools' own exporters: `tests/fixtures/ingest/<tool>/FORMAT.md`.
 """
 
