@@ -290,46 +290,19 @@ class Catalog(StrictModel):
         also by the repository part of a path ('/models/meta-llama/Llama-3.3-70B-Instruct') or the name after its
         organization; a GPU also with a SkyPilot count ('H100:8'; see `accelerator_count`). An unknown name raises
         PlannerInputError(file, field) with the closest id or alias ("did you mean")."""
-        index = self._name_index(kind)
-        for candidate in _name_candidates(kind, str(name)):
-            if candidate in index:
-                return index[candidate]
-        raise PlannerInputError(file or self.directory, field or kind, self.unknown_name_message(kind, str(name)))
+        return resolve_name(self._entries(kind), self._name_index(kind), kind, name, file or self.directory, field or kind)
 
-    def unknown_name_message(self, kind: str, name: str) -> str:
-        """'unknown model 'x'. Did you mean 'id' ('alias')? Known: ...', suggestions drawn from ids and aliases."""
-        index = self._name_index(kind)
-        entries = self._entries(kind)
-        folded = _fold(_strip_count(name) if kind == "gpu" else name)
-        close = difflib.get_close_matches(folded, list(index), n=1, cutoff=0.6)
-        hint = ""
-        if close:
-            entry_id = index[close[0]]
-            named = next((a for a in (entry_id, *entries[entry_id].aliases) if _fold(a) == close[0]), entry_id)
-            hint = f" Did you mean '{entry_id}'" + (f" ({named})" if named != entry_id else "") + "?"
-        label = {"model": "model", "gpu": "GPU", "system": "system"}[kind]
-        return (f"unknown {label} '{name}'.{hint} Known: {', '.join(sorted(entries))} (or one of their aliases). "
-                f"To list them: planner catalog {kind}s")  # fmt: skip
+    def did_you_mean(self, kind: str, name: str) -> str:
+        """" Did you mean 'id' (alias)?" for the closest id or alias, or ""."""
+        return closest_name(self._entries(kind), self._name_index(kind), kind, name)
 
     def _entries(self, kind: str) -> dict:
         return {"model": self.models, "gpu": self.gpus, "system": self.systems}[kind]
 
     def _name_index(self, kind: str) -> dict[str, str]:
-        """Folded id or alias -> id. The names after an organization ('Llama-3.3-70B-Instruct') are indexed too,
-        unless two entries share one."""
         key = ("names", kind)
         if key not in self.derived:
-            index: dict[str, str] = {}
-            short: dict[str, set[str]] = {}
-            for entry_id, entry in self._entries(kind).items():
-                for name in (entry_id, *entry.aliases):
-                    index[_fold(name)] = entry_id
-                    if "/" in name:
-                        short.setdefault(_fold(name.rsplit("/", 1)[1]), set()).add(entry_id)
-            for name, ids in short.items():
-                if len(ids) == 1 and name not in index:
-                    index[name] = next(iter(ids))
-            self.derived[key] = index
+            self.derived[key] = name_index(self._entries(kind))
         return self.derived[key]
 
     def gpu(self, gpu_id: str) -> Gpu:
@@ -383,6 +356,44 @@ def _name_candidates(kind: str, name: str) -> list[str]:
         parts = [p for p in name.rstrip("/").split("/") if p]
         candidates += [_fold("/".join(parts[-2:])), _fold(parts[-1])] if parts else []
     return candidates
+
+
+def name_index(entries: dict) -> dict[str, str]:
+    """Folded id or alias -> id, for entries with `aliases`. The names after an organization
+    ('Llama-3.3-70B-Instruct') are indexed too, unless two entries share one."""
+    index: dict[str, str] = {}
+    short: dict[str, set[str]] = {}
+    for entry_id, entry in entries.items():
+        for name in (entry_id, *entry.aliases):
+            index[_fold(name)] = entry_id
+            if "/" in name:
+                short.setdefault(_fold(name.rsplit("/", 1)[1]), set()).add(entry_id)
+    for name, ids in short.items():
+        if len(ids) == 1 and name not in index:
+            index[name] = next(iter(ids))
+    return index
+
+
+def closest_name(entries: dict, index: dict[str, str], kind: str, name: str) -> str:
+    """" Did you mean 'id' (alias)?" for the id or alias closest to `name`, or ""."""
+    folded = _fold(_strip_count(name) if kind == "gpu" else name)
+    close = difflib.get_close_matches(folded, list(index), n=1, cutoff=0.6)
+    if not close:
+        return ""
+    entry_id = index[close[0]]
+    named = next((a for a in (entry_id, *entries[entry_id].aliases) if _fold(a) == close[0]), entry_id)
+    return f" Did you mean '{entry_id}'" + (f" ({named})" if named != entry_id else "") + "?"
+
+
+def resolve_name(entries: dict, index: dict[str, str], kind: str, name: str, file: str, field: str) -> str:
+    """`Catalog.resolve` over `entries` and their `name_index`."""
+    for candidate in _name_candidates(kind, str(name)):
+        if candidate in index:
+            return index[candidate]
+    label = {"model": "model", "gpu": "GPU", "system": "system"}[kind]
+    raise PlannerInputError(file, field, unknown_id_message(
+        label, str(name), entries, f"planner catalog {kind}s", closest_name(entries, index, kind, str(name)), aliases=True,
+    ))  # fmt: skip
 
 
 def check_aliases(entries: dict, kind: str, files: dict[str, Path]) -> None:
@@ -644,12 +655,12 @@ def _check_no_conflicting_rows(rows: list[BenchmarkRow]) -> None:
 def _rows_with_ids(rows: list[BenchmarkRow], models: dict, gpus: dict) -> list[BenchmarkRow]:
     """Rows whose model or GPU is written as an alias ('meta-llama/Llama-3.1-8B-Instruct', 'H100') get the id; a
     name of neither raises with "did you mean"."""
-    names = Catalog.model_construct(directory="", models=models, gpus=gpus, systems={})
+    model_names, gpu_names = name_index(models), name_index(gpus)
     out = []
     for row in rows:
         where = f"{row.path} line {row.line}"
-        model = row.model if row.model in models else names.resolve("model", row.model, where, "model")
-        gpu = row.gpu if row.gpu in gpus else names.resolve("gpu", row.gpu, where, "gpu")
+        model = row.model if row.model in models else resolve_name(models, model_names, "model", row.model, where, "model")
+        gpu = row.gpu if row.gpu in gpus else resolve_name(gpus, gpu_names, "gpu", row.gpu, where, "gpu")
         out.append(row if (model, gpu) == (row.model, row.gpu) else row.model_copy(update={"model": model, "gpu": gpu}))
     return out
 

@@ -65,10 +65,13 @@ def did_you_mean(value: str, known: Iterable[str]) -> str:
     return f" Did you mean '{close[0]}'?" if close else ""
 
 
-def unknown_id_message(kind: str, value: str, known: Iterable[str], listing_command: str) -> str:
-    """Message for an id that is not in the catalog, SkyPilot style: what, hint, where to look."""
+def unknown_id_message(kind: str, value: str, known: Iterable[str], listing_command: str, hint: str | None = None,
+                       aliases: bool = False) -> str:
+    """Message for an id that is not in the catalog, SkyPilot style: what, hint, where to look. `hint` replaces the
+    closest-id suggestion (the catalog's own, drawn from aliases too); `aliases` says the ids have aliases."""
     known = sorted(known)
+    hint = did_you_mean(value, known) if hint is None else hint
     return (
-        f"unknown {kind} '{value}'.{did_you_mean(value, known)} "
-        f"Known: {', '.join(known)}. To list them: {listing_command}"
+        f"unknown {kind} '{value}'.{hint} "
+        f"Known: {', '.join(known)}{' (or one of their aliases)' if aliases else ''}. To list them: {listing_command}"
     )

@@ -248,10 +248,10 @@ def _model_of(runs: list[Run], options: IngestOptions, catalog: Catalog, file: s
         if not names:
             raise PlannerInputError(file, "model", "required: the file records no model name; give --model ID "
                                     "(planner catalog models lists them)")  # fmt: skip
-        message = catalog.unknown_name_message("model", names[-1])
-        hint = message[message.index("Did you mean"):message.index("?") + 1] + " " if "Did you mean" in message else ""
+        hint = catalog.did_you_mean("model", names[-1]).strip()
         raise PlannerInputError(
-            file, "model", f"the file records {', '.join(repr(n) for n in names)}, which names no catalog model. {hint}"
+            file, "model", f"the file records {', '.join(repr(n) for n in names)}, which names no catalog model. "
+            f"{hint + ' ' if hint else ''}"
             "Give --model ID (planner catalog models lists them; a user catalog may add the model, with this name as "
             "an alias)",
         )  # fmt: skip
