@@ -362,11 +362,13 @@ def resolve_names(spec: ScenarioSpec, catalog: Catalog, file: str) -> ScenarioSp
         site = getattr(spec.sites, site_key)
         if site is None:
             continue
-        ids = {name: catalog.resolve("system", name, file, f"sites.{site_key}.systems[{index}]")
-               for index, name in enumerate(site.systems)}  # fmt: skip
-        update = {"systems": [ids[name] for name in site.systems]}
+        update = {"systems": [catalog.resolve("system", name, file, f"sites.{site_key}.systems[{index}]")
+                              for index, name in enumerate(site.systems)]}  # fmt: skip
         for price_field in price_fields:
-            update[price_field] = {ids.get(name, name): value for name, value in getattr(site, price_field).items()}
+            update[price_field] = {
+                catalog.resolve("system", name, file, f"sites.{site_key}.{price_field}.{name}"): value
+                for name, value in getattr(site, price_field).items()
+            }
         sites[site_key] = site.model_copy(update=update)
     max_gpus = {catalog.resolve("gpu", gpu, file, f"limits.max_gpus.{gpu}"): count for gpu, count in spec.limits.max_gpus.items()}
     return spec.model_copy(update={

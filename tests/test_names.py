@@ -213,3 +213,15 @@ def test_a_user_row_naming_the_model_by_alias_replaces_the_shipped_row(tmp_path,
     )
     rows = [r for r in load_catalog(tmp_path).benchmarks if r.point_key == shipped.point_key]
     assert [(r.source, r.model, r.gpu) for r in rows] == [("our lab", "llama-3.1-8b", "H100-SXM-80GB")]
+
+
+def test_a_price_override_may_name_its_system_by_alias(tmp_path):
+    document = yaml.safe_load((SCENARIOS / "llama3-8b-assistant.yaml").read_text())
+    site = document["sites"]["on_prem"]
+    system = site["systems"][0]
+    alias = next(a for a in load_catalog().systems[system].aliases)
+    site["price_usd"] = {alias: 123_456.0}
+    path = tmp_path / "priced.yaml"
+    path.write_text(yaml.safe_dump(document))
+    lines = [line for line in plan_file(path).lines if line.system == system]
+    assert lines and all(line.capex_usd == pytest.approx(123_456.0 * line.nodes) for line in lines)
