@@ -127,30 +127,26 @@ def count(value, file: str, field: str) -> int:
 
 
 
-def files_of(paths: list[Path], parser) -> tuple[list[Path], list[str]]:
-    """(result files among PATHs, files skipped and why): files as given, directories searched recursively (sorted,
-    deterministic). A file a tool writes beside its runs that is not a run (vLLM's nightly summary table) is
-    skipped in a directory; named alone, the parser refuses it with the reason."""
-    found: list[Path] = []
-    skipped: list[str] = []
+class NotARun(Exception):
+    """A file a tool writes beside its runs that is not one (vLLM's nightly summary table): skipped when found in a
+    directory, refused with this reason when named alone."""
+
+
+def files_of(paths: list[Path], parser) -> list[tuple[Path, Path | None]]:
+    """(result file, the directory it was found in or None when named) for PATHs: files as given, directories
+    searched recursively (sorted, deterministic)."""
+    found: list[tuple[Path, Path | None]] = []
     for path in paths:
         if path.is_dir():
             matches = sorted(p for p in path.rglob("*") if p.is_file() and parser.is_result_file(p))
-            runs = []
-            for match in matches:
-                why = parser.not_a_run(match) if hasattr(parser, "not_a_run") else None
-                if why:
-                    skipped.append(f"{match}: {why}")
-                else:
-                    runs.append(match)
-            if not runs:
+            if not matches:
                 raise PlannerInputError(str(path), "", f"no result files of this tool in the directory (looked for {parser.FILE_NAMES})")
-            found.extend(runs)
+            found.extend((match, path) for match in matches)
         elif path.is_file():
-            found.append(path)
+            found.append((path, None))
         else:
             raise PlannerInputError(str(path), "", "no such file or directory")
-    return found, skipped
+    return found
 
 
 def _hardware(options: IngestOptions, catalog: Catalog) -> tuple[str, int | None, str | None]:
@@ -425,13 +421,19 @@ def ingest(tool: str, paths: list[Path | str], options: IngestOptions, catalog: 
         gpu = catalog.gpus[hardware[0]]
         raise PlannerInputError("--precision", "precision", f"{gpu.id} does not support {options.precision}; allowed: {', '.join(gpu.precisions)}")
     parser = importlib.import_module(f"planner.ingest.{_PARSERS[tool]}")
-    files, skipped = files_of([Path(p) for p in paths], parser)
-    if options.concurrency is not None and len(files) > 1:
-        raise PlannerInputError("--concurrency", "concurrency", f"applies to one run; {len(files)} result files were found")
+    files = files_of([Path(p) for p in paths], parser)
     measured: list[tuple[Run, Engine]] = []
-    for file in files:
+    skipped: list[str] = []
+    with_runs: set[Path] = set()
+    run_files = 0
+    for file, directory in files:
         try:
             runs = parser.parse_file(file, options.statistic, options.concurrency)
+        except NotARun as reason:
+            if directory is None:
+                raise PlannerInputError(str(file), "", f"{reason}; ingest the run files beside it (or their directory)") from None
+            skipped.append(f"{file}: {reason}")
+            continue
         except (TypeError, AttributeError, KeyError, IndexError, ValueError) as exc:
             # a file of the right name whose structure is not the tool's (a field of another type, a list where
             # a mapping belongs): refused as such, whatever the parser stumbled on
@@ -440,6 +442,12 @@ def ingest(tool: str, paths: list[Path | str], options: IngestOptions, catalog: 
             ) from None
         engine = engine_of(file, runs, options, catalog, hardware)
         measured.extend((run, engine) for run in runs)
+        with_runs.add(directory)
+        run_files += 1
+    if options.concurrency is not None and run_files > 1:
+        raise PlannerInputError("--concurrency", "concurrency", f"applies to one run; {run_files} result files were found")
+    for directory in sorted({d for _, d in files if d is not None} - with_runs):
+        raise PlannerInputError(str(directory), "", f"no runs in the directory, only files that are not runs: {'; '.join(skipped)}")
     result = runs_to_rows(measured, options, table)
     return IngestResult(result.rows, result.runs, tuple(f"skipped {s}" for s in skipped) + result.notes, tuple(skipped))
 

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from planner.errors import PlannerInputError
-from planner.ingest import Run, count, little_concurrency, number, require
+from planner.ingest import NotARun, Run, count, little_concurrency, number, require
 
 WHAT = "vllm bench serve result"
 _STAT_PREFIX = {"mean": "mean", "median": "median", "p90": "p90", "p95": "p95", "p99": "p99"}
@@ -33,18 +33,6 @@ def _summary_table(document) -> bool:
     )
 
 
-def not_a_run(path: Path) -> str | None:
-    """Why a JSON file beside the runs is not one (vLLM's nightly summary table), or None."""
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None  # the parser says what is wrong with it
-    if _summary_table(document):
-        return ("vLLM nightly-benchmark summary table (one line per test, no token counts): the runs beside it "
-                "hold the measurements")  # fmt: skip
-    return None
-
-
 def _objects(path: Path) -> list[dict]:
     try:
         text = path.read_text(encoding="utf-8")
@@ -61,10 +49,8 @@ def _objects(path: Path) -> list[dict]:
                 str(path), f"line {whole.lineno}", f"not valid JSON ({whole.msg}): not a {WHAT}, or a truncated one"
             ) from None
     if _summary_table(objects):
-        raise PlannerInputError(
-            str(path), "", "a vLLM nightly-benchmark summary table (benchmark_results.json), not a run: it records no "
-            "token counts; ingest the run files beside it (or their directory)",
-        )  # fmt: skip
+        raise NotARun("a vLLM nightly-benchmark summary table (benchmark_results.json, one line per test), not a run: "
+                      "it records no token counts")  # fmt: skip
     if not objects or not all(isinstance(o, dict) for o in objects):
         raise PlannerInputError(str(path), "", f"expected a JSON object: not a {WHAT}")
     return objects
