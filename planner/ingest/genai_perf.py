@@ -76,8 +76,8 @@ def _aiperf_load(config: dict, file: str) -> tuple[int | None, float | None, lis
     phase = _profiling_phase(config.get("phases") or [], file)
     kind = phase.get("type")
     concurrency = phase.get("concurrency")
-    if kind in _RATE_PHASES or (kind is None and phase.get("rate", phase.get("request_rate")) is not None):
-        rate = phase.get("rate", phase.get("request_rate"))
+    rate = phase.get("rate", phase.get("request_rate"))
+    if kind in _RATE_PHASES or (kind is None and rate is not None):
         if rate is None:
             raise PlannerInputError(file, "input_config.phases.profiling.rate", f"a '{kind}' phase without its rate")
         note = f"AIPerf {kind or 'rate'} phase at {rate} requests/s" + (f", at most {concurrency} in flight" if concurrency else "")
@@ -172,7 +172,7 @@ def _run(metrics: dict, path: Path, statistic: str, model, concurrency, rate, st
         ttft = itl = None
         notes.append("non-streaming run: TTFT equals the whole request latency and ITL is not measured; neither recorded")
     requests = metrics.get("request_count")
-    requests = int(number(requests.get("avg"), file, "request_count.avg")) if isinstance(requests, dict) else None
+    requests = count(requests.get("avg"), file, "request_count.avg") if isinstance(requests, dict) else None
     if rate is not None and rate != "":
         rate = number(rate, file, "request_rate")
     else:

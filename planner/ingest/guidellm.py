@@ -111,15 +111,16 @@ def parse_benchmark(benchmark: dict, index: int, document: dict, path: Path, sta
         request_throughput_rps=_stat(rps_summary, "mean", file, f"{where}metrics.requests_per_second.successful"),
         output_tokens_per_s=_stat(metric("output_tokens_per_second"), "mean", file,
                                   f"{where}metrics.output_tokens_per_second.successful"),
-        statistic=statistic, run_kind=run_kind, notes=tuple(notes), requests=_completed(metrics, rps_summary),
+        statistic=statistic, run_kind=run_kind, notes=tuple(notes), requests=_completed(metrics, rps_summary, file, where),
     )  # fmt: skip
 
 
-def _completed(metrics: dict, rps_summary: dict) -> int | None:
+def _completed(metrics: dict, rps_summary: dict, file: str, where: str) -> int:
     """Successful requests: `request_totals.successful` (0.4+), else the count of the rate distribution."""
     totals = metrics.get("request_totals")
-    value = totals.get("successful") if isinstance(totals, dict) else rps_summary.get("count")
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if isinstance(totals, dict) and totals.get("successful") is not None:
+        return count(totals.get("successful"), file, f"{where}metrics.request_totals.successful")
+    return count(rps_summary.get("count"), file, f"{where}metrics.requests_per_second.successful.count")
 
 
 def parse_file(path: Path, statistic: str, concurrency_override: int | None = None) -> list[Run]:
