@@ -83,7 +83,7 @@ class MoeSpec(StrictModel):
     experts: int = Field(gt=0, le=100_000)
     experts_per_token: int = Field(gt=0, le=100_000)
     shared_experts: int = Field(default=0, ge=0, le=1_000)
-    active_params_b: float = Field(gt=0)
+    active_params_b: float = Field(gt=0, le=1e6)
 
     @model_validator(mode="after")
     def _top_k_within_experts(self):
@@ -109,7 +109,7 @@ class ModelArch(StrictModel):
     # 'meta/llama3-8b-instruct'); matched without regard to case (`Catalog.resolve`)
     aliases: tuple[Alias, ...] = ()
     name: str = ""
-    params_b: float = Field(gt=0)
+    params_b: float = Field(gt=0, le=1e6)  # billions: 1e6 is a typo, not a model
     layers: int | None = Field(default=None, gt=0)
     hidden: int | None = Field(default=None, gt=0)
     heads: int | None = Field(default=None, gt=0)
@@ -130,9 +130,11 @@ class ModelArch(StrictModel):
     source: str = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _kv_layers_within_layers(self):
+    def _parts_within_the_whole(self):
         if self.kv_layers is not None and self.layers is not None and self.kv_layers > self.layers:
             raise ValueError(f"kv_layers ({self.kv_layers}) exceeds layers ({self.layers})")
+        if self.moe is not None and self.moe.active_params_b > self.params_b:
+            raise ValueError(f"moe.active_params_b ({self.moe.active_params_b:g}) exceeds params_b ({self.params_b:g})")
         return self
 
     def weight_gb(self, precision: str) -> float:

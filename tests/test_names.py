@@ -225,3 +225,20 @@ def test_a_price_override_may_name_its_system_by_alias(tmp_path):
     path.write_text(yaml.safe_dump(document))
     lines = [line for line in plan_file(path).lines if line.system == system]
     assert lines and all(line.capex_usd == pytest.approx(123_456.0 * line.nodes) for line in lines)
+
+
+@pytest.mark.parametrize(
+    "fields, words",
+    [
+        ({"moe": {"experts": 8, "experts_per_token": 2, "active_params_b": 50}}, "exceeds params_b"),
+        ({"moe": {"experts": 2, "experts_per_token": 8, "active_params_b": 5}}, "exceeds experts"),
+        ({"kv_layers": 40}, "exceeds layers"),
+        ({"mla": {"kv_lora_rank": 0, "rope_head_dim": 64}}, "greater than 0"),
+    ],
+)
+def test_impossible_architecture_facts_are_refused(tmp_path, cli, fields, words):
+    entry = {"id": "odd-model", "params_b": 10, "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8,
+             "head_dim": 128, "source": "a test", **fields}  # fmt: skip
+    (tmp_path / "models.yaml").write_text(yaml.safe_dump({"models": [entry]}))
+    code, out, err = cli("catalog", "models", "--catalog", tmp_path)
+    assert code == 2 and "models.yaml" in err and words in err and "Traceback" not in err, err
