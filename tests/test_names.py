@@ -138,10 +138,20 @@ def test_sliding_window_layers_hold_no_long_context(catalog):
     assert oss.kv_bytes_per_token(2.0) == 2 * oss.kv_layers * oss.kv_heads * oss.head_dim * 2.0
 
 
-def test_every_new_entry_names_its_source(catalog):
-    for entries in (catalog.models, catalog.gpus, catalog.systems):
-        for entry in entries.values():
-            assert entry.source.strip(), entry.id
+NEW_MODELS = ("qwen3-4b", "qwen3-8b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-20b", "gpt-oss-120b",
+              "deepseek-v3", "deepseek-r1", "llama-4-scout", "llama-4-maverick")  # fmt: skip
+NEW_GPUS = ("A100-SXM-40GB", "RTX-PRO-6000-96GB", "RTX-5090-32GB", "GB200-186GB", "B300-SXM-288GB", "MI300X-192GB",
+            "MI325X-256GB", "MI355X-288GB")  # fmt: skip
+
+
+def test_the_models_and_gpus_real_files_use_are_there_with_their_sources(catalog):
+    for model_id in NEW_MODELS:  # architecture from the published config, each named
+        model = catalog.models[model_id]
+        assert "config.json" in model.source and None not in (model.layers, model.hidden, model.kv_heads, model.head_dim)
+    for gpu_id in NEW_GPUS:  # datasheet figures (aiconfigurator's system files cite the datasheet)
+        gpu = catalog.gpus[gpu_id]
+        assert "datasheet" in gpu.source or "specifications" in gpu.source or "aiconfigurator" in gpu.source, gpu_id
+        assert gpu.memory_gb > 0 and gpu.mem_bw_tb_per_s > 0 and "bf16" in gpu.tflops_by_precision
 
 
 # ---- a workload without latency limits ----
