@@ -26,7 +26,9 @@ from planner.perf import (
     modeled_points,
     operating_points,
 )
+from planner.perf.disagg import stage_points
 from planner.perf.tables import instance_memory
+from planner.perf.types import Layout
 from planner.perf.roofline import supports_roofline
 from planner.plan import CandidateStats
 from planner.scenario import HOURS_PER_YEAR, Bucket, OnPremCosts, Scenario, SystemOffer, Workload
@@ -53,9 +55,18 @@ class Candidate:
     rack_units: int
     cost_note: str
     gpus_per_instance: int = 1
-    instances_per_node: int = 1
+    instances_per_node: float = 1  # a fraction for an instance over several nodes (pipeline stages)
     gpus_per_unit: int = 1  # g[c]: the GPUs the optimizer allots at a time (docs/optimizer.md)
     instances_per_unit: int = 1  # k[c]: instances in one unit
+    stage: str = "aggregated"  # aggregated | prefill | decode (disaggregated pools)
+    dp: int = 1
+    ep: int = 1
+    pp: int = 1
+    speculative: bool = False
+
+    @property
+    def layout(self) -> Layout:
+        return Layout(self.tp or 1, self.dp, self.ep, self.pp)
 
     @property
     def fixed(self) -> bool:
@@ -65,7 +76,8 @@ class Candidate:
     @property
     def variant(self) -> tuple:
         """The engine build: what `max_engine_variants` counts."""
-        return (self.model, self.gpu, self.tp, self.precision, self.max_batch, self.engine_isl, self.engine_osl)
+        return (self.model, self.gpu, self.tp, self.precision, self.max_batch, self.engine_isl, self.engine_osl,
+                self.stage, self.dp, self.ep, self.pp, self.speculative)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -76,7 +88,7 @@ class Option:
     bucket: int
     candidate: str
     rps_per_node: float
-    instances_per_node: int
+    instances_per_node: float
     perf: PerfResult
 
     @property
@@ -191,6 +203,8 @@ def unit_shape(gpus_per_instance: int, gpus_per_node: int, share_nodes: bool) ->
     chain (powers of two dividing the node, then the whole node) that holds an instance; the chain's sizes divide
     each other, so any units whose GPUs add up to at most the nodes' GPUs pack into the nodes. Where slots would
     hold fewer instances than the node (an odd instance size), or nodes are not shared: the whole node."""
+    if gpus_per_instance > gpus_per_node:  # an instance over whole nodes: its nodes are the unit
+        return gpus_per_instance, 1
     per_node = gpus_per_node // gpus_per_instance
     if share_nodes:
         chain = [2**i for i in range(gpus_per_node.bit_length()) if gpus_per_node % 2**i == 0] + [gpus_per_node]
@@ -200,10 +214,30 @@ def unit_shape(gpus_per_instance: int, gpus_per_node: int, share_nodes: bool) ->
     return gpus_per_node, per_node
 
 
-def _key(offer: SystemOffer, model: str, tp, precision, batch, isl: int, osl: int, gpus_per_instance: int) -> str:
-    tp_part = f"tp{tp}" if tp else f"{gpus_per_instance}gpu"
-    return "/".join((offer.site, offer.pricing, offer.system, model, tp_part, precision or "prec?",
-                     f"b{batch}" if batch else "b?", f"{isl}x{osl}"))  # fmt: skip
+def _key(offer: SystemOffer, model: str, point: PerfResult, batch, isl: int, osl: int, speculative: bool = False) -> str:
+    tp_part = Layout(point.tp, point.dp, point.ep, point.pp).label.lower().replace(" ", "-") if point.tp else f"{point.gpus_per_instance}gpu"
+    extra = ([point.stage] if point.stage != "aggregated" else []) + (["spec"] if speculative else [])
+    return "/".join((offer.site, offer.pricing, offer.system, model, tp_part, point.precision or "prec?",
+                     f"b{batch}" if batch else "b?", f"{isl}x{osl}", *extra))  # fmt: skip
+
+
+def engine_layouts(scenario: Scenario, catalog: Catalog, model_id: str, system_id: str) -> list[Layout]:
+    """The layouts tried for a model on a system: TP over the ladder within a node; for a mixture of experts,
+    attention data parallelism with expert parallelism over 2 .. all of the node's GPUs (GB200 NVL72: up to 72);
+    for a model whose bf16 weights no node holds, TP over a whole node and pipeline stages over 2 .. the
+    scenario's max_pipeline_nodes nodes (where the catalog gives the node's network)."""
+    model, system = catalog.models[model_id], catalog.systems[system_id]
+    node = system.gpus_per_node
+    layouts = [Layout(tp) for tp in scenario.tp_ladder if tp <= node]
+    if model.moe is not None and scenario.expert_parallel and model.moe.experts > 1:
+        sizes = [g for g in (2, 4, 8, 16, 32, 64, 72) if g <= node and g <= model.moe.experts and g in {*scenario.tp_ladder, 16, 32, 64, 72}]
+        layouts += [Layout(1, g, g) for g in sizes]
+    widest = max((tp for tp in scenario.tp_ladder if tp <= node), default=0)
+    bf16_gb = model.params_b * 2
+    usable_gb = catalog.gpus[system.gpu].memory_gb * node * (1 - catalog.defaults.memory_reserve_fraction.value)
+    if widest == node and bf16_gb > usable_gb and system.network_gbit_per_s is not None:
+        layouts += [Layout(widest, pp=n) for n in range(2, scenario.max_pipeline_nodes + 1)]
+    return layouts
 
 
 class _Builder:
@@ -219,25 +253,26 @@ class _Builder:
         self.engine_fit: dict[tuple[str, int, str], object] = {}  # memory fit of an option's engine lengths
 
     def note_fastest(self, workload: Workload, offer: SystemOffer, point: PerfResult) -> None:
-        label = f"{offer.system} TP{point.tp} {point.precision}"
+        label = f"{offer.system} {Layout(point.tp or 1, point.dp, point.ep, point.pp).label} {point.precision}"
         for metric in ("ttft_ms", "itl_ms", "e2e_ms"):
             value = getattr(point, metric)
             known = self.fastest[workload.name].get(metric)
             if value is not None and (known is None or value < known.value_ms):
                 self.fastest[workload.name][metric] = Fastest(value, label)
 
-    def add(self, offer: SystemOffer, workload: Workload, bucket: int, point: PerfResult, batch, lengths) -> str | None:
+    def add(self, offer: SystemOffer, workload: Workload, bucket: int, point: PerfResult, batch, lengths,
+            speculative: bool = False) -> str | None:  # fmt: skip
         """The option of this point (its candidate made if new); its candidate key, or None when pruned."""
         system = self.catalog.systems[offer.system]
         instances = point.instances_per_node(system.gpus_per_node)
         rps_per_node = point.rps_per_node(system.gpus_per_node)
-        if instances < 1:
+        if instances <= 0:
             self.prune(workload, offer, f"an instance needs {point.gpus_per_instance} GPUs; the node has {system.gpus_per_node}")
             return None
         if not rps_per_node:
             self.prune(workload, offer, f"no request throughput in {point.source}")
             return None
-        key = _key(offer, workload.model, point.tp, point.precision, batch, *lengths, point.gpus_per_instance)
+        key = _key(offer, workload.model, point, batch, *lengths, speculative)
         if key not in self.candidates:
             self.candidates[key] = Candidate(
                 key=key, site=offer.site, pricing=offer.pricing, system=offer.system, gpu=system.gpu,
@@ -246,6 +281,7 @@ class _Builder:
                 gpus_per_instance=point.gpus_per_instance, instances_per_node=instances,
                 **dict(zip(("gpus_per_unit", "instances_per_unit"), unit_shape(
                     point.gpus_per_instance, system.gpus_per_node, self.scenario.share_nodes_across_models))),
+                stage=point.stage, dp=point.dp, ep=point.ep, pp=point.pp, speculative=speculative,
             )  # fmt: skip
         self.options[(workload.name, bucket, key)] = Option(workload.name, bucket, key, rps_per_node, instances, point)
         return key
@@ -280,7 +316,8 @@ class _Builder:
         return True
 
     def from_model(self, offer: SystemOffer, workload: Workload, bucket_index: int, bucket: Bucket) -> None:
-        """Roofline candidates: TP x precision x engine lengths covering the bucket x batch cap."""
+        """Roofline candidates: layout (TP, DP/EP, PP) x precision x engine lengths covering the bucket x batch
+        cap, each with and without speculative decoding where the scenario offers it."""
         model = self.catalog.models[workload.model]
         if not supports_roofline(model):
             self.prune(
@@ -289,69 +326,120 @@ class _Builder:
             )
             return
         system = self.catalog.systems[offer.system]
-        precisions = model_precisions(self.catalog, system.gpu)
-        if workload.precisions is not None:
-            precisions = tuple(p for p in precisions if p in workload.precisions)
+        precisions = self.precisions(workload, system.gpu)
         query = self.query(workload, offer, bucket)
         shape = dataclasses.replace(query, ttft_ms=None, itl_ms=None, e2e_ms=None)  # what the curve depends on
         largest = max(self.scenario.max_batch_ladder)
         need_isl, need_osl = bucket.engine_lengths
         engines = [e for e in self.engines[workload.model] if e[0] >= need_isl and e[1] >= need_osl]
-        for tp in (t for t in self.scenario.tp_ladder if t <= system.gpus_per_node):
+        speculations = (None,) + ((self.scenario.speculation,) if self.scenario.speculation is not None else ())
+        for layout in engine_layouts(self.scenario, self.catalog, workload.model, offer.system):
+            hop = system.network_bytes_per_s(layout.tp * layout.dp) or 0.0 if layout.pp > 1 else 0.0
             for precision in precisions:
-                # the curve does not depend on the latency limits, nor on the engine's max lengths beyond whether
-                # one sequence of them fits (a paged KV cache runs as many of the bucket's sequences): one curve
-                # per bucket shape serves every workload and engine variant
-                points = self.curve(shape, tp, precision, workload.slo.percentile)
-                if not isinstance(points, str) and points:
-                    self.note_fastest(workload, offer, points[0])
-                best_by_cap = None
-                for lengths in engines:
-                    fit = self.fit(workload.model, system.gpu, tp, precision, lengths)
-                    if not isinstance(points, str) and fit.fits and best_by_cap is None:
-                        best_by_cap = self.best_by_cap(points, query, tp, precision, workload.slo.percentile)
-                    for batch in self.scenario.max_batch_ladder:
-                        self.counts["generated"] += 1
-                        if isinstance(points, str) or not fit.fits:
-                            self.counts["memory"] += 1
-                            why = points if isinstance(points, str) else f"TP{tp} {precision}: does not fit: {fit.reason}"
-                            self.prune(workload, offer, why, "memory")
-                            continue
-                        best = best_by_cap[batch]
-                        if isinstance(best, str):
-                            self.counts["latency"] += 1
-                            self.prune(workload, offer, f"TP{tp} {precision} batch <= {batch}: {best}", "latency")
-                            continue
-                        if batch != largest:
-                            # the largest cap reaches every point a smaller one does (best_point is monotone in
-                            # the cap), so its candidate serves every bucket this one serves at a rate as high:
-                            # this one is dominated before it is made
-                            self.counts["dominated_early"] += 1
-                            continue
-                        key = self.add(offer, workload, bucket_index, best, batch, lengths)
-                        if key is not None:
-                            self.engine_fit[(workload.name, bucket_index, key)] = fit
+                for speculation in speculations:
+                    # the curve does not depend on the latency limits, nor on the engine's max lengths beyond
+                    # whether one sequence of them fits (a paged KV cache runs as many of the bucket's
+                    # sequences): one curve per bucket shape serves every workload and engine variant
+                    points = self.curve(shape, layout, precision, workload.slo.percentile, speculation, hop)
+                    if not isinstance(points, str) and points:
+                        self.note_fastest(workload, offer, points[0])
+                    best_by_cap = None
+                    for lengths in engines:
+                        fit = self.fit(workload.model, system.gpu, layout, precision, lengths)
+                        if not isinstance(points, str) and fit.fits and best_by_cap is None:
+                            best_by_cap = self.best_by_cap(points, query, layout, precision, workload.slo.percentile, speculation)
+                        for batch in self.scenario.max_batch_ladder:
+                            self.counts["generated"] += 1
+                            if isinstance(points, str) or not fit.fits:
+                                self.counts["memory"] += 1
+                                why = points if isinstance(points, str) else f"{layout.label} {precision}: does not fit: {fit.reason}"
+                                self.prune(workload, offer, why, "memory")
+                                continue
+                            best = best_by_cap[batch]
+                            if isinstance(best, str):
+                                self.counts["latency"] += 1
+                                self.prune(workload, offer, f"{layout.label} {precision} batch <= {batch}: {best}", "latency")
+                                continue
+                            if batch != largest:
+                                # the largest cap reaches every point a smaller one does (best_point is monotone in
+                                # the cap), so its candidate serves every bucket this one serves at a rate as
+                                # high: this one is dominated before it is made
+                                self.counts["dominated_early"] += 1
+                                continue
+                            key = self.add(offer, workload, bucket_index, best, batch, lengths, speculation is not None)
+                            if key is not None:
+                                self.engine_fit[(workload.name, bucket_index, key)] = fit
 
-    def best_by_cap(self, points, query: PerfQuery, tp: int, precision: str, percentile: float) -> dict:
+    def precisions(self, workload: Workload, gpu: str) -> tuple[str, ...]:
+        precisions = model_precisions(self.catalog, gpu)
+        if workload.precisions is not None:
+            precisions = tuple(p for p in precisions if p in workload.precisions)
+        return precisions
+
+    def disaggregated(self, offer: SystemOffer, workload: Workload, bucket_index: int, bucket: Bucket) -> None:
+        """Prefill-only and decode-only candidates (perf/disagg.py): one of each per layout, precision and engine
+        lengths covering the bucket; the integer program pairs them into pools."""
+        model = self.catalog.models[workload.model]
+        system = self.catalog.systems[offer.system]
+        why = None
+        if not supports_roofline(model):
+            why = f"the architecture of {model.id} is not published for the roofline"
+        elif bucket.osl_tokens <= 1:
+            why = "one output token: nothing to decode apart from the prompt"
+        elif system.network_gbit_per_s is None:
+            why = f"{offer.system} has no scale-out network in the catalog (network_gbit_per_s) to move KV caches"
+        if why:
+            self.prune(workload, offer, f"disaggregated: {why}", "data")
+            return
+        query = self.query(workload, offer, bucket)
+        largest = max(self.scenario.max_batch_ladder)
+        need_isl, need_osl = bucket.engine_lengths
+        lengths = min((e for e in self.engines[workload.model] if e[0] >= need_isl and e[1] >= need_osl),
+                      key=lambda e: (e[0] + e[1], e))  # fmt: skip
+        speculations = (None,) + ((self.scenario.speculation,) if self.scenario.speculation is not None else ())
+        for layout in engine_layouts(self.scenario, self.catalog, workload.model, offer.system):
+            network = system.network_bytes_per_s(layout.gpus)
+            hop = system.network_bytes_per_s(layout.tp * layout.dp) if layout.pp > 1 else 0.0
+            for precision in self.precisions(workload, system.gpu):
+                for speculation in speculations:
+                    key = ("stages", query, layout, precision, workload.slo.percentile, speculation, lengths, largest)
+                    if key not in self.memo:
+                        self.memo[key] = stage_points(query, self.catalog, layout, precision, network, lengths, largest,
+                                                      workload.slo.percentile, speculation, hop)  # fmt: skip
+                    prefill, decode = self.memo[key]
+                    for point in ((prefill,) if speculation is None else ()) + (decode,):
+                        self.counts["generated"] += 1
+                        if isinstance(point, str):
+                            kind = "memory" if "does not fit" in point else "latency"
+                            self.counts[kind] += 1
+                            self.prune(workload, offer, f"disaggregated {layout.label} {precision}: {point}", kind)
+                            continue
+                        self.add(offer, workload, bucket_index, point, point.concurrency if point.stage == "prefill" else largest,
+                                 lengths, speculation is not None)  # fmt: skip
+
+    def best_by_cap(self, points, query: PerfQuery, layout: Layout, precision: str, percentile: float, speculation=None) -> dict:
         """best_points_by_cap, once per curve and latency limits (workloads often share both)."""
-        key = ("best", query, tp, precision, percentile)
+        key = ("best", query, layout, precision, percentile, speculation)
         if key not in self.memo:
             self.memo[key] = best_points_by_cap(points, query, self.scenario.max_batch_ladder)
         return self.memo[key]
 
-    def fit(self, model: str, gpu: str, tp: int, precision: str, lengths: tuple[int, int]):
-        key = ("fit", model, gpu, tp, precision, lengths)
+    def fit(self, model: str, gpu: str, layout: Layout, precision: str, lengths: tuple[int, int]):
+        key = ("fit", model, gpu, layout, precision, lengths)
         if key not in self.memo:
-            self.memo[key] = instance_memory(self.catalog, model, gpu, tp, precision, *lengths)
+            self.memo[key] = instance_memory(self.catalog, model, gpu, layout.tp, precision, *lengths, layout.dp,
+                                             layout.ep, layout.pp)  # fmt: skip
         return self.memo[key]
 
-    def curve(self, shape: PerfQuery, tp: int, precision: str, percentile: float) -> list[PerfResult] | str:
+    def curve(self, shape: PerfQuery, layout: Layout, precision: str, percentile: float, speculation=None,
+              hop_bytes_per_s: float = 0.0) -> list[PerfResult] | str:  # fmt: skip
         """The modeled curve of an engine at the lengths of `shape` (a query without limits), computed once."""
-        key = (shape, tp, precision, percentile)
+        key = (shape, layout, precision, percentile, speculation, hop_bytes_per_s)
         if key not in self.memo:
             self.memo[key] = modeled_points(
-                shape, self.catalog, tp, precision, percentile,
-                aic_where_extrapolated="aic" in self.scenario.perf_sources,
+                shape, self.catalog, layout.tp, precision, percentile,
+                aic_where_extrapolated="aic" in self.scenario.perf_sources, layout=layout, speculation=speculation,
+                hop_bytes_per_s=hop_bytes_per_s,
             )  # fmt: skip
         return self.memo[key]
 
@@ -383,7 +471,7 @@ class _Builder:
             site_key = (c.site, c.pricing) if cross_system and not (c.pricing == "capex" and limits.spare_nodes_per_system) else (c.site, c.pricing, c.system)
             # across engine lengths too: an engine built for longer sequences serves the shorter buckets at the
             # same rate (a paged KV cache runs as many of them), so it can dominate the narrower one
-            groups[(*site_key, c.model)].append(key)
+            groups[(*site_key, c.model, c.stage)].append(key)
         dropped = set()
         for keys in groups.values():
             ordered = sorted(keys, key=lambda k: (self._unit_cost(k, served, per_node), k))
@@ -431,7 +519,12 @@ def enumerate_candidates(
     for workload in scenario.workloads:
         for offer in scenario.offers:
             done += 1
+            split = scenario.disaggregated != "never" and "modeled" in scenario.perf_sources
             for index, bucket in enumerate(workload.buckets):
+                if split:
+                    builder.disaggregated(offer, workload, index, bucket)
+                if scenario.disaggregated == "always" and workload.mode != "offline":
+                    continue
                 answered = builder.from_data(offer, workload, index, bucket)
                 if not answered and "modeled" in scenario.perf_sources:
                     builder.from_model(offer, workload, index, bucket)

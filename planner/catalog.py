@@ -71,8 +71,17 @@ class System(StrictModel):
     spot_usd_per_hour_min: float | None = Field(default=None, gt=0, le=1e5)
     spot_usd_per_hour_max: float | None = Field(default=None, gt=0, le=1e5)
     price_source_kind: Literal["list-price", "estimate", "reserved"] | None = None
+    # the node's scale-out network (RDMA NICs for GPU traffic), all ports together: what moves a KV cache from a
+    # prefill to a decode instance, and activations between pipeline stages; None where not published
+    network_gbit_per_s: float | None = Field(default=None, gt=0, le=1e6)
     notes: str = ""
     source: str = Field(min_length=1)
+
+    def network_bytes_per_s(self, gpus: int) -> float | None:
+        """The share of the node's network that `gpus` of its GPUs drive (one NIC per GPU on the HGX designs)."""
+        if self.network_gbit_per_s is None:
+            return None
+        return self.network_gbit_per_s / 8 * 1e9 * min(gpus, self.gpus_per_node) / self.gpus_per_node
 
 
 class MoeSpec(StrictModel):

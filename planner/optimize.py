@@ -9,7 +9,8 @@ w, b            workload w and its length bucket b (share s[w,b] of w's requests
 t in T          periods, h[t] hours per year
 h in H          hardware offers (site, pricing, system) with G[h] GPUs per node; H_fix: bought on-prem (capex) or
                 reserved cloud, H_dem: on-demand cloud
-c in C          configurations (an engine: model, TP, precision, max batch, engine ISL/OSL) on the nodes of h(c)
+c in C          configurations (an engine: model, layout, precision, max batch, engine ISL/OSL) on the nodes of
+                h(c); C_agg aggregated engines, C_pre prefill-only and C_dec decode-only ones (disaggregated pools)
 unit of c       g[c] GPUs holding k[c] instances of c. Nodes shared across models: the smallest slot of the
                 node's chain (1, 2, 4, ... GPUs, then the whole node) that holds an instance; not shared: the whole
                 node. Slot sizes divide each other and G[h], so GPUs counted per node always pack into nodes.
@@ -22,9 +23,12 @@ x[w,b,c,t] >= 0 requests/s of bucket (w,b) routed to c in period t
 d[w,t]          peak demand of w in period t; H the headroom fraction
 S[s]   in Z>=0  spare on-prem nodes of system s (N + k), with used[s] in {0,1}
 use[v] in {0,1} engine variant v is built (only with a variant limit)
+split[w] in {0,1} workload w is served by prefill and decode pools (only with fleet.disaggregated: auto)
 
 minimize   sum_{h in H_fix} cost[h] N[h] + sum_{h in H_dem, t} usd_per_hour[h] h[t] M[h,t] + sum_s cost[s] S[s]
-subject to sum_c x[w,b,c,t] = d[w,t] s[w,b] (1 + H)                       demand, every (w,b,t)
+subject to sum_{c in C_agg + C_pre} x[w,b,c,t] = d[w,t] s[w,b] (1 + H)    demand, every (w,b,t)
+           sum_{c in C_pre} x[w,b,c,t] = sum_{c in C_dec} x[w,b,c,t]         prefill-decode flow, every (w,b,t)
+           sum_{b, C_pre} x <= D[w,t] split[w];  sum_{b, C_agg} x <= D[w,t] (1 - split[w])   one way per workload
            sum_{(w,b)} x[w,b,c,t] / rho[w,b,c] <= U[c,t]                   engine capacity, every (c,t)
            sum_{c on h} g[c] U[c,t] <= G[h] N[h]  (or G[h] M[h,t])         node room, every (h,t)
            sum power_kw (N + S) <= P;  sum rack_units (N + S) <= R;  sum capex_usd (N + S) <= K   budgets
@@ -141,6 +145,7 @@ class FleetModel:
     variant_used: dict[tuple, pulp.LpVariable] = field(default_factory=dict)  # use[v]
     spare_figures: dict[str, dict[str, float]] = field(default_factory=dict)  # per-node figures of spare systems
     unit_bounds: dict[tuple[str, str], int] = field(default_factory=dict)  # ceil(all the load c can take in t)
+    split: dict[str, pulp.LpVariable] = field(default_factory=dict)  # split[w]: w served disaggregated
 
     def nodes(self, hardware: tuple, period: str):
         """N[h] for bought/reserved hardware, M[h,t] for on-demand."""
@@ -185,13 +190,14 @@ def node_bound(model: FleetModel, cset: CandidateSet, scenario: Scenario, demand
     most = 0
     for period in periods:
         if scenario.limits.max_engine_variants is None:
-            best: dict[tuple[str, int], float] = {}
+            # per bucket and stage (a disaggregated bucket may put both its pools on h)
+            best: dict[tuple[str, int, str], float] = {}
             for c in members:
                 for o in cset.options_of(c.key):
                     cell = (o.workload, o.bucket, period.name)
                     if cell in demand:
                         gpus = math.ceil(demand[cell] / unit_rate(o, c) - 1e-9) * c.gpus_per_unit
-                        best[cell[:2]] = min(best.get(cell[:2], math.inf), gpus)
+                        best[(*cell[:2], c.stage)] = min(best.get((*cell[:2], c.stage), math.inf), gpus)
             gpus = sum(best.values())
         else:
             gpus = sum(c.gpus_per_unit * model.unit_bounds[(c.key, period.name)] for c in members)
@@ -245,13 +251,53 @@ def define_routing_variables(model: FleetModel, cset: CandidateSet, demand: dict
             index += 1
 
 
-def add_demand_constraints(model: FleetModel, demand: dict) -> None:
-    """sum_c x[w,b,c,t] = d[w,t] s[w,b] (1 + H) for every bucket and period with demand."""
+def add_demand_constraints(model: FleetModel, cset: CandidateSet, demand: dict) -> None:
+    """sum_{c in C_agg} x[w,b,c,t] + sum_{c in C_pre} x[w,b,c,t] = d[w,t] s[w,b] (1 + H) for every bucket and
+    period with demand: a request runs on an aggregated engine, or starts on a prefill instance."""
     routed_by_cell: dict[tuple[str, int, str], list] = defaultdict(list)
-    for (workload, bucket, _, period), var in model.routed.items():
-        routed_by_cell[(workload, bucket, period)].append(var)
+    for (workload, bucket, key, period), var in model.routed.items():
+        if cset.candidate(key).stage != "decode":
+            routed_by_cell[(workload, bucket, period)].append(var)
     for index, (cell, value) in enumerate(sorted(demand.items())):
         model.problem += pulp.lpSum(routed_by_cell.get(cell, [])) == value, f"demand_{index}"
+
+
+def add_prefill_decode_flow(model: FleetModel, cset: CandidateSet) -> None:
+    """sum_{c in C_pre} x[w,b,c,t] = sum_{c in C_dec} x[w,b,c,t] for every bucket and period: every request a
+    prefill pool takes, a decode pool finishes (the ratio of their instances follows from their rates)."""
+    flow: dict[tuple[str, int, str], dict[str, list]] = defaultdict(lambda: {"prefill": [], "decode": []})
+    for (workload, bucket, key, period), var in model.routed.items():
+        stage = cset.candidate(key).stage
+        if stage != "aggregated":
+            flow[(workload, bucket, period)][stage].append(var)
+    for index, (cell, sides) in enumerate(sorted(flow.items())):
+        model.problem += pulp.lpSum(sides["prefill"]) == pulp.lpSum(sides["decode"]), f"prefill_decode_{index}"
+
+
+def add_serving_mode(model: FleetModel, cset: CandidateSet, scenario: Scenario, demand: dict) -> None:
+    """One way of serving per workload (fleet.disaggregated: auto), with split[w] in {0,1}:
+    sum_{b, c in C_pre} x[w,b,c,t] <= D[w,t] split[w],  sum_{b, c in C_agg} x[w,b,c,t] <= D[w,t] (1 - split[w])
+    for every period t, D[w,t] = sum_b d[w,t] s[w,b] (1 + H)."""
+    if scenario.disaggregated != "auto":
+        return
+    total: dict[tuple[str, str], float] = defaultdict(float)
+    for (workload, _, period), value in demand.items():
+        total[(workload, period)] += value
+    terms: dict[tuple[str, str], dict[str, list]] = defaultdict(lambda: {"prefill": [], "aggregated": []})
+    for (workload, _, key, period), var in model.routed.items():
+        stage = cset.candidate(key).stage
+        if stage != "decode":
+            terms[(workload, period)][stage].append(var)
+    for index, workload in enumerate(w.name for w in scenario.workloads):
+        cells = {p: terms[(workload, p)] for (w, p) in list(terms) if w == workload}
+        if not any(c["prefill"] for c in cells.values()) or not any(c["aggregated"] for c in cells.values()):
+            continue
+        split = pulp.LpVariable(f"split_{index}", cat=pulp.LpBinary)
+        model.split[workload] = split
+        for t, (period, sides) in enumerate(sorted(cells.items())):
+            bound = total[(workload, period)]
+            model.problem += pulp.lpSum(sides["prefill"]) <= bound * split, f"split_pre_{index}_{t}"
+            model.problem += pulp.lpSum(sides["aggregated"]) <= bound * (1 - split), f"split_agg_{index}_{t}"
 
 
 def add_engine_capacity(model: FleetModel, cset: CandidateSet) -> None:
@@ -435,7 +481,9 @@ def build_fleet_model(
     define_routing_variables(model, cset, demand)
     add_spare_nodes(model, scenario, catalog)
     model.problem += cost_expression(model, scenario), "annual_cost_usd"
-    add_demand_constraints(model, demand)
+    add_demand_constraints(model, cset, demand)
+    add_prefill_decode_flow(model, cset)
+    add_serving_mode(model, cset, scenario, demand)
     add_engine_capacity(model, cset)
     add_node_room(model, cset, scenario)
     add_variant_limit(model, cset, scenario)
@@ -651,7 +699,11 @@ def solve_candidates(
 
 def check_every_workload_has_options(scenario: Scenario, cset: CandidateSet) -> None:
     """A bucket with demand that no candidate can serve makes the plan infeasible before any solve: say why."""
-    served = {(o.workload, o.bucket) for o in cset.options}
+    stages: dict[tuple[str, int], set] = defaultdict(set)
+    for o in cset.options:
+        stages[(o.workload, o.bucket)].add(cset.candidate(o.candidate).stage)
+    # served aggregated, or by both pools (a prefill pool without a decode pool serves nothing)
+    served = {cell for cell, s in stages.items() if "aggregated" in s or {"prefill", "decode"} <= s}
     demand = bucket_demand(scenario)
     problems = []
     for workload in scenario.workloads:
@@ -854,15 +906,21 @@ def _groups(schedules: list[tuple]) -> list[tuple[tuple, int]]:
 
 
 def _engine_label(c: Candidate) -> str:
-    parts = [c.model, f"TP{c.tp}" if c.tp else f"{c.gpus_per_instance} GPUs", c.precision or "", f"b{c.max_batch}" if c.max_batch else ""]
+    parts = [c.model, c.layout.label if c.tp else f"{c.gpus_per_instance} GPUs", c.precision or "",
+             f"b{c.max_batch}" if c.max_batch else "", "speculative" if c.speculative else "",
+             c.stage if c.stage != "aggregated" else ""]  # fmt: skip
     return " ".join(p for p in parts if p) + f" {c.engine_isl}/{c.engine_osl}"
+
+
+def _layout(c: Candidate) -> str:
+    return c.layout.label if c.tp else f"{c.gpus_per_instance} GPUs"
 
 
 def _runs(cset: CandidateSet, schedule: tuple, periods: tuple[str, ...], gpus_per_node: int) -> str:
     """Consecutive periods with the same content, in words, with the GPUs left idle."""
 
     def words(content) -> str:
-        idle = gpus_per_node - sum(n * cset.candidate(k).gpus_per_instance for k, n in content)
+        idle = gpus_per_node - sum(n * min(cset.candidate(k).gpus_per_instance, gpus_per_node) for k, n in content)
         running = " + ".join(f"{n}x {_engine_label(cset.candidate(k))}" for k, n in content)
         if not running:
             return "idle"
@@ -890,6 +948,8 @@ def _node_line(scenario, cset: CandidateSet, hardware: Hardware, schedule: tuple
         values = {getattr(c, attribute) for c in configs}
         return values.pop() if len(values) == 1 else mixed
 
+    layouts = {_layout(c) for c in configs}
+
     return PlanLine(
         site=hardware.site, system=hardware.system, gpu=hardware.gpu,
         model="+".join(sorted({c.model for c in configs})) or "(idle)",
@@ -899,6 +959,7 @@ def _node_line(scenario, cset: CandidateSet, hardware: Hardware, schedule: tuple
         annual_cost_usd=round(annual_cost, 2), capex_usd=round(hardware.capex_usd * nodes, 2),
         power_kw=round(hardware.power_kw * nodes, 6), cost_note=hardware.cost_note,
         runs=_runs(cset, schedule, periods, hardware.gpus_per_node),
+        stage=common("stage", "mixed"), layout=next(iter(layouts)) if len(layouts) == 1 else "", speculative=common("speculative", False),
     )  # fmt: skip
 
 
@@ -917,7 +978,7 @@ def _instances(scenario, cset: CandidateSet, units: dict, routed: dict) -> tuple
                 period=period.name, site=c.site, role=_ROLE[c.pricing], system=c.system, gpu=c.gpu, model=c.model,
                 tp=c.tp, precision=c.precision, max_batch=c.max_batch, engine_isl=c.engine_isl, engine_osl=c.engine_osl,
                 gpus_per_instance=c.gpus_per_instance, instances=instances, gpus=instances * c.gpus_per_instance,
-                rps=round(rps[(c.key, period.name)], 9),
+                rps=round(rps[(c.key, period.name)], 9), stage=c.stage, layout=_layout(c), speculative=c.speculative,
             ))  # fmt: skip
     return tuple(out)
 
@@ -936,7 +997,8 @@ def _routing(scenario: Scenario, cset: CandidateSet, routed: dict) -> tuple[Rout
             bucket_osl=buckets[workload][bucket].osl_tokens, site=c.site, role=_ROLE[c.pricing], system=c.system, model=c.model,
             tp=c.tp, precision=c.precision, max_batch=c.max_batch, engine_isl=c.engine_isl, engine_osl=c.engine_osl,
             rps=round(rps, 9), rps_per_node=rate[(workload, bucket, key)].rps_per_node,
-            rps_per_instance=rate[(workload, bucket, key)].rps_per_instance,
+            rps_per_instance=rate[(workload, bucket, key)].rps_per_instance, stage=c.stage, layout=_layout(c),
+            speculative=c.speculative,
         ))  # fmt: skip
     return tuple(routes)
 
@@ -993,9 +1055,11 @@ def _workload_result(workload, scenario: Scenario, cset: CandidateSet, routed: d
     for o in cset.options:
         users_of[o.candidate].add((o.workload, o.bucket))
     loads, assignments = [], {}
+    pool_gpus: dict[str, int] = {"prefill": 0, "decode": 0}
     for period in scenario.periods:
         demand = period.demand_rps[workload.name]
-        capacity = 0.0
+        capacity = {"aggregated": 0.0, "prefill": 0.0, "decode": 0.0}
+        gpus = {"prefill": 0, "decode": 0}
         for (bucket, key), option in options.items():
             rps = routed.get((workload.name, bucket, key, period.name), 0.0)
             if rps <= _TOLERANCE:
@@ -1003,15 +1067,25 @@ def _workload_result(workload, scenario: Scenario, cset: CandidateSet, routed: d
             candidate = cset.candidate(key)
             # a configuration only this bucket uses lends it all its instances; shared ones, what was routed
             running = units.get((key, period.name), 0)
-            capacity += unit_rate(option, candidate) * running if len(users_of[key]) == 1 else rps
+            capacity[candidate.stage] += unit_rate(option, candidate) * running if len(users_of[key]) == 1 else rps
+            if candidate.stage in gpus:
+                gpus[candidate.stage] += running * candidate.gpus_per_unit if len(users_of[key]) == 1 else 0
             assignments.setdefault((bucket, key), 0.0)
             assignments[(bucket, key)] = max(assignments[(bucket, key)], rps)
-        loads.append(PeriodLoad(period.name, round(demand, 6), round(capacity, 6)))
+        # a disaggregated request needs both pools: they serve what the smaller of them takes
+        served = capacity["aggregated"] + min(capacity["prefill"], capacity["decode"])
+        loads.append(PeriodLoad(period.name, round(demand, 6), round(served, 6)))
+        if sum(gpus.values()) > sum(pool_gpus.values()):
+            pool_gpus = gpus
     chosen = [_assignment(options[k], cset.candidate(k[1]), workload, rps) for k, rps in sorted(assignments.items())]
     worst = {
         name: max((getattr(a, name) for a in chosen if getattr(a, name) is not None), default=None)
         for name in ("ttft_ms", "itl_ms", "e2e_ms")
     }
+    split = any(a.stage != "aggregated" for a in chosen)
+    if split and worst["e2e_ms"] is None and worst["ttft_ms"] is not None and worst["itl_ms"] is not None:
+        # the slowest prefill pool with the slowest decode pool: a bound on any request's E2E
+        worst["e2e_ms"] = round(worst["ttft_ms"] + max(workload.osl_tokens - 1, 0) * worst["itl_ms"], 3)
     peak = max(loads, key=lambda load: load.demand_rps)
     return WorkloadResult(
         name=workload.name, model=workload.model, isl_tokens=workload.isl_tokens, osl_tokens=workload.osl_tokens,
@@ -1019,6 +1093,8 @@ def _workload_result(workload, scenario: Scenario, cset: CandidateSet, routed: d
         ttft_ms=worst["ttft_ms"], itl_ms=worst["itl_ms"], e2e_ms=worst["e2e_ms"],
         provenance=",".join(sorted({a.provenance for a in chosen})) or "none",
         why="; ".join(a.why for a in chosen) or "no demand", assignments=tuple(chosen), periods=tuple(loads),
+        serving="disaggregated" if split else "aggregated", prefill_gpus=pool_gpus["prefill"],
+        decode_gpus=pool_gpus["decode"],
     )  # fmt: skip
 
 
@@ -1036,7 +1112,8 @@ def _assignment(option: Option, candidate: Candidate, workload, rps: float) -> A
     ]
     point = ", ".join(limits) if limits else "no latency limit: max-throughput point"
     bucket = workload.buckets[option.bucket]
-    why = (
+    stage = "" if candidate.stage == "aggregated" else f"{candidate.stage} pool: "
+    why = stage + (
         f"{rps:.4g} rps of {bucket.isl_tokens}/{bucket.osl_tokens} on {candidate.system} ({candidate.pricing}) at "
         f"{option.rps_per_node:.4g} rps/node = {rps / option.rps_per_node:.2f} nodes of load "
         f"[{point}; {perf.provenance}]"
@@ -1049,7 +1126,8 @@ def _assignment(option: Option, candidate: Candidate, workload, rps: float) -> A
         ttft_ms=None if perf.ttft_ms is None else round(perf.ttft_ms, 3),
         itl_ms=None if perf.itl_ms is None else round(perf.itl_ms, 3),
         e2e_ms=None if perf.e2e_ms is None else round(perf.e2e_ms, 3),
-        provenance=perf.provenance, source=perf.source, why=why,
+        provenance=perf.provenance, source=perf.source, why=why, stage=candidate.stage, layout=_layout(candidate),
+        speculative=candidate.speculative,
     )  # fmt: skip
 
 

@@ -27,6 +27,9 @@ class PlanLine:
     power_kw: float
     cost_note: str
     runs: str = ""  # what these nodes run in each period ("h00-h07: 2x llama-3.1-8b TP4 fp8 b256 2048/256 + ...")
+    stage: str = "aggregated"  # aggregated | prefill | decode (disaggregated pools) | mixed
+    layout: str = ""  # 'TP8', 'DP8 EP8', 'TP8 PP2' ('' where the nodes run several)
+    speculative: bool = False
 
 
 @dataclass(frozen=True)
@@ -49,13 +52,17 @@ class InstanceAllocation:
     instances: int
     gpus: int
     rps: float
+    stage: str = "aggregated"
+    layout: str = ""
+    speculative: bool = False
 
 
 def configuration_key(item, role: str | None = None) -> tuple:
     """What identifies one engine configuration across a plan line, a route and a candidate (whose `role` comes
     from its pricing): site, role, system, model, TP, precision, batch cap, engine ISL and OSL."""
     return (item.site, role or item.role, item.system, item.model, item.tp, item.precision, item.max_batch,
-            item.engine_isl, item.engine_osl)  # fmt: skip
+            item.engine_isl, item.engine_osl, getattr(item, "stage", "aggregated"), getattr(item, "layout", ""),
+            getattr(item, "speculative", False))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,9 @@ class Assignment:
     provenance: str
     source: str
     why: str
+    stage: str = "aggregated"
+    layout: str = ""
+    speculative: bool = False
 
 
 @dataclass(frozen=True)
@@ -103,6 +113,9 @@ class Route:
     rps: float
     rps_per_node: float
     rps_per_instance: float = 0.0  # one engine instance of the configuration, at this bucket's lengths
+    stage: str = "aggregated"
+    layout: str = ""
+    speculative: bool = False
 
 
 @dataclass(frozen=True)
@@ -128,6 +141,9 @@ class WorkloadResult:
     why: str
     assignments: tuple[Assignment, ...]
     periods: tuple[PeriodLoad, ...]
+    serving: str = "aggregated"  # aggregated | disaggregated (prefill and decode pools)
+    prefill_gpus: int = 0  # at the busiest period, disaggregated only
+    decode_gpus: int = 0
 
 
 @dataclass(frozen=True)

@@ -159,11 +159,33 @@ class PeriodSpec(StrictModel):
     demand_factor: dict[str, DemandFactor] = Field(default_factory=dict)
 
 
+class SpeculativeSpec(StrictModel):
+    """Speculative decoding as an engine option: `draft_tokens` proposed per step by the model's own
+    multi-token-prediction head (`method: mtp`) or a smaller `draft_model`, each accepted with probability
+    `acceptance_rate` (measure it on your traffic: it depends on the data). Engines are tried with and without it."""
+
+    method: Literal["mtp", "draft"]
+    draft_tokens: int = Field(default=3, ge=1, le=16)
+    acceptance_rate: float = Field(gt=0, lt=1)
+    draft_model: str | None = None
+
+    @model_validator(mode="after")
+    def _draft_named(self) -> "SpeculativeSpec":
+        if (self.method == "draft") != (self.draft_model is not None):
+            raise ValueError("method 'draft' needs draft_model (a catalog model id); method 'mtp' takes none")
+        return self
+
+
 class EngineSpec(StrictModel):
-    """The engine settings the candidate enumeration tries."""
+    """The engine settings the candidate enumeration tries. MoE models are also tried with attention data
+    parallelism and expert parallelism over 2 to all of a node's GPUs (`expert_parallel`); a model that fits no
+    single node is tried over `max_pipeline_nodes` nodes at most (TP in a node, pipeline stages across nodes)."""
 
     max_batch_ladder: list[Annotated[int, Field(gt=0, le=100_000)]] = Field(default_factory=lambda: [8, 32, 128, 512], min_length=1)
     tp_ladder: list[Literal[1, 2, 4, 8]] = Field(default_factory=lambda: [1, 2, 4, 8], min_length=1)
+    expert_parallel: bool = True
+    max_pipeline_nodes: int = Field(default=4, ge=1, le=64)
+    speculative: SpeculativeSpec | None = None
 
 
 PerfSource = Literal["measured", "interpolated", "aic", "modeled"]
@@ -208,6 +230,10 @@ class FleetSpec(StrictModel):
 
     reconfigure_between_periods: bool = True
     share_nodes_across_models: bool = True
+    # disaggregated prefill/decode pools (KV cache sent over the nodes' network): never (default: it needs an
+    # RDMA fabric and a serving stack such as Dynamo or llm-d), auto (the integer program chooses per workload),
+    # always (every workload that has TTFT/ITL limits to split)
+    disaggregated: Literal["auto", "never", "always"] = "never"
 
 
 class SolverSpec(StrictModel):
@@ -344,6 +370,10 @@ class Scenario:
     demand_forecasts: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = ()  # (name, ((workload, factor), ...))
     reconfigure_between_periods: bool = True  # fleet: a bought/reserved node may run other instances per period
     share_nodes_across_models: bool = True  # fleet: one node's GPUs may host instances of several configurations
+    disaggregated: str = "never"  # fleet: auto | never | always
+    expert_parallel: bool = True  # engine: MoE layouts with attention DP and EP
+    max_pipeline_nodes: int = 4  # engine: pipeline stages across nodes for models no node holds
+    speculation: object | None = None  # engine: perf.roofline.Speculation, tried beside plain decoding
 
 
 # ---- checks against the catalog: one function per rule, all raising PlannerInputError ----
@@ -699,7 +729,23 @@ def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str) -> Scenario:
         ),
         reconfigure_between_periods=spec.fleet.reconfigure_between_periods,
         share_nodes_across_models=spec.fleet.share_nodes_across_models,
+        disaggregated=spec.fleet.disaggregated,
+        expert_parallel=spec.engine.expert_parallel,
+        max_pipeline_nodes=spec.engine.max_pipeline_nodes,
+        speculation=_speculation(spec.engine.speculative, catalog, file),
     )
+
+
+def _speculation(spec: SpeculativeSpec | None, catalog: Catalog, file: str):
+    """The engine option as the roofline's Speculation (its draft model resolved in the catalog)."""
+    if spec is None:
+        return None
+    from planner.perf.roofline import Speculation
+
+    draft = None
+    if spec.draft_model is not None:
+        draft = catalog.models[catalog.resolve("model", spec.draft_model, file, "engine.speculative.draft_model")]
+    return Speculation(spec.method, spec.draft_tokens, spec.acceptance_rate, draft)
 
 
 def load_scenario_deployments(path: Path | str, catalog: Catalog) -> dict[str, Scenario]:

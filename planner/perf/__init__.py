@@ -26,13 +26,14 @@ from planner.perf.calibration import efficiency_for, fit_kernels
 from planner.perf.interpolate import concurrency_grid, over_concurrency, over_lengths
 from planner.perf.roofline import (
     EngineShape,
+    Speculation,
     concurrency_ladder,
     kv_bytes_for,
     steady_state_curve,
     supports_roofline,
 )
 from planner.perf.tables import group_by_engine, instance_memory, matching_rows, result_from_row, running_capacity
-from planner.perf.types import MemoryFit, PerfMiss, PerfQuery, PerfResult
+from planner.perf.types import Layout, MemoryFit, PerfMiss, PerfQuery, PerfResult
 
 __all__ = [
     "MemoryFit", "PerfMiss", "PerfQuery", "PerfResult", "SOURCES", "PERF_SOURCE_LAYERS", "TP_LADDER",
@@ -143,9 +144,23 @@ def _provenance(catalog: Catalog, shape: EngineShape, eff, isl: int) -> tuple[st
     """The roofline's provenance for this engine and prompt, and why it is extrapolated (if it is)."""
     covered = fit_kernels(catalog, shape.gpu.architecture)  # what the generation's timed iterations cover
     why = covered.outside(shape.tp, shape.gpu.link, shape.precision, isl, shape.model.moe is not None) if covered else None
+    beyond = [what for what, used in (
+        (f"attention data parallelism (DP{shape.dp})", shape.dp > 1), (f"expert parallelism (EP{shape.ep})", shape.ep > 1),
+        (f"pipeline stages across nodes (PP{shape.pp})", shape.pp > 1),
+    ) if used]  # fmt: skip
+    if beyond:
+        why = "; ".join([*([why] if why else []), f"no timed iteration of {', '.join(beyond)}"])
     if why:
         return "extrapolated", why
     return MODEL_PROVENANCE[eff.basis], None
+
+
+def engine_shape(catalog: Catalog, model, gpu, layout: Layout, precision: str, speculation: Speculation | None = None,
+                 hop_bytes_per_s: float = 0.0) -> EngineShape:  # fmt: skip
+    """The roofline's engine for a layout; stages of a pipeline talk over the scale-out network of their node
+    (`hop_bytes_per_s`, 0 where none is known: the hop then costs its latency only)."""
+    return EngineShape(model, gpu, layout.tp, precision, kv_bytes_for(precision), layout.dp, layout.ep, layout.pp,
+                       hop_bytes_per_s, speculation)  # fmt: skip
 
 
 def _bracketing(rows, isl: int, osl: int, concurrency: int, best: bool) -> str | None:
@@ -173,9 +188,17 @@ def _curve(
     beyond_capacity: bool = False,
     engine_lengths: tuple[int, int] | None = None,
     anchored: bool = True,
+    layout: Layout | None = None,
+    speculation: Speculation | None = None,
+    hop_bytes_per_s: float = 0.0,
 ) -> list[PerfResult] | str:
     """The roofline's points for one engine over the concurrency ladder (or at the query's concurrency), anchored
-    on the engine's measured rows; a measured row at the query's lengths stands in for the model at its concurrency."""
+    on the engine's measured rows; a measured row at the query's lengths stands in for the model at its concurrency.
+    A layout beyond TP (attention DP, expert parallelism, pipeline stages) or speculative decoding is modeled
+    without anchors: the benchmark rows are of TP engines."""
+    layout = layout or Layout(tp)
+    if layout != Layout(tp) or speculation is not None:
+        anchored = False
     model = catalog.models[query.model]
     if not supports_roofline(model):
         return f"architecture of {query.model} not published: the roofline cannot model it"
@@ -187,10 +210,11 @@ def _curve(
     # an engine built for longer sequences must fit one of them; its paged KV cache then runs as many of the
     # query's sequences as their tokens fill
     engine_isl, engine_osl = engine_lengths or (query.isl, query.osl)
-    memory = instance_memory(catalog, query.model, query.gpu, tp, precision, engine_isl, engine_osl)
+    memory = instance_memory(catalog, query.model, query.gpu, tp, precision, engine_isl, engine_osl,
+                             layout.dp, layout.ep, layout.pp)  # fmt: skip
     if not memory.fits:
-        return f"TP{tp} {precision}: does not fit: {memory.reason}"
-    shape = EngineShape(model, gpu, tp, precision, kv_bytes_for(precision))
+        return f"{layout.label} {precision}: does not fit: {memory.reason}"
+    shape = engine_shape(catalog, model, gpu, layout, precision, speculation, hop_bytes_per_s)
     eff = efficiency_for(catalog, gpu.architecture)
     anchors = _anchors(catalog, shape, eff) if anchored else None
     measured = anchor_rows(catalog, shape) if anchored else []
@@ -205,12 +229,14 @@ def _curve(
     notes = (
         f"{gpu.architecture} factors: {eff.describe()}",
         f"latencies at percentile {percentile:g} (Gamma tails of the queueing)" if percentile > 50 else "latencies are means",
+        *([speculation.describe()] if speculation is not None else []),
     )  # fmt: skip
-    source = f"roofline ({eff.source})" + (f"; {anchors.describe()}" if anchors else "")
+    source = f"roofline ({eff.source})" + (f"; {anchors.describe()}" if anchors else "") + (
+        f"; speculative decoding, acceptance {speculation.acceptance:g} assumed" if speculation is not None else "")
     points = [
         result_from_row(exact[state.concurrency], catalog) if state.concurrency in exact
         else _modeled_result(query, state, mean, factors[i] if factors else None, anchors, provenance, why, source,
-                             notes, memory, tp, precision)
+                             notes, memory, tp, precision, layout)
         for i, (state, mean) in enumerate(zip(states, means))
     ]  # fmt: skip
     return _between_rows(points, measured, query)
@@ -226,7 +252,8 @@ def _anchor_factors(anchors: AnchorSet | None, shape: EngineShape, eff, query: P
     return list(zip(corrected["ttft_ms"] / model_means["ttft_ms"], corrected["itl_ms"] / model_means["itl_ms"]))
 
 
-def _modeled_result(query, state, mean, factors, anchors, provenance, why, source, notes, memory, tp, precision) -> PerfResult:
+def _modeled_result(query, state, mean, factors, anchors, provenance, why, source, notes, memory, tp, precision,
+                    layout: Layout | None = None) -> PerfResult:  # fmt: skip
     """One roofline point as a PerfResult, corrected by the anchors' (TTFT, ITL) factors if any."""
     decode_tokens = max(query.osl - 1, 0)
     if factors:
@@ -253,10 +280,11 @@ def _modeled_result(query, state, mean, factors, anchors, provenance, why, sourc
         derivations.append(f"extrapolated: {why}")
     return PerfResult(
         model=query.model, gpu=query.gpu, tp=tp, precision=precision, isl=query.isl, osl=query.osl,
-        concurrency=state.concurrency, gpus_per_instance=tp, ttft_ms=float(ttft), itl_ms=float(itl),
-        e2e_ms=float(ttft + decode_tokens * itl), ttft_ms_bound=None, itl_ms_bound=None,
+        concurrency=state.concurrency, gpus_per_instance=layout.gpus if layout else tp, ttft_ms=float(ttft),
+        itl_ms=float(itl), e2e_ms=float(ttft + decode_tokens * itl), ttft_ms_bound=None, itl_ms_bound=None,
         request_throughput_rps=float(rps), output_tokens_per_s=float(rps * query.osl), provenance=provenance,
         source=source, memory=memory, derivations=tuple(derivations),
+        dp=layout.dp if layout else 1, ep=layout.ep if layout else 1, pp=layout.pp if layout else 1,
     )  # fmt: skip
 
 
@@ -282,12 +310,17 @@ def modeled_points(
     percentile: float = 50.0,
     engine_lengths: tuple[int, int] | None = None,
     aic_where_extrapolated: bool = False,
+    layout: Layout | None = None,
+    speculation: Speculation | None = None,
+    hop_bytes_per_s: float = 0.0,
 ) -> list[PerfResult] | str:
     """Roofline points over the concurrency ladder (up to the KV capacity of an engine built for
     `engine_lengths`), anchored on the engine's rows, or why there are none; with `aic_where_extrapolated`
     (--perf-source auto), aiconfigurator's points where the roofline would extrapolate."""
-    curve = _curve(query, catalog, tp, precision, percentile, engine_lengths=engine_lengths)
-    return _aic_instead(query, catalog, tp, precision, curve) if aic_where_extrapolated else curve
+    curve = _curve(query, catalog, tp, precision, percentile, engine_lengths=engine_lengths, layout=layout,
+                   speculation=speculation, hop_bytes_per_s=hop_bytes_per_s)  # fmt: skip
+    plain = (layout is None or layout == Layout(tp)) and speculation is None
+    return _aic_instead(query, catalog, tp, precision, curve) if aic_where_extrapolated and plain else curve
 
 
 def best_points_by_cap(points: list[PerfResult], query: PerfQuery, caps) -> dict[int, PerfResult | str]:

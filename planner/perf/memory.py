@@ -16,19 +16,27 @@ def memory_fit(
     tokens_per_sequence: int | None,
     reserve_fraction: float,
     kv_bytes_per_element: float = 2.0,
+    dp: int = 1,
+    ep: int = 1,
+    pp: int = 1,
 ) -> MemoryFit:
-    """Weights per GPU = params x bytes(precision) / TP; usable = memory x (1 - reserve);
-    KV tokens = TP x (usable - weights per GPU) / KV bytes per token (x 1, not TP, for a latent MLA cache);
+    """`gpus_per_instance` is the TP of one attention rank; `dp` ranks, experts over `ep` GPUs, `pp` stages.
+    Weights per GPU = (always-read params / TP + routed experts / EP) x bytes(precision) / PP, where EP 1 splits
+    the experts by TP too (params / TP / PP for a dense model); usable = memory x (1 - reserve);
+    KV tokens = DP x PP x TP x (usable - weights per GPU) / KV bytes per token (x 1, not TP, for a latent MLA
+    cache): each rank holds its own sequences, each stage its layers of them;
     max concurrency = floor(KV tokens / (isl + osl)): sequences reserved in full (the running batch of a paged
     cache is larger: MemoryFit.running_limit).
     """
-    weights_gb_per_gpu = model.params_b * BYTES_PER_PARAM[precision] / gpus_per_instance
+    tp = gpus_per_instance
+    weights_gb_per_gpu = weights_gb_per_gpu_of(model, precision, tp, ep, pp)
     usable_gb_per_gpu = gpu.memory_gb * (1.0 - reserve_fraction)
     free_gb = usable_gb_per_gpu - weights_gb_per_gpu
     if free_gb <= 0:
+        gpus = tp * dp * pp
         return MemoryFit(
             False, weights_gb_per_gpu, usable_gb_per_gpu, 0,
-            f"weights need {weights_gb_per_gpu:.1f} GB per GPU at {precision} over {gpus_per_instance} GPU(s); "
+            f"weights need {weights_gb_per_gpu:.1f} GB per GPU at {precision} over {gpus} GPU(s); "
             f"{gpu.id} has {usable_gb_per_gpu:.1f} GB usable ({reserve_fraction:.0%} reserved)",
         )
     kv_per_token = model.kv_bytes_per_token(kv_bytes_per_element)
@@ -36,7 +44,7 @@ def memory_fit(
         why = "architecture of the model not known" if kv_per_token is None else "no sequence length"
         return MemoryFit(True, weights_gb_per_gpu, usable_gb_per_gpu, None, f"weights fit; KV capacity unknown ({why})")
     # a latent (MLA) cache is whole on every GPU; heads' K and V are split over them
-    kv_tokens = free_gb * 1e9 / kv_per_token * (1 if model.mla is not None else gpus_per_instance)
+    kv_tokens = free_gb * 1e9 / kv_per_token * (1 if model.mla is not None else tp) * dp * pp
     max_concurrency = math.floor(kv_tokens / tokens_per_sequence)
     if max_concurrency < 1:
         return MemoryFit(
@@ -44,3 +52,16 @@ def memory_fit(
             f"weights fit but the KV cache of one {tokens_per_sequence}-token sequence does not",
         )
     return MemoryFit(True, weights_gb_per_gpu, usable_gb_per_gpu, max_concurrency, "fits", kv_tokens)
+
+
+def weights_gb_per_gpu_of(model: ModelArch, precision: str, tp: int, ep: int = 1, pp: int = 1) -> float:
+    """GB of weights on one GPU: a dense model's params / (TP x PP); with expert parallelism the routed experts
+    are spread whole over EP GPUs and the rest (attention, shared experts, embeddings) split by TP."""
+    total_gb = model.params_b * BYTES_PER_PARAM[precision]
+    if ep <= 1 or model.moe is None:
+        return total_gb / tp / pp
+    from planner.perf.roofline import model_shape  # the roofline's split of the published counts
+
+    shape = model_shape(model)
+    experts_gb = min(shape.layers * shape.experts * shape.mlp_params * BYTES_PER_PARAM[precision] / 1e9, total_gb)
+    return ((total_gb - experts_gb) / tp + experts_gb / ep) / pp

@@ -212,10 +212,30 @@ class EngineShape:
     tp: int
     precision: str
     kv_bytes_per_element: float
+    dp: int = 1  # attention data-parallel ranks of tp GPUs each
+    ep: int = 1  # expert parallelism: 1 (experts split by TP) or tp x dp (whole experts spread over the stage)
+    pp: int = 1  # pipeline stages (nodes), each of tp x dp GPUs and layers / pp
+    hop_bytes_per_s: float = 0.0  # network between pipeline stages, per stage (0: no stage boundary to cross)
+    speculation: Speculation | None = None
 
     @cached_property
     def arch(self) -> ModelShape:
         return model_shape(self.model)
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.dp * self.pp
+
+    @cached_property
+    def draft(self) -> EngineShape | None:
+        """The engine that proposes the draft tokens: the draft model on the same GPUs, or the target's own
+        multi-token-prediction head (one more layer of the target)."""
+        spec = self.speculation
+        if spec is None:
+            return None
+        model = spec.draft_model or self.model.model_copy(update={"layers": 1})
+        return EngineShape(model, self.gpu, self.tp, self.precision, self.kv_bytes_per_element, self.dp,
+                           self.ep if spec.draft_model is None else 1, 1)  # fmt: skip
 
     @property
     def weight_bytes(self) -> float:
@@ -255,6 +275,28 @@ class EngineShape:
 
 
 @dataclass(frozen=True)
+class Speculation:
+    """Speculative decoding: `draft_tokens` k proposed per step by a draft model or the target's MTP head, each
+    accepted with probability `acceptance` (given: it depends on the data). A step verifies k + 1 tokens per
+    sequence and yields (1 - a^(k+1)) / (1 - a) of them on average (Leviathan et al. 2023)."""
+
+    method: str  # mtp | draft
+    draft_tokens: int
+    acceptance: float
+    draft_model: ModelArch | None = None
+
+    @property
+    def tokens_per_step(self) -> float:
+        a, k = self.acceptance, self.draft_tokens
+        return float(k + 1) if a >= 1 else (1 - a ** (k + 1)) / (1 - a)
+
+    def describe(self) -> str:
+        who = f"draft model {self.draft_model.id}" if self.draft_model else "MTP head"
+        return (f"speculative decoding ({who}, {self.draft_tokens} draft tokens, acceptance {self.acceptance:g} "
+                f"assumed): {self.tokens_per_step:.2f} tokens per step")  # fmt: skip
+
+
+@dataclass(frozen=True)
 class ShapeBatch:
     """Many engine shapes as arrays with EngineShape's attribute names, so `step_ms` times them in one pass
     (calibration fits thousands of iterations at once)."""
@@ -268,6 +310,12 @@ class ShapeBatch:
     bf16_flops: np.ndarray
     bandwidth_bytes_per_s: np.ndarray
     link_bytes_per_s: np.ndarray
+    dp: float = 1.0  # a calibration batch holds TP-only, single-stage engines without speculation
+    ep: float = 1.0
+    pp: float = 1.0
+    hop_bytes_per_s: float = 0.0
+    speculation: None = None
+    draft: None = None
 
     @classmethod
     def of(cls, shapes: list[EngineShape]) -> ShapeBatch:
@@ -301,28 +349,63 @@ def supports_roofline(model: ModelArch) -> bool:
 def step_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, decode_batch, decode_context, prefill_prompts=0.0,
             prefill_isl=0.0):  # fmt: skip
     """One iteration: a decode token for each of `decode_batch` sequences holding `decode_context` tokens, fused with
-    `prefill_prompts` prompts of `prefill_isl` tokens (module docstring). Arguments may be arrays (broadcast)."""
-    a, tp, precision = shape.arch, shape.tp, shape.precision
+    `prefill_prompts` prompts of `prefill_isl` tokens (module docstring). Arguments may be arrays (broadcast).
+
+    Pipeline stages: the batch runs as m = min(PP, sequences) micro-batches, each crossing the PP stages in turn,
+    so a sequence waits PP stage times of its micro-batch, plus PP - 1 hops of its activations between nodes.
+    Speculative decoding: each decoding sequence verifies k + 1 tokens, after k steps of the draft."""
     decode_batch = np.asarray(decode_batch, dtype=float)
     prompts = np.asarray(prefill_prompts, dtype=float)
     isl = np.asarray(prefill_isl, dtype=float)
-    tokens = decode_batch + prompts * isl
+    pp = np.asarray(shape.pp, dtype=float)
+    spec = shape.speculation
+    verified = decode_batch * (spec.draft_tokens + 1 if spec is not None else 1)
+    micro = np.maximum(np.minimum(pp, decode_batch + prompts), 1.0)
+    stage = _stage_ms(shape, eff, verified / micro, decode_batch / micro, decode_context, prompts / micro, isl)
+    hop_ms = 0.0
+    if shape.hop_bytes_per_s:
+        hop_bytes = (verified + prompts * isl) / micro * shape.arch.hidden * ACTIVATION_BYTES
+        hop_ms = (pp - 1) * (eff.allreduce_latency_us * 1e-3 + hop_bytes / shape.hop_bytes_per_s * 1e3)
+    total = pp * stage + eff.step_overhead_ms + hop_ms
+    if spec is not None:
+        draft_ms = spec.draft_tokens * (step_ms(shape.draft, eff, decode_batch, decode_context) - eff.step_overhead_ms)
+        total = total + np.where(decode_batch > 0, draft_ms, 0.0)
+    return total
+
+
+def _stage_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, decode_tokens, decode_seqs, decode_context, prompts, isl):
+    """One pipeline stage (layers / PP) of tp x dp GPUs on one micro-batch, per GPU of the busiest rank.
+    Attention runs on DP ranks of TP GPUs, each with its share of the sequences; experts split by TP (EP 1) or
+    spread whole over the stage's GPUs (EP = TP x DP) process every token routed to them."""
+    a, tp, precision = shape.arch, np.asarray(shape.tp, dtype=float), shape.precision
+    dp, ep, pp = (np.asarray(v, dtype=float) for v in (shape.dp, shape.ep, shape.pp))
+    stage_gpus = tp * dp
+    tokens = decode_tokens + prompts * isl
+    rank_tokens = tokens / dp
+    layers = a.layers / pp
     bandwidth = shape.bandwidth_bytes_per_s * eff.bandwidth
-    weights = (a.layer_params_read(tokens) * shape.bytes_per_param + a.lm_head_params * LM_HEAD_BYTES) / tp
+    expert_split = np.where(ep > 1, ep, tp)
+    touched_mlp = (a.layer_params_read(tokens) / a.layers - a.attention_params)  # per layer, the experts read
+    weights = (
+        layers * (a.attention_params / tp + touched_mlp / expert_split) * shape.bytes_per_param
+        + a.lm_head_params * LM_HEAD_BYTES / (tp * pp)
+    )
     depth = a.hidden / (a.hidden + eff.gemm_depth_half)
+    expert_params = a.experts_per_token * a.mlp_params
     compute_s = (
-        2 * a.active_layer_params * tokens / (shape.peak_flops * eff.gemm(precision))
-        + 2 * a.lm_head_params * (decode_batch + prompts) / (shape.bf16_flops * eff.gemm_bf16)
-    ) / (tp * depth)
+        2 * layers * (a.attention_params * rank_tokens / tp + expert_params * tokens / stage_gpus)
+        / (shape.peak_flops * eff.gemm(precision))
+        + 2 * a.lm_head_params * (decode_tokens + prompts) / (dp * tp * pp) / (shape.bf16_flops * eff.gemm_bf16)
+    ) / depth
     k = eff.sharpness
     linear_s = ((weights / bandwidth) ** k + compute_s**k) ** (1.0 / k)
-    elementwise_s = tokens * a.layers * (NORM_PASSES * a.hidden + 3 * a.active_mlp_width / tp) * ACTIVATION_BYTES / bandwidth
-    kv_s = decode_batch * np.asarray(decode_context, dtype=float) * shape.kv_bytes_per_token_per_gpu / (
+    elementwise_s = layers * (rank_tokens * NORM_PASSES * a.hidden + tokens * 3 * a.active_mlp_width / stage_gpus) * ACTIVATION_BYTES / bandwidth
+    kv_s = decode_seqs / dp * np.asarray(decode_context, dtype=float) * shape.kv_bytes_per_token_per_gpu / pp / (
         shape.bandwidth_bytes_per_s * eff.kv_bandwidth
     )
-    causal_flops = prompts * 2 * a.layers * isl**2 * a.heads * a.head_dim
+    causal_flops = prompts / dp * 2 * layers * isl**2 * a.heads * a.head_dim
     attention_s = kv_s + causal_flops / (tp * shape.bf16_flops * eff.attention(precision))
-    return (linear_s + elementwise_s + attention_s) * 1e3 + allreduce_ms(shape, eff, tokens) + fixed_ms(shape, eff)
+    return (linear_s + elementwise_s + attention_s) * 1e3 + allreduce_ms(shape, eff, tokens) + layers * eff.layer_latency_us(precision) * 1e-3
 
 
 def fixed_ms(shape: EngineShape | ShapeBatch, eff: Efficiency):
@@ -331,11 +414,21 @@ def fixed_ms(shape: EngineShape | ShapeBatch, eff: Efficiency):
 
 
 def allreduce_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, tokens):
-    """2 all-reduces per layer of tokens x hidden bf16 activations, ring algorithm over the GPU link; 0 at TP 1."""
-    tp = np.asarray(shape.tp, dtype=float)
-    message_bytes = np.asarray(tokens, dtype=float) * shape.arch.hidden * ACTIVATION_BYTES
-    wire_s = 2 * (tp - 1) / tp * message_bytes / (shape.link_bytes_per_s * eff.link)
-    return np.where(tp > 1, 2 * shape.arch.layers * (eff.allreduce_latency_us * 1e-6 + wire_s) * 1e3, 0.0)
+    """Per layer of one stage: with experts split by TP, 2 all-reduces of a rank's tokens x hidden bf16 activations
+    over its TP GPUs (ring algorithm over the GPU link; 0 at TP 1). With expert parallelism, 1 all-reduce (the
+    attention) and an all-to-all that sends each token to its k experts and back (dispatch and combine): per GPU
+    2 x tokens / GPUs x k x hidden x 2 B x (EP-1)/EP over the link."""
+    tp, dp, ep, pp = (np.asarray(v, dtype=float) for v in (shape.tp, shape.dp, shape.ep, shape.pp))
+    layers = shape.arch.layers / pp
+    rank_tokens = np.asarray(tokens, dtype=float) / dp
+    link = shape.link_bytes_per_s * eff.link
+    latency_s = eff.allreduce_latency_us * 1e-6
+    wire_s = 2 * (tp - 1) / np.maximum(tp, 1) * rank_tokens * shape.arch.hidden * ACTIVATION_BYTES / link
+    reduces = np.where(ep > 1, 1.0, 2.0)
+    reduce_ms = np.where(tp > 1, reduces * layers * (latency_s + wire_s) * 1e3, 0.0)
+    dispatch_bytes = 2 * np.asarray(tokens, dtype=float) / (tp * dp) * shape.arch.experts_per_token * shape.arch.hidden * ACTIVATION_BYTES
+    all_to_all_ms = np.where(ep > 1, layers * (2 * latency_s + dispatch_bytes * (ep - 1) / np.maximum(ep, 1) / link) * 1e3, 0.0)
+    return reduce_ms + all_to_all_ms
 
 
 def prefill_ms(shape: EngineShape, eff: Efficiency, isl: int, batch: int = 1) -> float:
@@ -375,8 +468,7 @@ class _Steps:
     delta: np.ndarray  # one prompt fused into the others' step
 
 
-def _steps(shape: EngineShape, eff: Efficiency, isl: int, osl: int, running: np.ndarray) -> _Steps:
-    context = isl + osl / 2
+def _steps(shape: EngineShape, eff: Efficiency, isl: int, osl: float, running: np.ndarray, context: float) -> _Steps:
     n = len(running)
     others = running - 1.0
     per = np.maximum(others, 1.0)
@@ -469,7 +561,11 @@ def steady_state_curve(
     """The steady state at each concurrency (module docstring), solved for all of them at once."""
     concurrency = np.asarray(concurrencies, dtype=float)
     running = np.maximum(np.minimum(concurrency, max_running) if max_running else concurrency, 1.0)
-    s = _steps(shape, eff, isl, osl, running)
+    # speculative decoding: the OSL - 1 decode tokens come in (OSL - 1) / e steps of e tokens each; the equations
+    # run over steps (a fractional count is a mean), the ITL a user sees is a step / e
+    per_step = shape.speculation.tokens_per_step if shape.speculation is not None else 1.0
+    real_osl, osl = osl, 1.0 + max(osl - 1, 0) / per_step
+    s = _steps(shape, eff, isl, osl, running, isl + real_osl / 2)
     x, pinned = _root(s, running, osl, eff)
     rho, others, decode, wait, ttft, itl, e2e = _latencies(x, s, running, osl, eff)
     little = x * e2e / running
@@ -493,10 +589,11 @@ def steady_state_curve(
         ttft_at, itl_at = np.maximum(tail_ttft, ttft_at), np.maximum(tail_itl, itl_at)
         slot_wait = np.minimum(slot_wait, ttft_at)
     e2e_at = ttft_at + max(osl - 1, 0) * itl_at
+    itl_at = itl_at / per_step
     return [
         SteadyState(
             concurrency=int(concurrency[i]), running=int(running[i]), ttft_ms=float(ttft_at[i]), itl_ms=float(itl_at[i]),
-            e2e_ms=float(e2e_at[i]), request_throughput_rps=float(x[i] * 1e3), output_tokens_per_s=float(x[i] * 1e3 * osl),
+            e2e_ms=float(e2e_at[i]), request_throughput_rps=float(x[i] * 1e3), output_tokens_per_s=float(x[i] * 1e3 * real_osl),
             prefill_share=float(rho[i]), prefill_ms=float(s.prefill[i]), decode_step_ms=float(decode[i]),
             decoding=float(1.0 + others[i]), slot_wait_ms=float(slot_wait[i]),
         )  # fmt: skip

@@ -58,13 +58,15 @@ def group_by_engine(rows: list[BenchmarkRow]) -> list[list[BenchmarkRow]]:
 
 
 def instance_memory(
-    catalog: Catalog, model: str, gpu: str, gpus_per_instance: int, precision: str, isl: int | None, osl: int | None
-):
-    """Memory fit of one instance for sequences of isl + osl tokens (KV cache in fp8 for fp8/fp4 engines)."""
+    catalog: Catalog, model: str, gpu: str, gpus_per_instance: int, precision: str, isl: int | None, osl: int | None,
+    dp: int = 1, ep: int = 1, pp: int = 1,
+):  # fmt: skip
+    """Memory fit of one instance (TP `gpus_per_instance` per rank, `dp` ranks, `pp` stages) for sequences of
+    isl + osl tokens (KV cache in fp8 for fp8/fp4 engines)."""
     tokens = (isl or 0) + (osl or 0) or None
     return memory_fit(
         catalog.models[model], catalog.gpus[gpu], gpus_per_instance, precision, tokens,
-        catalog.defaults.memory_reserve_fraction.value, kv_bytes_for(precision),
+        catalog.defaults.memory_reserve_fraction.value, kv_bytes_for(precision), dp=dp, ep=ep, pp=pp,
     )
 
 

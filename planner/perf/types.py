@@ -22,6 +22,35 @@ class PerfQuery:
 
 
 @dataclass(frozen=True)
+class Layout:
+    """How one engine instance spreads over GPUs: `tp` GPUs per attention rank, `dp` ranks (attention data
+    parallelism), experts over `ep` GPUs (1: split by TP; else tp x dp, whole experts per GPU), `pp` pipeline
+    stages (one node each, beyond a node's GPUs)."""
+
+    tp: int = 1
+    dp: int = 1
+    ep: int = 1
+    pp: int = 1
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.dp * self.pp
+
+    @property
+    def label(self) -> str:
+        parts = [f"TP{self.tp}"] if self.tp > 1 or self.dp == 1 else []
+        parts += [f"DP{self.dp}"] if self.dp > 1 else []
+        parts += [f"EP{self.ep}"] if self.ep > 1 else []
+        parts += [f"PP{self.pp}"] if self.pp > 1 else []
+        return " ".join(parts)
+
+
+def layout_label(tp: int | None, dp: int = 1, ep: int = 1, pp: int = 1) -> str:
+    """'TP8', 'DP8 EP8', 'TP8 PP2'; 'TP?' where the source does not state the TP."""
+    return Layout(tp, dp, ep, pp).label if tp else "TP?"
+
+
+@dataclass(frozen=True)
 class MemoryFit:
     """Whether the weights fit and how many sequences of isl+osl tokens the KV cache holds."""
 
@@ -67,8 +96,15 @@ class PerfResult:
     source: str
     memory: MemoryFit | None
     derivations: tuple[str, ...] = field(default_factory=tuple)
+    stage: str = "aggregated"  # aggregated | prefill (prompts only, KV sent on) | decode (generation only)
+    dp: int = 1
+    ep: int = 1
+    pp: int = 1
 
-    def instances_per_node(self, gpus_per_node: int) -> int:
+    def instances_per_node(self, gpus_per_node: int) -> float:
+        """Whole instances a node holds; an instance over several whole nodes (pipeline stages) is a fraction."""
+        if self.gpus_per_instance > gpus_per_node and self.gpus_per_instance % gpus_per_node == 0:
+            return gpus_per_node / self.gpus_per_instance
         return gpus_per_node // self.gpus_per_instance
 
     def rps_per_node(self, gpus_per_node: int) -> float | None:

@@ -449,6 +449,10 @@ def _simulate_job(plan, catalog, spec, workload, period, mine, routes, options) 
         config_total[configuration_key(r)] = config_total.get(configuration_key(r), 0.0) + r.rps
     runs, notes = [], []
     for route in mine:
+        unsupported = _not_simulated(route)
+        if unsupported:
+            notes.append(f"{route.system}: {unsupported}")
+            continue
         assignment = next(a for a in workload.assignments if _assignment_matches(a, route))
         share = route.rps / config_total[configuration_key(route)]
         setup = engine_setup(route, assignment, _running_instances(plan, route, catalog), share, catalog, options.token_budget)
@@ -493,6 +497,19 @@ def _running_instances(plan, route, catalog) -> int:
 
 def _assignment_matches(assignment, route) -> bool:
     return (assignment.system, assignment.tp, assignment.precision, assignment.max_batch, assignment.engine_isl,
-            assignment.engine_osl, assignment.bucket_isl, assignment.bucket_osl) == (
+            assignment.engine_osl, assignment.bucket_isl, assignment.bucket_osl, assignment.stage, assignment.layout,
+            assignment.speculative) == (
         route.system, route.tp, route.precision, route.max_batch, route.engine_isl, route.engine_osl,
-        route.bucket_isl, route.bucket_osl)  # fmt: skip
+        route.bucket_isl, route.bucket_osl, route.stage, route.layout, route.speculative)  # fmt: skip
+
+
+def _not_simulated(route) -> str | None:
+    """What the simulator's engines cannot run yet: they are aggregated TP engines without speculation."""
+    if route.stage != "aggregated":
+        return (f"{route.stage} pool ({route.rps:.4g} rps) not simulated: the simulator runs aggregated engines only "
+                "(disaggregated pools are checked by the model's own M/D/1 and Poisson-batch terms)")  # fmt: skip
+    if route.layout and not route.layout.startswith("TP") or " " in (route.layout or ""):
+        return f"{route.layout} engine not simulated: the simulator runs tensor-parallel engines of one node only"
+    if route.speculative:
+        return "speculative decoding not simulated (the simulator has no draft/verify steps)"
+    return None
