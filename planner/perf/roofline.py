@@ -351,8 +351,9 @@ def step_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, decode_batch, deco
     """One iteration: a decode token for each of `decode_batch` sequences holding `decode_context` tokens, fused with
     `prefill_prompts` prompts of `prefill_isl` tokens (module docstring). Arguments may be arrays (broadcast).
 
-    Pipeline stages: the batch runs as m = min(PP, sequences) micro-batches, each crossing the PP stages in turn,
-    so a sequence waits PP stage times of its micro-batch, plus PP - 1 hops of its activations between nodes.
+    Pipeline stages: the decoding sequences run as m = min(PP, sequences) micro-batches (prompts whole in one),
+    each crossing the PP stages in turn, so a sequence waits PP stage times of its micro-batch, plus PP - 1 hops
+    of its activations between nodes.
     Speculative decoding: each decoding sequence verifies k + 1 tokens, after k steps of the draft."""
     decode_batch = np.asarray(decode_batch, dtype=float)
     prompts = np.asarray(prefill_prompts, dtype=float)
@@ -360,11 +361,13 @@ def step_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, decode_batch, deco
     pp = np.asarray(shape.pp, dtype=float)
     spec = shape.speculation
     verified = decode_batch * (spec.draft_tokens + 1 if spec is not None else 1)
-    micro = np.maximum(np.minimum(pp, decode_batch + prompts), 1.0)
-    stage = _stage_ms(shape, eff, verified / micro, decode_batch / micro, decode_context, prompts / micro, isl)
+    # decoding sequences split into micro-batches; a prompt is not split (it rides whole in one micro-batch, so
+    # a step never gets faster by adding work to it)
+    micro = np.maximum(np.minimum(pp, decode_batch), 1.0)
+    stage = _stage_ms(shape, eff, verified / micro, decode_batch / micro, decode_context, prompts, isl)
     hop_ms = 0.0
     if shape.hop_bytes_per_s:
-        hop_bytes = (verified + prompts * isl) / micro * shape.arch.hidden * ACTIVATION_BYTES
+        hop_bytes = (verified / micro + prompts * isl) * shape.arch.hidden * ACTIVATION_BYTES
         hop_ms = (pp - 1) * (eff.allreduce_latency_us * 1e-3 + hop_bytes / shape.hop_bytes_per_s * 1e3)
     total = pp * stage + eff.step_overhead_ms + hop_ms
     if spec is not None:

@@ -443,7 +443,7 @@ def _trace_jobs(jobs, options):
 
 def _simulate_job(plan, catalog, spec, workload, period, mine, routes, options) -> WorkloadCheck:
     started = time.perf_counter()
-    rate = sum(r.rps for r in mine)
+    rate = sum(r.rps for r in mine if r.stage != "decode")  # a disaggregated request is routed twice
     config_total: dict[tuple, float] = {}
     for r in routes:
         config_total[configuration_key(r)] = config_total.get(configuration_key(r), 0.0) + r.rps
