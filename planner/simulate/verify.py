@@ -508,7 +508,7 @@ def _not_simulated(route) -> str | None:
     if route.stage != "aggregated":
         return (f"{route.stage} pool ({route.rps:.4g} rps) not simulated: the simulator runs aggregated engines only "
                 "(disaggregated pools are checked by the model's own M/D/1 and Poisson-batch terms)")  # fmt: skip
-    if route.layout and not route.layout.startswith("TP") or " " in (route.layout or ""):
+    if any(part in (route.layout or "") for part in ("DP", "EP", "PP")):
         return f"{route.layout} engine not simulated: the simulator runs tensor-parallel engines of one node only"
     if route.speculative:
         return "speculative decoding not simulated (the simulator has no draft/verify steps)"
