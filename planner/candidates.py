@@ -69,6 +69,11 @@ class Candidate:
         return Layout(self.tp or 1, self.dp, self.ep, self.pp)
 
     @property
+    def layout_label(self) -> str:
+        """As plans name it: 'TP8', 'DP8 EP8', 'TP8 PP2', or '8 GPUs' for a row of a whole system (TP not stated)."""
+        return self.layout.label if self.tp else f"{self.gpus_per_instance} GPUs"
+
+    @property
     def fixed(self) -> bool:
         """Bought or reserved: one count for every period."""
         return self.pricing in ("capex", "reserved")
@@ -332,11 +337,10 @@ class _Builder:
         largest = max(self.scenario.max_batch_ladder)
         need_isl, need_osl = bucket.engine_lengths
         engines = [e for e in self.engines[workload.model] if e[0] >= need_isl and e[1] >= need_osl]
-        speculations = (None,) + ((self.scenario.speculation,) if self.scenario.speculation is not None else ())
         for layout in engine_layouts(self.scenario, self.catalog, workload.model, offer.system):
             hop = system.network_bytes_per_s(layout.tp * layout.dp) or 0.0 if layout.pp > 1 else 0.0
             for precision in precisions:
-                for speculation in speculations:
+                for speculation in self.speculations:
                     # the curve does not depend on the latency limits, nor on the engine's max lengths beyond
                     # whether one sequence of them fits (a paged KV cache runs as many of the bucket's
                     # sequences): one curve per bucket shape serves every workload and engine variant
@@ -370,6 +374,11 @@ class _Builder:
                             if key is not None:
                                 self.engine_fit[(workload.name, bucket_index, key)] = fit
 
+    @property
+    def speculations(self) -> tuple:
+        """Plain decoding, and speculative decoding where the scenario offers it."""
+        return (None,) + ((self.scenario.speculation,) if self.scenario.speculation is not None else ())
+
     def precisions(self, workload: Workload, gpu: str) -> tuple[str, ...]:
         precisions = model_precisions(self.catalog, gpu)
         if workload.precisions is not None:
@@ -396,12 +405,11 @@ class _Builder:
         need_isl, need_osl = bucket.engine_lengths
         lengths = min((e for e in self.engines[workload.model] if e[0] >= need_isl and e[1] >= need_osl),
                       key=lambda e: (e[0] + e[1], e))  # fmt: skip
-        speculations = (None,) + ((self.scenario.speculation,) if self.scenario.speculation is not None else ())
         for layout in engine_layouts(self.scenario, self.catalog, workload.model, offer.system):
             network = system.network_bytes_per_s(layout.gpus)
             hop = system.network_bytes_per_s(layout.tp * layout.dp) if layout.pp > 1 else 0.0
             for precision in self.precisions(workload, system.gpu):
-                for speculation in speculations:
+                for speculation in self.speculations:
                     key = ("stages", query, layout, precision, workload.slo.percentile, speculation, lengths, largest)
                     if key not in self.memo:
                         self.memo[key] = stage_points(query, self.catalog, layout, precision, network, lengths, largest,

@@ -906,14 +906,11 @@ def _groups(schedules: list[tuple]) -> list[tuple[tuple, int]]:
 
 
 def _engine_label(c: Candidate) -> str:
-    parts = [c.model, c.layout.label if c.tp else f"{c.gpus_per_instance} GPUs", c.precision or "",
+    parts = [c.model, c.layout_label, c.precision or "",
              f"b{c.max_batch}" if c.max_batch else "", "speculative" if c.speculative else "",
              c.stage if c.stage != "aggregated" else ""]  # fmt: skip
     return " ".join(p for p in parts if p) + f" {c.engine_isl}/{c.engine_osl}"
 
-
-def _layout(c: Candidate) -> str:
-    return c.layout.label if c.tp else f"{c.gpus_per_instance} GPUs"
 
 
 def _runs(cset: CandidateSet, schedule: tuple, periods: tuple[str, ...], gpus_per_node: int) -> str:
@@ -948,7 +945,7 @@ def _node_line(scenario, cset: CandidateSet, hardware: Hardware, schedule: tuple
         values = {getattr(c, attribute) for c in configs}
         return values.pop() if len(values) == 1 else mixed
 
-    layouts = {_layout(c) for c in configs}
+    layouts = {c.layout_label for c in configs}
 
     return PlanLine(
         site=hardware.site, system=hardware.system, gpu=hardware.gpu,
@@ -978,7 +975,7 @@ def _instances(scenario, cset: CandidateSet, units: dict, routed: dict) -> tuple
                 period=period.name, site=c.site, role=_ROLE[c.pricing], system=c.system, gpu=c.gpu, model=c.model,
                 tp=c.tp, precision=c.precision, max_batch=c.max_batch, engine_isl=c.engine_isl, engine_osl=c.engine_osl,
                 gpus_per_instance=c.gpus_per_instance, instances=instances, gpus=instances * c.gpus_per_instance,
-                rps=round(rps[(c.key, period.name)], 9), stage=c.stage, layout=_layout(c), speculative=c.speculative,
+                rps=round(rps[(c.key, period.name)], 9), stage=c.stage, layout=c.layout_label, speculative=c.speculative,
             ))  # fmt: skip
     return tuple(out)
 
@@ -997,7 +994,7 @@ def _routing(scenario: Scenario, cset: CandidateSet, routed: dict) -> tuple[Rout
             bucket_osl=buckets[workload][bucket].osl_tokens, site=c.site, role=_ROLE[c.pricing], system=c.system, model=c.model,
             tp=c.tp, precision=c.precision, max_batch=c.max_batch, engine_isl=c.engine_isl, engine_osl=c.engine_osl,
             rps=round(rps, 9), rps_per_node=rate[(workload, bucket, key)].rps_per_node,
-            rps_per_instance=rate[(workload, bucket, key)].rps_per_instance, stage=c.stage, layout=_layout(c),
+            rps_per_instance=rate[(workload, bucket, key)].rps_per_instance, stage=c.stage, layout=c.layout_label,
             speculative=c.speculative,
         ))  # fmt: skip
     return tuple(routes)
@@ -1126,7 +1123,7 @@ def _assignment(option: Option, candidate: Candidate, workload, rps: float) -> A
         ttft_ms=None if perf.ttft_ms is None else round(perf.ttft_ms, 3),
         itl_ms=None if perf.itl_ms is None else round(perf.itl_ms, 3),
         e2e_ms=None if perf.e2e_ms is None else round(perf.e2e_ms, 3),
-        provenance=perf.provenance, source=perf.source, why=why, stage=candidate.stage, layout=_layout(candidate),
+        provenance=perf.provenance, source=perf.source, why=why, stage=candidate.stage, layout=candidate.layout_label,
         speculative=candidate.speculative,
     )  # fmt: skip
 

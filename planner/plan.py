@@ -60,9 +60,7 @@ class InstanceAllocation:
 def configuration_key(item, role: str | None = None) -> tuple:
     """What identifies one engine configuration across a plan line, a route and a candidate (whose `role` comes
     from its pricing): site, role, system, model, TP, precision, batch cap, engine ISL and OSL."""
-    layout = getattr(item, "layout", "")
-    if not isinstance(layout, str):  # a candidate's Layout, named as the plan names it
-        layout = layout.label if item.tp else f"{item.gpus_per_instance} GPUs"
+    layout = item.layout_label if hasattr(item, "layout_label") else getattr(item, "layout", "")  # a candidate's, or the plan's
     return (item.site, role or item.role, item.system, item.model, item.tp, item.precision, item.max_batch,
             item.engine_isl, item.engine_osl, getattr(item, "stage", "aggregated"), layout,
             getattr(item, "speculative", False))  # fmt: skip

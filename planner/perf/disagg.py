@@ -45,7 +45,7 @@ def kv_transfer_ms(shape: EngineShape, isl: int, network_bytes_per_s: float, eff
     return kv_bytes / network_bytes_per_s * 1e3 + eff.allreduce_latency_us * 1e-3
 
 
-def _prefill_ttft(rho, service_ms, batch, fixed_ms, queue_factor, percentile):
+def _prefill_ttft(rho, service_ms, fixed_ms, queue_factor, percentile):
     mean_wait = queue_factor * rho * service_ms / (2 * (1 - rho))
     if percentile <= 50:
         return fixed_ms + service_ms + mean_wait
@@ -75,12 +75,12 @@ def prefill_capacity(shape: EngineShape, eff: Efficiency, isl: int, transfer_ms:
             low, high = 0.0, 1.0 - 1e-9
             for _ in range(100):
                 mid = (low + high) / 2
-                ttft = float(_prefill_ttft(mid, service, k, fixed, eff.queue_factor, percentile))
+                ttft = float(_prefill_ttft(mid, service, fixed, eff.queue_factor, percentile))
                 low, high = (mid, high) if ttft <= ttft_limit_ms else (low, mid)
             rho = low
         rps = rho * k / service * 1e3
         if rho > 0 and (best is None or rps > best["rps"]):
-            ttft = float(_prefill_ttft(rho, service, k, fixed, eff.queue_factor, percentile))
+            ttft = float(_prefill_ttft(rho, service, fixed, eff.queue_factor, percentile))
             best = dict(rps=rps, ttft_ms=ttft, batch=k, service_ms=service, utilization=rho)
     if best is None:
         return f"prefill alone takes {fastest:,.0f} ms with the KV transfer, above the TTFT limit {ttft_limit_ms:g} ms"
@@ -155,13 +155,13 @@ def stage_points(query: PerfQuery, catalog: Catalog, layout: Layout, precision: 
                   gpus_per_instance=layout.gpus, ttft_ms_bound=None, itl_ms_bound=None, provenance=provenance,
                   memory=memory, dp=layout.dp, ep=layout.ep, pp=layout.pp)  # fmt: skip
     extra = (f"extrapolated: {why}",) if why else ()
-    source = f"roofline ({eff.source}), prefill"
+    source = f"roofline ({eff.source})"
     prefill = prefill_capacity(shape, eff, query.isl, transfer, query.ttft_ms, percentile)
     if not isinstance(prefill, str):
         prefill = PerfResult(
             **common, concurrency=prefill["batch"], ttft_ms=prefill["ttft_ms"], itl_ms=None, e2e_ms=None,
             request_throughput_rps=prefill["rps"], output_tokens_per_s=None, stage="prefill",
-            source=source.replace("prefill", "prefill-only instance"),
+            source=f"{source}, prefill-only instance",
             derivations=(
                 f"prefill-only: {prefill['batch']} prompt(s) of {query.isl} tokens per step of {prefill['service_ms']:.1f} ms, "
                 f"{prefill['utilization']:.0%} busy (M/D/1 wait, latencies at percentile {percentile:g}), KV transfer "
@@ -175,7 +175,7 @@ def stage_points(query: PerfQuery, catalog: Catalog, layout: Layout, precision: 
         decode = PerfResult(
             **common, concurrency=max(1, round(decode["batch"])), ttft_ms=None, itl_ms=decode["itl_ms"], e2e_ms=None,
             request_throughput_rps=decode["rps"], output_tokens_per_s=decode["rps"] * query.osl, stage="decode",
-            source=source.replace("prefill", "decode-only instance")
+            source=f"{source}, decode-only instance"
             + (f"; speculative decoding, acceptance {speculation.acceptance:g} assumed" if speculation else ""),
             derivations=(
                 f"decode-only: mean batch {decode['batch']:.1f} (cap {min(running, max_batch)}), step {decode['step_ms']:.2f} ms, "

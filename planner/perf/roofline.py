@@ -151,11 +151,15 @@ class ModelShape:
         """Intermediate activations per token and layer (all routed experts)."""
         return self.experts_per_token * self.mlp_params / (3 * self.hidden)
 
-    def layer_params_read(self, tokens):
-        """Layer weights a step of `tokens` tokens reads: every expert a token is routed to, once."""
+    def mlp_params_read(self, tokens):
+        """MLP weights per layer a step of `tokens` tokens reads: every expert a token is routed to, once."""
         fraction = 1.0 - (1.0 - self.experts_per_token / self.experts) ** np.maximum(tokens, 0.0)
         touched = np.where(np.asarray(self.experts) > 1, self.experts * fraction, 1.0)
-        return self.layers * (self.attention_params + touched * self.mlp_params)
+        return touched * self.mlp_params
+
+    def layer_params_read(self, tokens):
+        """Layer weights a step of `tokens` tokens reads (attention and the experts touched, every layer)."""
+        return self.layers * (self.attention_params + self.mlp_params_read(tokens))
 
 
 def model_shape(model: ModelArch) -> ModelShape:
@@ -388,9 +392,8 @@ def _stage_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, decode_tokens, d
     layers = a.layers / pp
     bandwidth = shape.bandwidth_bytes_per_s * eff.bandwidth
     expert_split = np.where(ep > 1, ep, tp)
-    touched_mlp = (a.layer_params_read(tokens) / a.layers - a.attention_params)  # per layer, the experts read
     weights = (
-        layers * (a.attention_params / tp + touched_mlp / expert_split) * shape.bytes_per_param
+        layers * (a.attention_params / tp + a.mlp_params_read(tokens) / expert_split) * shape.bytes_per_param
         + a.lm_head_params * LM_HEAD_BYTES / (tp * pp)
     )
     depth = a.hidden / (a.hidden + eff.gemm_depth_half)

@@ -45,11 +45,6 @@ class Layout:
         return " ".join(parts)
 
 
-def layout_label(tp: int | None, dp: int = 1, ep: int = 1, pp: int = 1) -> str:
-    """'TP8', 'DP8 EP8', 'TP8 PP2'; 'TP?' where the source does not state the TP."""
-    return Layout(tp, dp, ep, pp).label if tp else "TP?"
-
-
 @dataclass(frozen=True)
 class MemoryFit:
     """Whether the weights fit and how many sequences of isl+osl tokens the KV cache holds."""
