@@ -742,9 +742,15 @@ def _speculation(spec: SpeculativeSpec | None, catalog: Catalog, file: str):
         return None
     from planner.perf.roofline import Speculation
 
+    from planner.perf.roofline import supports_roofline
+
     draft = None
     if spec.draft_model is not None:
         draft = catalog.models[catalog.resolve("model", spec.draft_model, file, "engine.speculative.draft_model")]
+        if not supports_roofline(draft):
+            raise PlannerInputError(file, "engine.speculative.draft_model",
+                                    f"'{draft.id}' has no published architecture (layers, hidden, heads) to time its "
+                                    "draft steps; allowed: a catalog model with one")  # fmt: skip
     return Speculation(spec.method, spec.draft_tokens, spec.acceptance_rate, draft)
 
 

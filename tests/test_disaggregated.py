@@ -227,3 +227,22 @@ def test_speculative_decoding_expected_tokens_and_effect():
     none_accepted = shape(tp=8, speculation=Speculation("mtp", 3, 1e-6))
     assert steady_state_curve(none_accepted, HOPPER, 2000, 300, [1], None)[0].itl_ms > one_plain.itl_ms
     assert "acceptance 0.7 assumed" in spec.describe()
+
+
+def test_speculative_engines_in_a_plan_name_their_assumed_acceptance(tmp_path):
+    import yaml
+
+    from planner.errors import PlannerInputError
+
+    document = yaml.safe_load(DEMO.read_text())
+    document["engine"] = {"speculative": {"method": "draft", "draft_model": "llama-3.1-8b", "acceptance_rate": 0.7}}
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(document))
+    planned = make_plan(load_scenario(path, CATALOG), CATALOG)
+    chosen = [a for w in planned.workloads for a in w.assignments if a.speculative]
+    assert chosen and all("acceptance 0.7 assumed" in a.source for a in chosen)
+    # a draft model the roofline cannot time is refused at load, naming the field
+    document["engine"]["speculative"]["draft_model"] = "nemo-43b-gpt"
+    path.write_text(yaml.safe_dump(document))
+    with pytest.raises(PlannerInputError, match="engine.speculative.draft_model"):
+        load_scenario(path, CATALOG)
