@@ -9,6 +9,7 @@ from pathlib import Path
 
 from planner.catalog import Catalog, CatalogDirs, as_directory_list, load_catalog
 from planner.errors import PlannerInputError
+from planner.landscape import Landscape, engine_landscape, workload_landscape
 from planner.optimize import plan as solve_plan
 from planner.perf import PerfMiss, PerfQuery, PerfResult, estimate
 from planner.plan import Plan
@@ -203,17 +204,25 @@ class CurveAnswer:
     modeled_points: tuple[PerfResult, ...]
     chosen: PerfResult | None
     miss_reason: str | None
+    landscape: Landscape | None = None  # every engine of the model on the GPU, when asked (planner.landscape)
 
 
 def curve(query: PerfQuery, gpus_per_node: int = 8, catalog_dirs: CatalogDirs = None,
-          perf_source: str | None = None) -> CurveAnswer:  # fmt: skip
-    """Points over concurrency for one engine (model, GPU, TP, precision, ISL/OSL) and the best under the limits."""
+          perf_source: str | None = None, with_landscape: bool = False) -> CurveAnswer:  # fmt: skip
+    """Points over concurrency for one engine (model, GPU, TP, precision, ISL/OSL) and the best under the limits;
+    `with_landscape`: also every TP x precision of the model on the GPU in throughput per GPU vs per user."""
+
     catalog = load_catalog(catalog_dirs)
     query = _check_query_ids(query, catalog)
-    return curve_in_catalog(query, catalog, gpus_per_node, perf_layers(perf_source))
+    sources = perf_layers(perf_source)
+    answer = curve_in_catalog(query, catalog, gpus_per_node, sources)
+    if not with_landscape:
+        return answer
+    return dataclasses.replace(answer, landscape=engine_landscape(query, catalog, gpus_per_node, sources, answer.chosen))
 
 
-def curve_in_catalog(query: PerfQuery, catalog: Catalog, gpus_per_node: int = 8, sources: tuple[str, ...] | None = None) -> CurveAnswer:
+def curve_in_catalog(query: PerfQuery, catalog: Catalog, gpus_per_node: int = 8, sources: tuple[str, ...] | None = None,
+                     percentile: float = 50.0) -> CurveAnswer:  # fmt: skip
     import dataclasses
 
     from planner.perf import modeled_curve
@@ -234,12 +243,12 @@ def curve_in_catalog(query: PerfQuery, catalog: Catalog, gpus_per_node: int = 8,
     data = tuple(sorted(data, key=lambda p: (p.concurrency or 0, p.provenance)))
     # the roofline needs the engine's TP and precision; a row that does not state them gets no modeled curve
     modeled = (
-        modeled_curve(open_query, catalog) if query.tp and query.precision and "modeled" in sources
+        modeled_curve(open_query, catalog, percentile) if query.tp and query.precision and "modeled" in sources
         else PerfMiss(query, "TP/precision not stated" if not (query.tp and query.precision) else "roofline not asked for")
     )  # fmt: skip
     # the modeled curve runs through the measured rows, which are listed once, as data
     modeled_points = () if isinstance(modeled, PerfMiss) else tuple(p for p in modeled if p.provenance != "measured")
-    chosen = estimate(dataclasses.replace(query, concurrency=None), catalog, sources=sources)
+    chosen = estimate(dataclasses.replace(query, concurrency=None), catalog, sources=sources, percentile=percentile)
     miss = chosen.reason if isinstance(chosen, PerfMiss) else None
     if not data and not modeled_points:
         miss = modeled.reason if isinstance(modeled, PerfMiss) else miss
@@ -321,6 +330,17 @@ def plan_in_context(
     return PlannedScenario(result, scenario, catalog)
 
 
+def workload_landscapes(planned: PlannedScenario) -> list[Landscape]:
+    """For each workload the plan serves: every engine it could run on, throughput per GPU vs tokens/s per user,
+    the Pareto front and the plan's point (planner.landscape)."""
+    out = []
+    for workload in planned.scenario.workloads:
+        landscape = workload_landscape(planned.plan, planned.scenario, planned.catalog, workload.name)
+        if landscape is not None:
+            out.append(landscape)
+    return out
+
+
 def bom(scenario_path: Path | str, catalog_dirs: CatalogDirs = None, solver: str | None = None,
         time_limit_s: float | None = None, progress=None):  # fmt: skip
     """Plan the scenario and return its bill of materials (planner.report.bom.Bom)."""
@@ -349,8 +369,24 @@ def simulate(
     if plan_document is not None:
         result = _saved_plan(plan_document, scenario)
     else:
-        result = solve_plan(scenario, catalog, solver=solver, time_limit_s=time_limit_s)
+        result = solve_plan(scenario, catalog, solver=solver, time_limit_s=time_limit_s,
+                            progress=_first_stage_named(progress, "pricing candidates (workload x system)"))  # fmt: skip
     return result, simulate_plan(result, scenario, catalog, options, progress)
+
+
+def _first_stage_named(progress, name: str):
+    """The same progress callback with its first stage named: a command whose display is labelled for a later
+    stage (simulate) still says what the first one is."""
+    if progress is None:
+        return None
+    named = [False]
+
+    def report(done: int, total: int | None = None, phase: str | None = None) -> None:
+        if not named[0] and phase is None:
+            named[0], phase = True, name
+        progress(done, total, phase)
+
+    return report
 
 
 def _saved_plan(document, scenario: Scenario) -> Plan:

@@ -521,9 +521,12 @@ def enumerate_candidates(
     scenario: Scenario, catalog: Catalog, progress: Callable[[int, int], None] | None = None
 ) -> CandidateSet:
     """For every workload bucket x allowed system: the engine configurations that fit and meet the limits.
-    `progress(done, total)` is called after each workload x system pair (the CLI draws a bar with it)."""
+    `progress(done, total)` is called with 0 before the first workload x system pair and after each one (the CLI
+    draws a bar with it)."""
     builder = _Builder(scenario, catalog)
     total, done = len(scenario.workloads) * len(scenario.offers), 0
+    if progress is not None:
+        progress(0, total)
     for workload in scenario.workloads:
         for offer in scenario.offers:
             done += 1

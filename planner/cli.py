@@ -17,6 +17,7 @@ from typing import Annotated
 import typer
 import yaml
 from rich.console import Console
+from typer.core import TyperGroup
 
 from planner import api
 from planner.errors import InfeasiblePlanError, PlannerInputError, SolverStoppedError
@@ -24,10 +25,35 @@ from planner.perf import PerfQuery
 from planner.perf.roofline import SteadyStateError
 from planner.report import json_out, text
 
+
+def _examples(*commands: str) -> str:
+    """A command's --help epilog: runnable examples, paths relative to the planner checkout (scenarios/ holds
+    contact-center, llama3-8b-assistant, chat-and-summarize, disaggregated-serving, daily-hybrid and
+    sweeps/summarize-itl). Rich markup: a literal '[' is written '\\['."""
+    return "Examples (in the planner checkout):\n\n" + "\n\n".join(f"  {command}" for command in commands)
+
+
+class _WorkflowOrder(TyperGroup):
+    """`planner --help` lists the commands in the order of a planning session, `plan` first (typer would list
+    them in the order they are defined); a command missing from ORDER comes last."""
+
+    ORDER = ("plan", "compare", "simulate", "bom", "report", "sensitivity", "sweep", "validate", "catalog", "perf",
+             "curve", "peak", "users", "workload", "ingest", "tables")  # fmt: skip
+
+    def list_commands(self, ctx) -> list[str]:
+        names = super().list_commands(ctx)
+        return sorted(names, key=lambda name: self.ORDER.index(name) if name in self.ORDER else len(self.ORDER))
+
+
 app = typer.Typer(
     name="planner",
+    cls=_WorkflowOrder,
     help="LLM inference fleet sizing and cost: how many of which GPU servers a workload needs.",
-    add_completion=False,
+    epilog=_examples(
+        "planner plan scenarios/contact-center.yaml",
+        "planner compare scenarios/daily-hybrid.yaml",
+        "planner plan --help   (every command's help ends with examples)",
+    ) + "\n\nShell completion: planner --install-completion (bash, zsh, fish, PowerShell), then open a new shell.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
@@ -87,25 +113,175 @@ def _stdout() -> Console:
     return Console(highlight=False, width=None if sys.stdout.isatty() else 140)
 
 
+class ProgressMode(str, Enum):
+    auto = "auto"
+    bar = "bar"
+    plain = "plain"
+    none = "none"
+
+
+ProgressOption = Annotated[ProgressMode, typer.Option(
+    "--progress", help="Progress on stderr: auto (a bar on a terminal, else one line per stage; none with --json), "
+                       "bar, plain (one line per stage, for logs) or none.")]  # fmt: skip
+
+
+def _seconds(value: float) -> str:
+    if value < 60:
+        return f"{value:.2f} s" if value < 1 else f"{value:.1f} s"
+    minutes, seconds = divmod(round(value), 60)
+    return f"{minutes} min {seconds:02d} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+class _Stages:
+    """Turns the API's `progress(done, total, phase=None)` calls into stages for a display. A call with a phase
+    starts a stage of that name (total None: of unknown length, such as the solve, shown without a count); other
+    calls advance the current stage, the first of them starting one named `description`, and a stage that had
+    finished starts again (another round) when its count goes back below its total."""
+
+    def __init__(self, description: str, display) -> None:
+        self.description, self.display = description, display
+        self.name: str | None = None
+        self.total: int | None = None
+        self.done, self.finished, self.started = 0, False, 0.0
+
+    def __call__(self, done: int, total: int | None = None, phase: str | None = None) -> None:
+        import time
+
+        if phase is not None:
+            self._start(phase, total, done)
+        elif self.name is None:
+            self._start(self.description, total, done)
+        elif self.finished and total is not None and done < total:
+            self._start(self.name, total, done, again=True)
+        elif self.total is None and total is not None:  # a counted stage after one of unknown length
+            self._start(self.description, total, done)
+        elif self.finished:  # the last count said again
+            return
+        else:
+            self.done, self.total = done, total
+            if total is not None and done >= total:
+                self._finish()
+            elif total is not None:
+                self.display.advance(self.name, done, total, time.perf_counter() - self.started)
+
+    def _start(self, name: str, total: int | None, done: int, again: bool = False) -> None:
+        import time
+
+        self.close()
+        self.name, self.total, self.done, self.finished, self.started = name, total, done, False, time.perf_counter()
+        self.display.start(name, total, again)
+        if total is not None and done >= total:
+            self._finish()
+        elif total is not None and done:
+            self.display.advance(name, done, total, 0.0)
+
+    def _finish(self) -> None:
+        import time
+
+        self.finished = True
+        self.display.finish(self.name, self.done, self.total, time.perf_counter() - self.started)
+
+    def close(self) -> None:
+        """End the current stage (at the next stage, or when the work is over)."""
+        if self.name is not None and not self.finished:
+            self._finish()
+
+
+class _PlainLines:
+    """A short line per stage on stderr (never stdout): started, done, and for long stages a line at most every
+    10% of its steps and 5 s apart, so that a CI log shows the run is alive without a line per step."""
+
+    def __init__(self) -> None:
+        self.last_line, self.last_done = 0.0, 0
+
+    @staticmethod
+    def _print(line: str) -> None:
+        print(f"[planner] {line}", file=sys.stderr, flush=True)
+
+    def start(self, name: str, total: int | None, again: bool) -> None:
+        import time
+
+        steps = "" if total is None else f", {total} step{'' if total == 1 else 's'}"
+        self._print(f"{name}: started{' again' if again else ''}{steps}")
+        self.last_line, self.last_done = time.perf_counter(), 0
+
+    def advance(self, name: str, done: int, total: int, elapsed: float) -> None:
+        import time
+
+        now = time.perf_counter()
+        if now - self.last_line < 5.0 or total <= 0 or done * 10 // total <= self.last_done * 10 // total:
+            return
+        left = elapsed / max(done, 1) * (total - done)
+        self._print(f"{name.split(' (')[0]}: {done}/{total} ({done * 100 // total}%), {_seconds(elapsed)} elapsed, "
+                    f"about {_seconds(left)} left")  # fmt: skip
+        self.last_line, self.last_done = now, done
+
+    def finish(self, name: str, done: int, total: int | None, elapsed: float) -> None:
+        count = "" if total is None else f"{done}/{total} "
+        self._print(f"{name.split(' (')[0]}: {count}done in {_seconds(elapsed)}")
+
+
+class _Bar:
+    """A rich bar on stderr: the stage, the bar, done/total, percentage, elapsed time and ETA; a stage of unknown
+    length (the solve) shows a spinner, a pulsing bar and the elapsed time only."""
+
+    def __init__(self, progress) -> None:
+        self.progress, self.task = progress, None
+
+    def start(self, name: str, total: int | None, again: bool) -> None:
+        # a task per stage: its own clock for elapsed time and ETA, and a total of None (reset keeps the old one)
+        if self.task is not None:
+            self.progress.remove_task(self.task)
+        self.task = self.progress.add_task(name, total=total)
+
+    def advance(self, name: str, done: int, total: int, elapsed: float) -> None:
+        self.progress.update(self.task, completed=done, total=total)
+
+    def finish(self, name: str, done: int, total: int | None, elapsed: float) -> None:
+        if total is not None:
+            self.progress.update(self.task, completed=done, total=total)
+
+
+def _bar_progress():
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, SpinnerColumn,
+                               TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn)  # fmt: skip
+    from rich.text import Text
+
+    class KnownTotal(ProgressColumn):
+        """A column shown only for a stage of known length: no '0/None' and no ETA while solving."""
+
+        def __init__(self, inner: ProgressColumn) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def render(self, task):
+            return self.inner.render(task) if task.total is not None else Text("")
+
+    return Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), KnownTotal(MofNCompleteColumn()),
+        KnownTotal(TaskProgressColumn()), TimeElapsedColumn(), KnownTotal(TimeRemainingColumn()),
+        console=Console(stderr=True, force_terminal=True), transient=True, redirect_stdout=False,
+    )  # fmt: skip
+
+
 @contextmanager
-def _progress(quiet: bool, description: str = "pricing candidates (workload x system)"):
-    """A progress bar on stderr for the candidate enumeration, only on a terminal and never in --json mode."""
-    if quiet or not sys.stderr.isatty():
+def _progress(mode: ProgressMode, json: bool = False, description: str = "pricing candidates (workload x system)"):
+    """The `progress(done, total, phase=None)` callback the API reports to, drawn on stderr as `mode` says: auto is
+    a bar on a terminal and plain lines otherwise, and nothing with --json (JSON consumers read stdout)."""
+    if mode is ProgressMode.auto:
+        mode = ProgressMode.none if json else ProgressMode.bar if sys.stderr.isatty() else ProgressMode.plain
+    if mode is ProgressMode.none:
         yield None
         return
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:  # fmt: skip
-        task = bar.add_task(description, total=None)
-
-        def update(done: int, total: int | None, phase: str | None = None) -> None:
-            if phase is not None:  # a new phase of unknown length (the solve): its name and the time it takes
-                bar.update(task, description=phase, completed=0, total=None)
-            else:
-                bar.update(task, completed=done, total=total)
-
-        yield update
+    if mode is ProgressMode.plain:
+        stages = _Stages(description, _PlainLines())
+        yield stages
+        stages.close()  # not reached on an error: its message says what happened
+        return
+    with _bar_progress() as bar:  # a bar asked for by name is drawn even where stderr is no terminal
+        stages = _Stages(description, _Bar(bar))
+        yield stages
+        stages.close()
 
 
 def _write_text(path: Path, text: str) -> None:
@@ -189,7 +365,12 @@ def _simulation_options(duration, seeds, seed=0, balancer=Balancer.power_of_two,
                              trace_period=period)  # fmt: skip
 
 
-@app.command()
+@app.command(epilog=_examples(
+    "planner simulate scenarios/contact-center.yaml --duration 120",
+    "planner simulate scenarios/daily-hybrid.yaml --seeds 3 --arrival-cv 2 --json",
+    "planner plan scenarios/llama3-8b-assistant.yaml --json > plan.json && "
+    "planner simulate scenarios/llama3-8b-assistant.yaml --plan plan.json",
+))
 def simulate(
     scenario: ScenarioArgument,
     plan_file: Annotated[Path | None, typer.Option("--plan", help="A saved `planner plan --json` (default: plan now).")] = None,
@@ -217,10 +398,10 @@ def simulate(
     solver: SolverOption = None,
     time_limit: TimeLimitOption = None,
     catalog: CatalogOption = None,
+    progress_mode: ProgressOption = ProgressMode.auto,
     debug: DebugOption = False,
 ) -> None:
-    """Run the plan's fleet at each period's peak (or on a trace); report latency percentiles, token gaps, SLO
-    attainment and a verdict per limit at the scenario's percentile."""
+    """Run the plan's fleet at each period's peak (or on a trace); report latency percentiles, token gaps, SLO attainment and a verdict per limit at the scenario's percentile."""
 
     def action() -> None:
         import time as time_module
@@ -238,7 +419,7 @@ def simulate(
                 raise PlannerInputError(str(plan_file), "", f"not a plan JSON of `planner plan --json`: {exc}") from None
         options = _simulation_options(duration, seeds, seed, balancer, length_cv, arrival_cv, token_budget, workload, period)
         started = time_module.perf_counter()
-        with _progress(json, "simulating (workload x period)") as progress:
+        with _progress(progress_mode, json, "simulating (workload x period)") as progress:
             _, checks = api.simulate(scenario, catalog, options, document, solver.value if solver else None, time_limit,
                                      trace, time_unit.value, progress)  # fmt: skip
         if json:
@@ -249,7 +430,11 @@ def simulate(
     _run(action, debug, json)
 
 
-@app.command()
+@app.command(epilog=_examples(
+    "planner plan scenarios/contact-center.yaml",
+    "planner plan scenarios/chat-and-summarize.yaml --verify --repair --progress plain",
+    "planner plan scenarios/contact-center.yaml --perf-margin 0.2 --json > plan.json",
+))
 def plan(
     scenario: ScenarioArgument,
     json: JsonOption = False,
@@ -266,6 +451,7 @@ def plan(
     solver: SolverOption = None,
     time_limit: TimeLimitOption = None,
     catalog: CatalogOption = None,
+    progress_mode: ProgressOption = ProgressMode.auto,
     debug: DebugOption = False,
 ) -> None:
     """Size the fleet: the cheapest node counts that serve every workload's peak within its latency limits."""
@@ -273,18 +459,18 @@ def plan(
     def action() -> None:
         if repair and not verify:  # refused before any solving
             raise PlannerInputError("--repair", "repair", "works with --verify (it repairs what the simulation finds)")
-        with _progress(json) as progress:
+        with _progress(progress_mode, json) as progress:
             result = api.plan_file(scenario, catalog, solver.value if solver else None, time_limit, progress, perf_margin,
                                    perf_source)  # fmt: skip
         options = _simulation_options(duration, seeds)
         repaired = checks = None
         if repair:
-            with _progress(json, "simulating and repairing") as progress:
+            with _progress(progress_mode, json, "simulating and repairing") as progress:
                 repaired = api.repair(result, scenario, catalog, options, solver.value if solver else None, time_limit,
                                       progress, perf_margin, perf_source)  # fmt: skip
             result, checks = repaired.plan, repaired.checks
         elif verify:
-            with _progress(json, "simulating (workload x period)") as progress:
+            with _progress(progress_mode, json, "simulating (workload x period)") as progress:
                 checks = api.verify(result, scenario, catalog, options, progress)
         if json:
             document = json_out.plan_document(result)
@@ -307,7 +493,10 @@ def plan(
     _run(action, debug, json)
 
 
-@app.command()
+@app.command(epilog=_examples(
+    "planner compare scenarios/daily-hybrid.yaml",
+    "planner compare scenarios/daily-hybrid.yaml --json --solver highs",
+))
 def compare(
     scenario: Annotated[Path, typer.Argument(help="Scenario YAML file with on_prem and/or cloud sites.")],
     json: JsonOption = False,
@@ -334,7 +523,11 @@ class BomFormat(str, Enum):
     md = "md"
 
 
-@app.command()
+@app.command(epilog=_examples(
+    "planner bom scenarios/contact-center.yaml",
+    "planner bom scenarios/contact-center.yaml --format md",
+    "planner bom scenarios/daily-hybrid.yaml --format xlsx --out bom.xlsx",
+))
 def bom(
     scenario: ScenarioArgument,
     format: Annotated[BomFormat, typer.Option("--format", help="csv | xlsx | md.")] = BomFormat.csv,
@@ -342,6 +535,7 @@ def bom(
     solver: SolverOption = None,
     time_limit: TimeLimitOption = None,
     catalog: CatalogOption = None,
+    progress_mode: ProgressOption = ProgressMode.auto,
     debug: DebugOption = False,
 ) -> None:
     """Bill of materials of the plan: what to buy or rent, unit and extended prices, totals, assumptions."""
@@ -353,7 +547,7 @@ def bom(
         _not_an_input(out, scenario, *(catalog or ()))
         from planner.report import bom as bom_report
 
-        with _progress(False) as progress:
+        with _progress(progress_mode) as progress:
             result = api.bom(scenario, catalog, solver.value if solver else None, time_limit, progress)
         if format is BomFormat.xlsx:
             bom_report.write_xlsx(result, out)
@@ -369,7 +563,10 @@ def bom(
     _run(action, debug)
 
 
-@app.command()
+@app.command(epilog=_examples(
+    "planner report scenarios/contact-center.yaml --out report/",
+    "planner report scenarios/chat-and-summarize.yaml --out report/ --force",
+))
 def report(
     scenario: ScenarioArgument,
     out: Annotated[Path, typer.Option("--out", help="Folder for report.md, report.html and the PNG plots.")],
@@ -377,6 +574,7 @@ def report(
     solver: SolverOption = None,
     time_limit: TimeLimitOption = None,
     catalog: CatalogOption = None,
+    progress_mode: ProgressOption = ProgressMode.auto,
     debug: DebugOption = False,
 ) -> None:
     """Write the plan report: requirements, plan and why, operating points, economics, plots (Markdown + HTML)."""
@@ -386,7 +584,7 @@ def report(
         from planner.report.files import check_report_folder
 
         check_report_folder(out, force)  # before planning; write_report clears a previous report's files
-        with _progress(False) as progress:
+        with _progress(progress_mode) as progress:
             planned = api.plan_in_context(scenario, catalog, solver.value if solver else None, time_limit, progress)
         files = document.write_report(document.build_report(planned), out, force)
         print(f"report written to {files[0]} and {files[1]} ({len(files) - 2} plots)")
@@ -399,7 +597,10 @@ def _check_writable(path: Path | None) -> None:
         raise PlannerInputError("--out", "out", f"folder {path.parent} does not exist")
 
 
-@app.command()
+@app.command(epilog=_examples(
+    "planner validate scenarios/chat-and-summarize.yaml",
+    "planner validate scenarios/disaggregated-serving.yaml",
+))
 def validate(
     scenario: ScenarioArgument,
     catalog: CatalogOption = None,
@@ -409,7 +610,10 @@ def validate(
     _run(lambda: text.print_validation(api.validate_file(scenario, catalog), _stdout()), debug)
 
 
-@app.command()
+@app.command(epilog=_examples(
+    "planner perf --model llama-3.1-8b --gpu H100 --isl 1024 --osl 128",
+    "planner perf --model llama-3.3-70b --gpu H100 --tp 2 --precision fp8 --isl 4096 --osl 512 --concurrency 32",
+))
 def perf(
     model: Annotated[str, typer.Option("--model", help="Model id (planner catalog models).")],
     gpu: Annotated[str, typer.Option("--gpu", help="GPU id (planner catalog gpus).")],
@@ -453,9 +657,15 @@ class YAxis(str, Enum):
     ttft = "ttft"
     itl = "itl"
     e2e = "e2e"
+    tokens_per_user = "tokens-per-user"  # 1000 / ITL: with --x tokens-per-gpu, every engine and the Pareto front
 
 
-@app.command()
+@app.command(epilog=_examples(
+    "planner curve --model llama-3.3-70b --gpu H100 --tp 2 --precision fp8 --isl 1024 --osl 128 --ttft-ms 500",
+    "planner curve --model llama-3.1-8b --gpu H100 --tp 1 --precision bf16 --isl 4096 --osl 512 --png curve.png",
+    "planner curve --model llama-3.3-70b --gpu H100 --tp 4 --precision fp8 --isl 1000 --osl 300 --itl-ms 30 "
+    "--x tokens-per-gpu --y tokens-per-user --png engines.png",
+))
 def curve(
     model: Annotated[str, typer.Option("--model", help="Model id (planner catalog models).")],
     gpu: Annotated[str, typer.Option("--gpu", help="GPU id (planner catalog gpus).")],
@@ -475,16 +685,19 @@ def curve(
     catalog: CatalogOption = None,
     debug: DebugOption = False,
 ) -> None:
-    """Latency-throughput curve over concurrency, with the limit and the chosen point (optionally as a PNG)."""
+    """Latency-throughput curve over concurrency, with the limit and the chosen point (optionally as a PNG); --x tokens-per-gpu --y tokens-per-user: every TP x precision on the GPU, tokens/s per GPU vs per user, and the Pareto front."""
 
     def action() -> None:
         _check_precision(precision)
         query = PerfQuery(model, gpu, isl, osl, tp, precision, None, ttft_ms, itl_ms, e2e_ms)
-        answer = api.curve(query, gpus_per_node, catalog, perf_source)
+        landscape = y == YAxis.tokens_per_user and x == XAxis.tokens_per_gpu
+        answer = api.curve(query, gpus_per_node, catalog, perf_source, with_landscape=landscape)
         if png is not None:
             from planner.report import plots
 
-            plots.save_figure(plots.curve_figure(answer, x.value, y.value), png)
+            figure = (plots.landscape_figure(answer.landscape, f"{answer.query.gpu} TP{tp} {precision}") if landscape
+                      else plots.curve_figure(answer, x.value, y.value))  # fmt: skip
+            plots.save_figure(figure, png)
         if json:
             sys.stdout.write(json_out.dumps(json_out.curve_document(answer)))
         else:
@@ -500,7 +713,10 @@ def _check_precision(precision: str | None) -> None:
         raise PlannerInputError("--precision", "precision", f"unknown precision '{precision}'; allowed: bf16, fp16, fp8, fp4")
 
 
-@app.command()
+@app.command(epilog=_examples(
+    "planner peak --mean-rps 64",
+    "planner peak --mean-rps 10 --quantile 0.99 --json",
+))
 def peak(
     mean_rps: Annotated[float, typer.Option("--mean-rps", callback=_finite, help="Mean requests per second.")],
     quantile: Annotated[float, typer.Option("--quantile", callback=_finite, help="Quantile of the Poisson arrival count.")] = 0.95,
@@ -519,7 +735,10 @@ def peak(
     _run(action, debug, json)
 
 
-@app.command()
+@app.command(epilog=_examples(
+    "planner users --rps 70.7",
+    "planner users --rps 70.7 --hours 8 --requests-per-user 3 --json",
+))
 def users(
     rps: Annotated[float, typer.Option("--rps", callback=_finite, help="Sustained requests per second.")],
     hours: Annotated[float, typer.Option("--hours", callback=_finite, help="Working hours per day.")] = 8.0,
@@ -539,7 +758,11 @@ def users(
     _run(action, debug, json)
 
 
-@app.command("catalog")
+@app.command("catalog", epilog=_examples(
+    "planner catalog systems",
+    "planner catalog models --json",
+    "planner catalog calibration",
+))
 def catalog_list(
     kind: Annotated[CatalogKind, typer.Argument(help="What to list.")] = CatalogKind.systems,
     json: JsonOption = False,
@@ -570,7 +793,10 @@ def _scales(text: str, flag: str) -> tuple[float, ...]:
     return scales
 
 
-@app.command()
+@app.command(epilog=_examples(
+    "planner sensitivity scenarios/contact-center.yaml",
+    "planner sensitivity scenarios/contact-center.yaml --throughput 1,0.8 --demand 1,1.5,2 --out grid.csv",
+))
 def sensitivity(
     scenario: ScenarioArgument,
     throughput: Annotated[str, typer.Option("--throughput", help="Throughput scales, comma-separated.")] = "1,0.9,0.8,0.7",
@@ -581,6 +807,7 @@ def sensitivity(
     solver: SolverOption = None,
     time_limit: TimeLimitOption = None,
     catalog: CatalogOption = None,
+    progress_mode: ProgressOption = ProgressMode.auto,
     debug: DebugOption = False,
 ) -> None:
     """Where the nominal plan breaks (less throughput, more demand, tighter limits) and what a plan for each point costs."""
@@ -588,7 +815,7 @@ def sensitivity(
     def action() -> None:
         scales = (_scales(throughput, "--throughput"), _scales(demand, "--demand"), _scales(latency, "--latency"))
         _not_an_input(out, scenario, *(catalog or ()))
-        with _progress(json) as progress:
+        with _progress(progress_mode, json) as progress:
             result = api.sensitivity(scenario, catalog, *scales, solver.value if solver else None, time_limit, progress)
         if out is not None:
             _write_text(out, json_out.sensitivity_csv(result))
@@ -600,7 +827,10 @@ def sensitivity(
     _run(action, debug, json)
 
 
-@app.command("sweep")
+@app.command("sweep", epilog=_examples(
+    "planner sweep scenarios/sweeps/summarize-itl.yaml",
+    "planner sweep scenarios/sweeps/summarize-itl.yaml --workers 2 --out sweep.csv --plot pareto.png",
+))
 def sweep_command(
     sweep_file: Annotated[Path, typer.Argument(help="Sweep YAML: a scenario and the fields to vary (grid / monte_carlo).")],
     executor: Annotated[str | None, typer.Option("--executor", help="process (default) or ray.")] = None,
@@ -608,6 +838,7 @@ def sweep_command(
     out: Annotated[Path | None, typer.Option("--out", help="Results table: .csv or .parquet.")] = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Pareto plot PNG (needs pareto: in the sweep).")] = None,
     json: JsonOption = False,
+    progress_mode: ProgressOption = ProgressMode.auto,
     debug: DebugOption = False,
 ) -> None:
     """Plan many variants of a scenario in parallel: one table row per point, and the cost / latency Pareto front."""
@@ -620,7 +851,7 @@ def sweep_command(
         cpus = os.cpu_count() or 1
         if workers is not None and workers > cpus:
             print(f"note: --workers {workers} capped at {cpus}, the CPU count of this machine", file=sys.stderr)
-        with _progress(json, "planning sweep points") as progress:
+        with _progress(progress_mode, json, "planning sweep points") as progress:
             result = api.sweep(sweep_file, executor, workers, progress)
         if out is not None:
             json_out.write_sweep_table(result.records, out)
@@ -646,7 +877,12 @@ class IngestTool(str, Enum):
     guidellm = "guidellm"
 
 
-@app.command()
+@app.command(epilog=_examples(
+    "planner ingest vllm tests/fixtures/ingest/vllm/sweep --model llama-3.1-8b --gpu H100 --tp 1 --precision bf16",
+    "planner ingest vllm tests/fixtures/ingest/vllm/sweep --model llama-3.1-8b --gpu H100 --tp 1 --precision bf16 "
+    "--out my-lab/benchmarks/vllm-h100.csv",
+    "planner plan scenarios/llama3-8b-assistant.yaml --catalog my-lab   (plans with the rows ingested)",
+))
 def ingest(
     tool: Annotated[IngestTool, typer.Argument(help="The tool that wrote the results.")],
     paths: Annotated[list[Path], typer.Argument(help="Result files, or directories of a sweep (searched recursively).")],
@@ -700,11 +936,16 @@ def ingest(
     _run(action, debug, json)
 
 
-tables_app = typer.Typer(help="Benchmark tables made from a perf source.", no_args_is_help=True)
+tables_app = typer.Typer(help="Benchmark tables made from a perf source.", no_args_is_help=True, epilog=_examples(
+    "planner tables build --models llama-3.1-8b --gpus H100 --tp 1,2 --precisions fp8 --out aic-llama.csv",
+))
 app.add_typer(tables_app, name="tables")
 
 
-@tables_app.command("build")
+@tables_app.command("build", epilog=_examples(
+    "planner tables build --models llama-3.1-8b --gpus H100 --tp 1,2 --precisions fp8 --out aic-llama.csv"
+    "   (needs pip install '.\\[aic]')",
+))
 def tables_build(
     models: Annotated[str, typer.Option("--models", help="Catalog model ids, comma-separated.")],
     gpus: Annotated[str, typer.Option("--gpus", help="Catalog GPU ids, comma-separated.")],
@@ -715,6 +956,7 @@ def tables_build(
     concurrency: Annotated[str, typer.Option("--concurrency", help="Concurrencies (batch), comma-separated.")] = "1,8,32,128",
     lengths: Annotated[str, typer.Option("--lengths", help="ISLxOSL pairs, comma-separated.")] = "1024x128,4096x512",
     catalog: CatalogOption = None,
+    progress_mode: ProgressOption = ProgressMode.auto,
     debug: DebugOption = False,
 ) -> None:
     """Materialize table rows (provenance aic:...) over TP x precision x concurrency x ISL/OSL."""
@@ -730,7 +972,8 @@ def tables_build(
             raise bad_lengths from None
         if not all(len(pair) == 2 and min(pair) > 0 for pair in pairs):
             raise bad_lengths
-        with _progress(False, "estimating grid points") as progress:
+        grid_points = "estimating grid points (model x GPU x TP x precision x lengths)"
+        with _progress(progress_mode, False, grid_points) as progress:
             result = api.tables_build(
                 [m.strip() for m in models.split(",")], [g.strip() for g in gpus.split(",")], integers(tp, "--tp"),
                 tuple(p.strip() for p in precisions.split(",")), integers(concurrency, "--concurrency"), pairs, source,
@@ -744,11 +987,17 @@ def tables_build(
     _run(action, debug)
 
 
-workload_app = typer.Typer(help="Workloads from request traces.", no_args_is_help=True)
+workload_app = typer.Typer(help="Workloads from request traces.", no_args_is_help=True, epilog=_examples(
+    "planner workload analyze requests.csv --period hour --engines 3 --model llama-3.1-8b   (your request log)",
+))
 app.add_typer(workload_app, name="workload")
 
 
-@workload_app.command("analyze")
+@workload_app.command("analyze", epilog=_examples(
+    "planner workload analyze requests.csv --model llama-3.1-8b --name chat   (your request log)",
+    "planner workload analyze requests.csv --model llama-3.1-8b --base scenarios/contact-center.yaml "
+    "--out my-scenario.yaml",
+))
 def workload_analyze(
     trace: Annotated[Path, typer.Argument(help="Request trace: CSV, TSV or JSONL, one request per line.")],
     period: Annotated[str, typer.Option("--period", help="Rate window: second, minute, hour, day or e.g. 15min.")] = "hour",

@@ -105,6 +105,10 @@ def plan_robust(scenario: Scenario, catalog: Catalog, solver: str | None = None,
     from planner.optimize import solve_candidates
 
     cset = enumerate_candidates(scenario, catalog, progress)
+    if progress is not None:
+        limit = time_limit_s if time_limit_s is not None else scenario.time_limit_s
+        progress(0, None, f"solving the robust and the nominal integer programs ({solver or scenario.solver}, at most "
+                          f"{limit:g} s each)")  # fmt: skip
     robust = solve_candidates(robust_scenario(scenario), derate(cset, scenario.perf_margin), catalog, solver, time_limit_s)
     try:
         nominal = solve_candidates(scenario, cset, catalog, solver, time_limit_s)
@@ -178,13 +182,20 @@ def sensitivity(
         bad = [v for v in values if not low < v <= high]
         if not values or bad:
             raise PlannerInputError(flag, flag.lstrip("-"), f"scales must be in ({low:g}, {high:g}] (got {list(values)})")
-    nominal_cset = enumerate_candidates(scenario, catalog)
+    nominal_cset = enumerate_candidates(scenario, catalog, progress)
+    if progress:
+        seconds = time_limit_s if time_limit_s is not None else scenario.time_limit_s
+        progress(0, None, f"solving the nominal plan ({solver or scenario.solver}, at most {seconds:g} s)")
     nominal = solve_candidates(scenario, nominal_cset, catalog, solver, time_limit_s)
     limit = demand_multiplier_limit(nominal, scenario, nominal_cset)
     grid = [(t, d, s) for s in latency_scales for t in throughput_scales for d in demand_scales]
     points = []
     tightened = {s: scenario if s == 1.0 else _tightened(scenario, s) for s in latency_scales}
+    if progress and any(s != 1.0 for s in latency_scales):
+        progress(0, None, "pricing candidates at the tighter latency limits")
     csets = {s: nominal_cset if s == 1.0 else enumerate_candidates(tightened[s], catalog) for s in latency_scales}
+    if progress:
+        progress(0, len(grid), "planning each grid point (latency x throughput x demand)")
     for done, (t, d, s) in enumerate(grid):
         reasons = []
         if d / t > limit * (1 + 1e-9):

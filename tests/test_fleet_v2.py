@@ -259,4 +259,5 @@ def test_progress_names_the_solve_after_the_enumeration(tmp_path):
     calls = []
     plan(loaded, catalog, progress=lambda *args: calls.append(args))
     assert calls[-1] == (0, None, "solving the integer program (cbc, at most 60 s)")
-    assert calls[0][:2] == (1, len(loaded.workloads) * len(loaded.offers))
+    total = len(loaded.workloads) * len(loaded.offers)
+    assert calls[0][:2] == (0, total) and calls[1][:2] == (1, total)  # the total known before the first pair

@@ -100,7 +100,7 @@ def _best(results: list[PerfResult], query: PerfQuery) -> PerfResult | str:
         lowest = min(usable, key=lambda r: (r.concurrency or 0, r.ttft_ms or 0))
         what = "modeled" if is_modeled(lowest.provenance) else "measured"
         return (
-            f"no {what} point meets the limits; at the lowest concurrency ({lowest.concurrency or 'n/s'}): "
+            f"no {what} point meets the limits; at the lowest concurrency ({lowest.concurrency or 'not stated'}): "
             f"{limit_violation(lowest, query.ttft_ms, query.itl_ms, query.e2e_ms)}"
         )
     return max(meeting, key=lambda r: (throughput_key(r), -(r.concurrency or 0)))

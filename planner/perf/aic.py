@@ -256,8 +256,8 @@ def table_rows(catalog, models: list[str], gpus: list[str], tps: tuple[int, ...]
 
     rows, skipped = [], []
     grid = [(m, g, tp, p, length) for m in models for g in gpus for tp in tps for p in precisions for length in lengths]
-    for done, (model, gpu, tp, precision, (isl, osl)) in enumerate(grid, start=1):
-        if progress:
+    for done, (model, gpu, tp, precision, (isl, osl)) in enumerate(grid):
+        if progress:  # the points done so far: 0 before the first, the total after the loop
             progress(done, len(grid))
         if precision not in catalog.gpus[gpu].precisions:
             continue
@@ -279,6 +279,8 @@ def table_rows(catalog, models: list[str], gpus: list[str], tps: tuple[int, ...]
                 output_tokens_per_s=round(point.output_tokens_per_s, 4), per="instance",
                 notes=f"estimate, not a measurement: {point.memory.reason}", provenance=point.provenance,
             ))  # fmt: skip
+    if progress:
+        progress(len(grid), len(grid))
     return rows, list(dict.fromkeys(skipped))
 
 

@@ -7,18 +7,23 @@ report.md, report.html (images embedded) and the PNGs into a folder.
 from __future__ import annotations
 
 import base64
-import html
+import dataclasses
+import re
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure
 
-from planner.api import PlannedScenario, curve_in_catalog, output_tokens_per_year
+from planner.api import PlannedScenario, curve_in_catalog, output_tokens_per_year, workload_landscapes
+from planner.landscape import Landscape, main_assignment
 from planner.perf import PerfQuery
+from planner.perf.roofline import supports_roofline
 from planner.report import plots
 from planner.report.bom import build_bom, markdown_table
 from planner.report.files import prepare_report_folder, slug, write_bytes_atomic, write_text_atomic
+from planner.report.formatting import format_frame
 
 SEED_REQUESTS_PER_USER = 3  # seed 001, case C2: "3 requests per person"
 
@@ -50,10 +55,10 @@ def requirements_section(planned: PlannedScenario) -> Section:
         slo = w.slo
         limits = ", ".join(f"{n} <= {v:g} ms" for n, v in (("TTFT", slo.ttft_ms), ("ITL", slo.itl_ms), ("E2E", slo.e2e_ms)) if v) or "none"
         lengths = "; ".join(f"{b.isl_tokens}/{b.osl_tokens} ({b.share:.0%})" for b in w.buckets)
-        rows.append({"workload": w.name, "model": w.model, "ISL/OSL tokens (share)": lengths, "mode": w.mode,
-                     "peak rps": f"{w.peak_rps:g}", "demand": w.demand_note, "latency limits": limits})  # fmt: skip
+        rows.append({"Workload": w.name, "Model": w.model, "ISL/OSL tokens (share)": lengths, "Mode": w.mode,
+                     "Peak requests/s": f"{w.peak_rps:g}", "Demand": w.demand_note, "Latency limits": limits})  # fmt: skip
     periods = pd.DataFrame([
-        {"period": p.name, "hours/year": f"{p.hours_per_year:g}", **{w: f"{v:g}" for w, v in p.demand_rps.items()}}
+        {"Period": p.name, "Hours/year": f"{p.hours_per_year:g}", **{f"{w} (requests/s)": f"{v:g}" for w, v in p.demand_rps.items()}}
         for p in planned.scenario.periods
     ])  # fmt: skip
     return Section(
@@ -94,10 +99,11 @@ def operating_points_section(planned: PlannedScenario) -> Section:
     for w in planned.plan.workloads:
         for a in w.assignments:
             rows.append({
-                "workload": w.name, "bucket ISL/OSL": f"{a.bucket_isl}/{a.bucket_osl}", "system": a.system, "how": a.pricing,
-                "TP": a.tp or "n/s", "precision": a.precision or "n/s", "concurrency": a.concurrency or "n/s",
-                "TTFT ms": _ms(a.ttft_ms), "ITL ms": _ms(a.itl_ms), "E2E ms": _ms(a.e2e_ms),
-                "rps/node": f"{a.rps_per_node:,.4g}", "provenance": a.provenance,
+                "Workload": w.name, "Bucket ISL/OSL": f"{a.bucket_isl}/{a.bucket_osl}", "System": a.system,
+                "How paid": a.pricing, "TP": a.tp or "not stated", "Precision": a.precision or "not stated",
+                "Concurrency": a.concurrency or "not stated",
+                "TTFT (ms)": _ms(a.ttft_ms), "ITL (ms)": _ms(a.itl_ms), "E2E (ms)": _ms(a.e2e_ms),
+                "Requests/s per node": f"{a.rps_per_node:,.4g}", "Provenance": a.provenance,
             })  # fmt: skip
     return Section(
         "Operating points",
@@ -115,8 +121,8 @@ def economics_section(planned: PlannedScenario) -> Section:
     for w in scenario.workloads:
         per_year = sum(p.traffic_rps[w.name] * 3600 * p.hours_per_year for p in scenario.periods)
         per_user = w.requests_per_user or SEED_REQUESTS_PER_USER
-        rows.append({"workload": w.name, "requests/day": f"{per_year / 365:,.0f}", "requests per person": f"{per_user:g}",
-                     "daily active users": f"{per_year / 365 / per_user:,.0f}"})  # fmt: skip
+        rows.append({"Workload": w.name, "Requests/day": f"{per_year / 365:,.0f}", "Requests per person": f"{per_user:g}",
+                     "Daily active users": f"{per_year / 365 / per_user:,.0f}"})  # fmt: skip
     paragraphs = [
         f"Output tokens per year: {tokens:,.0f}; requests per year: {requests:,.0f} (each workload's mean rate where "
         "the scenario gives one, else its peak: an upper bound on traffic).",
@@ -128,27 +134,90 @@ def economics_section(planned: PlannedScenario) -> Section:
     return Section("Economics", paragraphs, [pd.DataFrame(rows)])
 
 
+def _figure_name(section: Section, stem: str) -> str:
+    name = f"{stem}.png"
+    if any(existing == name for existing, _, _ in section.figures):  # two workload names with the same slug
+        name = f"{stem}-{len(section.figures) + 1}.png"
+    return name
+
+
+def _reference_engine(landscape: Landscape | None, gpu: str) -> tuple[int, str] | None:
+    """For a measured row of a whole system (no TP, no precision): the modeled engine on the same GPU with the
+    most tokens/s per GPU within the limits, whose curve the plot draws beside the row."""
+    if landscape is None:
+        return None
+    usable = [p for p in landscape.points if p.gpu == gpu and p.tp and p.precision and p.meets_limits
+              and p.provenance.startswith(("modeled", "extrapolated"))]  # fmt: skip
+    if not usable:
+        return None
+    best = max(usable, key=lambda p: (p.tokens_per_gpu, -p.tp))
+    return best.tp, best.precision
+
+
+def curve_plot(planned: PlannedScenario, workload_name: str, landscape: Landscape | None) -> tuple[Figure, str] | None:
+    """The latency-throughput curve of the configuration carrying most of the workload: modeled over
+    concurrency, the measured rows on it, the limit and the chosen point."""
+    catalog = planned.catalog
+    main = main_assignment(planned.plan, workload_name)
+    if main is None:
+        return None
+    workload = next(w for w in planned.scenario.workloads if w.name == workload_name)
+    slo, system = workload.slo, catalog.systems[main.system]
+    query = PerfQuery(workload.model, system.gpu, main.bucket_isl, main.bucket_osl, main.tp, main.precision, None,
+                      slo.ttft_ms, slo.itl_ms, slo.e2e_ms)  # fmt: skip
+    sources, percentile = planned.scenario.perf_sources, slo.percentile
+    answer = curve_in_catalog(query, catalog, system.gpus_per_node, sources, percentile)
+    note = None
+    if main.stage != "aggregated":  # the curve is of an aggregated engine: the plan's pools are not on it
+        answer = dataclasses.replace(answer, chosen=None)
+        note = (f"the plan serves {workload_name} disaggregated ({main.stage} pool shown): this aggregated curve of "
+                "the same engine is for reference; the pools' points are in the operating points table")  # fmt: skip
+    elif main.concurrency:  # the plan's point (its batch cap and engine lengths), not the curve's own best
+        same = [p for p in answer.data_points + answer.modeled_points if p.concurrency == main.concurrency]
+        same.sort(key=lambda p: p.provenance != main.provenance)
+        answer = dataclasses.replace(answer, chosen=same[0] if same else answer.chosen)
+    modeled_label, no_model = None, None
+    engine = f"{main.layout or f'TP{main.tp}'} {main.precision}" if main.tp else "engine not stated by the row"
+    if not answer.modeled_points:
+        reference = _reference_engine(landscape, system.gpu) if main.tp is None else None
+        if reference is not None:
+            tp, precision = reference
+            stand_in = curve_in_catalog(dataclasses.replace(query, tp=tp, precision=precision), catalog,
+                                        system.gpus_per_node, sources, percentile)  # fmt: skip
+            answer = dataclasses.replace(answer, modeled_points=stand_in.modeled_points)
+            modeled_label = (f"modeled TP{tp} {precision} over concurrency: the roofline's best engine within the "
+                             "limits (the measured row states no engine)")  # fmt: skip
+        elif not supports_roofline(catalog.models[workload.model]):
+            no_model = f"the architecture of {workload.model} is not published, so the roofline cannot draw it"
+        elif "modeled" not in sources:
+            no_model = "the scenario reads benchmark rows only (perf.sources)"
+        else:
+            no_model = answer.miss_reason or "no modeled engine meets the limits"
+    y_axis = "ttft" if slo.ttft_ms is not None or slo.itl_ms is None else "itl"
+    caption = (f"Latency-throughput curve of {workload_name} on {main.system} ({engine}), ISL {main.bucket_isl} / "
+               f"OSL {main.bucket_osl}: the modeled curve over concurrency, the measured points, the limit and the "
+               f"chosen operating point.")  # fmt: skip
+    if no_model:
+        note = f"no modeled curve: {no_model}"
+    return plots.curve_figure(answer, "tokens-per-gpu", y_axis, modeled_label, note), caption
+
+
 def plots_section(planned: PlannedScenario) -> Section:
-    plan, scenario, catalog = planned.plan, planned.scenario, planned.catalog
+    plan, scenario = planned.plan, planned.scenario
     section = Section("Plots")
-    workloads = {w.name: w for w in scenario.workloads}
+    landscapes = {landscape.workload: landscape for landscape in workload_landscapes(planned)}
     for w in plan.workloads:
-        if not w.assignments:
-            continue
-        main = max(w.assignments, key=lambda a: a.rps)
-        slo = workloads[w.name].slo
-        query = PerfQuery(w.model, catalog.systems[main.system].gpu, main.bucket_isl, main.bucket_osl, main.tp,
-                          main.precision, None, slo.ttft_ms, slo.itl_ms, slo.e2e_ms)  # fmt: skip
-        answer = curve_in_catalog(query, catalog, catalog.systems[main.system].gpus_per_node)
-        y_axis = "ttft" if slo.ttft_ms is not None or slo.itl_ms is None else "itl"
-        name = f"curve-{slug(w.name, 'workload')}.png"
-        if any(existing == name for existing, _, _ in section.figures):  # two names with the same slug
-            name = f"curve-{slug(w.name, 'workload')}-{len(section.figures) + 1}.png"
-        section.figures.append((
-            name, plots.curve_figure(answer, "tokens-per-gpu", y_axis),
-            f"Latency-throughput curve of {w.name} on {main.system} (TP {main.tp or 'n/s'}, {main.precision or 'n/s'}), "
-            "its limit and the chosen point.",
-        ))  # fmt: skip
+        landscape = landscapes.get(w.name)
+        drawn = curve_plot(planned, w.name, landscape)
+        if drawn is not None:
+            section.figures.append((_figure_name(section, f"curve-{slug(w.name, 'workload')}"), *drawn))
+        if landscape is not None:
+            section.figures.append((
+                _figure_name(section, f"engines-{slug(w.name, 'workload')}"), plots.landscape_figure(landscape),
+                f"Every engine {w.name} could run on (ISL {landscape.isl} / OSL {landscape.osl}): output tokens/s per "
+                f"GPU against tokens/s per user (1000 / ITL), {len(landscape.points)} points, the Pareto front and "
+                f"the plan's point ({landscape.chosen_note}).",
+            ))  # fmt: skip
     section.figures.append(("demand-capacity.png", plots.demand_capacity_figure(plan, scenario),
                             "Demand vs capacity over the periods, capacity stacked by system and how it is paid for."))  # fmt: skip
     section.figures.append(("cost-breakdown.png", plots.cost_breakdown_figure(plan), "Annual cost by kind."))
@@ -172,39 +241,60 @@ def to_markdown(report: Report) -> str:
         for paragraph in section.paragraphs:
             lines += [paragraph, ""]
         for table in section.tables:
-            lines += [markdown_table(table), ""]
+            lines += [markdown_table(format_frame(table)), ""]
         for name, _, caption in section.figures:
             lines += [f"![{caption}]({name})", "", f"*{caption}*", ""]
     return "\n".join(lines)
 
 
+_NUMBER = re.compile(r"^-?[\d,]+(\.\d+)?%?$")
+
+
+def _inline(text: str):
+    """Markdown's **bold** and `code` in a paragraph, as HTML (the text escaped first)."""
+    from markupsafe import Markup, escape
+
+    escaped = str(escape(text))
+    escaped = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", escaped)
+    return Markup(re.sub(r"`(.+?)`", r"<code>\1</code>", escaped))
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    width, height = struct.unpack(">II", data[16:24])  # the IHDR chunk follows the 8-byte signature
+    return width, height
+
+
+def _html_table(frame: pd.DataFrame) -> dict:
+    shown = format_frame(frame)
+    rows = shown.values.tolist()
+    numeric = [bool(column) and all(not v or _NUMBER.match(v) for v in column) and any(column)
+               for column in (list(shown[c]) for c in shown.columns)]  # fmt: skip
+    return {
+        "headers": list(shown.columns), "numeric": numeric,
+        "rows": [{"cells": row, "total": bool(row) and row[0] == "TOTAL"} for row in rows],
+    }  # fmt: skip
+
+
 def to_html(report: Report, images: dict[str, bytes]) -> str:
-    """One self-contained page: tables as HTML, the PNGs embedded as data URIs."""
-    import re
+    """One self-contained page rendered from templates/report.html.j2: the same formatted tables as the
+    Markdown, the PNGs embedded as data URIs."""
+    from jinja2 import Environment, PackageLoader, StrictUndefined
 
-    def inline(text: str) -> str:
-        escaped = html.escape(text)
-        escaped = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", escaped)
-        return re.sub(r"`(.+?)`", r"<code>\1</code>", escaped)
-
-    parts = [
-        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
-        f"<title>{html.escape(report.title)}</title>",
-        "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
-        "table{border-collapse:collapse;margin:1em 0;font-size:0.85em}td,th{border:1px solid #ccc;padding:3px 6px}"
-        "th{background:#f0f0f0}img{max-width:100%}figcaption{font-style:italic;color:#555}</style></head><body>",
-        f"<h1>{html.escape(report.title)}</h1>",
-    ]
-    for section in report.sections:
-        parts.append(f"<h2>{html.escape(section.title)}</h2>")
-        parts += [f"<p>{inline(p)}</p>" for p in section.paragraphs]
-        parts += [table.to_html(index=False, na_rep="", border=0) for table in section.tables]
+    environment = Environment(loader=PackageLoader("planner.report", "templates"), autoescape=True,
+                              undefined=StrictUndefined, keep_trailing_newline=True)  # fmt: skip
+    environment.filters["inline"] = _inline
+    sections = []
+    for index, section in enumerate(report.sections, start=1):
+        figures = []
         for name, _, caption in section.figures:
-            data = base64.b64encode(images[name]).decode("ascii")
-            parts.append(f"<figure><img alt='{html.escape(caption)}' src='data:image/png;base64,{data}'>"
-                         f"<figcaption>{html.escape(caption)}</figcaption></figure>")  # fmt: skip
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+            width, height = _png_size(images[name])
+            figures.append({"data": base64.b64encode(images[name]).decode("ascii"), "caption": caption,
+                            "width": width, "height": height})  # fmt: skip
+        sections.append({
+            "title": section.title, "anchor": f"s{index}-{slug(section.title.lower(), 'section')}",
+            "paragraphs": section.paragraphs, "tables": [_html_table(t) for t in section.tables], "figures": figures,
+        })  # fmt: skip
+    return environment.get_template("report.html.j2").render(title=report.title, sections=sections)
 
 
 def write_report(report: Report, folder: Path, force: bool = False) -> list[Path]:

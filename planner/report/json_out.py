@@ -92,6 +92,15 @@ def curve_document(answer: CurveAnswer) -> dict:
         "modeled_points": [point_record(p, answer.gpus_per_node) for p in answer.modeled_points],
         "chosen": None if answer.chosen is None else point_record(answer.chosen, answer.gpus_per_node),
         "reason": answer.miss_reason,
+    } | ({} if answer.landscape is None else {"landscape": landscape_document(answer.landscape)})  # fmt: skip
+
+
+def landscape_document(landscape) -> dict:
+    """Every engine point (tokens/s per GPU, tokens/s per user = 1000/ITL), the Pareto front, the chosen point."""
+    return {
+        "isl": landscape.isl, "osl": landscape.osl, "itl_limit_ms": landscape.itl_limit_ms,
+        "points": [asdict(p) for p in landscape.points], "pareto_front": [asdict(p) for p in landscape.front],
+        "chosen": None if landscape.chosen is None else asdict(landscape.chosen), "chosen_note": landscape.chosen_note,
     }  # fmt: skip
 
 

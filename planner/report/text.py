@@ -25,12 +25,12 @@ def _ms(value: float | None) -> str:
 
 
 def _engine(line) -> str:
-    """'TP2 fp8 b50 5000/500': tensor parallelism, precision, max batch, engine max ISL/OSL (n/s: not stated)."""
+    """'TP2 fp8 b50 5000/500': tensor parallelism, precision, max batch, engine max ISL/OSL (not stated by the row)."""
     parts = [f"TP{line.tp}" if line.tp else "", line.precision or "", f"b{line.max_batch}" if line.max_batch else ""]
     stated = " ".join(p for p in parts if p)
     unstated = [name for name, p in zip(("TP", "precision", "batch"), parts) if not p]
     if unstated:
-        stated = (stated + " " if stated else "") + f"({'/'.join(unstated)} n/s)"
+        stated = (stated + " " if stated else "") + f"({'/'.join(unstated)} not stated)"
     return f"{stated} {line.engine_isl}/{line.engine_osl}"
 
 
@@ -110,9 +110,8 @@ def print_plan(plan: Plan, console: Console) -> None:
         f"({stats.generated} configurations tried: {stats.pruned_memory} do not fit, {stats.pruned_latency} miss a "
         f"latency limit, {stats.pruned_dominated} dominated; {stats.kept} kept. Reasons: --json)"
     )
-    n_s = any(i.tp is None or i.precision is None for i in plan.instances)
-    if n_s:
-        console.print("n/s = not stated by the benchmark source")
+    if any(i.tp is None or i.precision is None for i in plan.instances):
+        console.print("not stated: the benchmark source gives no TP / precision / batch for that engine")
 
 
 def print_validation(scenario: Scenario, console: Console) -> None:
@@ -149,8 +148,8 @@ def print_perf(answer: PerfAnswer, gpus_per_node: int, console: Console) -> None
         console.print(f"no answer: {answer.miss_reason}", soft_wrap=True)
         return
     console.print(
-        f"{result.model} on {result.gpu}, TP {result.tp or 'n/s'}, {result.precision or 'precision n/s'}, "
-        f"ISL {result.isl} / OSL {result.osl}, concurrency {result.concurrency or 'n/s'}"
+        f"{result.model} on {result.gpu}, TP {result.tp or 'not stated'}, {result.precision or 'precision not stated'}, "
+        f"ISL {result.isl} / OSL {result.osl}, concurrency {result.concurrency or 'not stated'}"
     )
     console.print(f"TTFT {_ms(result.ttft_ms)} ms, ITL {_ms(result.itl_ms)} ms, E2E {_ms(result.e2e_ms)} ms")
     rps_node = result.rps_per_node(gpus_per_node)
@@ -218,23 +217,35 @@ def print_catalog(kind: str, entries: list[dict], console: Console) -> None:
 def print_curve(answer: CurveAnswer, console: Console) -> None:
     q = answer.query
     table = Table(title=f"{q.model} on {q.gpu}, TP{q.tp} {q.precision}, ISL {q.isl} / OSL {q.osl}", title_justify="left")
-    for column in ("concurrency", "TTFT ms", "ITL ms", "E2E ms", "tok/s per GPU", "rps per node", "provenance"):
+    for column in ("concurrency", "TTFT ms", "ITL ms", "E2E ms", "tok/s per GPU", "tok/s per user", "rps per node", "provenance"):
         table.add_column(column, justify="left" if column == "provenance" else "right")
     points = sorted(answer.data_points + answer.modeled_points, key=lambda p: (p.concurrency or 0, p.provenance))
     for p in points:
         mark = " <- chosen" if answer.chosen is not None and p == answer.chosen else ""
         table.add_row(
-            str(p.concurrency or "n/s"), _ms(p.ttft_ms), _ms(p.itl_ms), _ms(p.e2e_ms),
-            f"{(p.output_tokens_per_s or 0) / p.gpus_per_instance:,.0f}", f"{p.rps_per_node(answer.gpus_per_node) or 0:,.3g}",
+            str(p.concurrency or "not stated"), _ms(p.ttft_ms), _ms(p.itl_ms), _ms(p.e2e_ms),
+            f"{(p.output_tokens_per_s or 0) / p.gpus_per_instance:,.0f}", f"{1000 / p.itl_ms:,.1f}" if p.itl_ms else "-",
+            f"{p.rps_per_node(answer.gpus_per_node) or 0:,.3g}",
             p.provenance + mark,
         )
     console.print(table)
     if answer.chosen is not None:
         c = answer.chosen
-        console.print(f"chosen under the limits: concurrency {c.concurrency or 'n/s'} ({c.provenance}), "
+        console.print(f"chosen under the limits: concurrency {c.concurrency or 'not stated'} ({c.provenance}), "
                       f"TTFT {_ms(c.ttft_ms)} ms, ITL {_ms(c.itl_ms)} ms, {c.rps_per_node(answer.gpus_per_node) or 0:,.4g} rps per node")  # fmt: skip
     elif answer.miss_reason:
         console.print(f"no point meets the limits: {answer.miss_reason}", soft_wrap=True)
+    if answer.landscape is not None:
+        landscape = answer.landscape
+        front = Table(title=f"Pareto front of {len(landscape.points)} engine points (tokens/s per GPU vs per user)",
+                      title_justify="left")  # fmt: skip
+        for column in ("engine", "concurrency", "tok/s per GPU", "tok/s per user", "meets limits", "provenance"):
+            front.add_column(column, justify="left" if column in ("engine", "provenance") else "right")
+        for p in landscape.front:
+            front.add_row(p.engine, str(p.concurrency or "not stated"), f"{p.tokens_per_gpu:,.0f}",
+                          f"{p.tokens_per_user:,.1f}", "yes" if p.meets_limits else "no", p.provenance)  # fmt: skip
+        console.print(front)
+        console.print(landscape.chosen_note, soft_wrap=True)
 
 
 def print_compare(results: tuple[DeploymentResult, ...], console: Console) -> None:

@@ -1,0 +1,198 @@
+"""The engine landscape of a workload: throughput per GPU against interactivity for every engine it could run on.
+
+The chart the field draws to compare serving configurations (NVIDIA's aiconfigurator, the InferenceMAX /
+SemiAnalysis dashboards): each point is one engine (GPU, layout, precision) at one concurrency, placed at
+
+    tokens_per_gpu  = output tokens/s of the instance / GPUs of the instance
+    tokens_per_user = 1000 / ITL_ms            (the decode speed one user sees)
+
+Higher is better on both axes; the Pareto front is the set of points no other point beats on both. Raising the
+batch moves an engine along its curve: more tokens per GPU, fewer per user. The plan's operating point is placed
+on the same axes, so a reviewer sees how far from the front the chosen configuration sits and why (a latency
+limit, a price, an engine the catalog measured).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner.catalog import Catalog
+from planner.perf import PerfQuery, PerfResult, is_modeled, limit_violation, model_precisions, modeled_points
+from planner.perf.tables import matching_rows, result_from_row
+from planner.plan import Assignment, Plan
+from planner.scenario import Scenario, Workload
+
+
+@dataclass(frozen=True)
+class LandscapePoint:
+    engine: str  # "H100-SXM-80GB TP4 fp8", or "H100-SXM-80GB 8 GPUs (engine not stated)" for a whole-node row
+    gpu: str
+    tp: int | None  # None: a row of a whole system that does not state its engine
+    precision: str | None
+    concurrency: int | None
+    tokens_per_gpu: float  # output tokens/s per GPU
+    tokens_per_user: float  # 1000 / ITL_ms
+    meets_limits: bool
+    provenance: str  # measured | interpolated | modeled | extrapolated ...
+
+
+@dataclass(frozen=True)
+class Landscape:
+    workload: str
+    model: str
+    isl: int
+    osl: int
+    itl_limit_ms: float | None
+    points: tuple[LandscapePoint, ...]
+    front: tuple[LandscapePoint, ...]  # Pareto-optimal points, by tokens_per_user descending
+    chosen: LandscapePoint | None  # the plan's operating point for this bucket, where its ITL is known
+    chosen_note: str  # what the chosen point is, or why it cannot be placed
+
+
+def pareto_front(points: list[LandscapePoint] | tuple[LandscapePoint, ...]) -> tuple[LandscapePoint, ...]:
+    """Points not beaten on both axes: walk by tokens_per_user descending, keep a point whose tokens_per_gpu
+    exceeds every point before it (ties: the higher tokens_per_gpu first)."""
+    ordered = sorted(points, key=lambda p: (-p.tokens_per_user, -p.tokens_per_gpu, p.engine, p.concurrency or 0))
+    front, best = [], float("-inf")
+    for point in ordered:
+        if point.tokens_per_gpu > best:
+            front.append(point)
+            best = point.tokens_per_gpu
+    return tuple(front)
+
+
+@dataclass(frozen=True)
+class Limits:
+    ttft_ms: float | None = None
+    itl_ms: float | None = None
+    e2e_ms: float | None = None
+
+
+def _point(result: PerfResult, engine: str, limits: Limits) -> LandscapePoint | None:
+    if not result.itl_ms or not result.output_tokens_per_s or result.gpus_per_instance <= 0:
+        return None  # no decode speed stated: nothing to place on the interactivity axis
+    if result.memory is not None and not result.memory.fits:
+        return None
+    return LandscapePoint(
+        engine=engine, gpu=result.gpu, tp=result.tp, precision=result.precision, concurrency=result.concurrency,
+        tokens_per_gpu=result.output_tokens_per_s / result.gpus_per_instance, tokens_per_user=1000.0 / result.itl_ms,
+        meets_limits=limit_violation(result, limits.ttft_ms, limits.itl_ms, limits.e2e_ms) is None,
+        provenance=result.provenance,
+    )  # fmt: skip
+
+
+def _engine_label(result: PerfResult) -> str:
+    if result.tp and result.precision:
+        return f"{result.gpu} TP{result.tp} {result.precision}"
+    return f"{result.gpu} {result.gpus_per_instance} GPUs (engine not stated)"
+
+
+def measured_points(catalog: Catalog, model: str, gpu: str, isl: int, osl: int, limits: Limits) -> list[LandscapePoint]:
+    """The benchmark rows of the model on the GPU at these lengths that state an ITL."""
+    results = [result_from_row(row, catalog) for row in matching_rows(catalog, PerfQuery(model, gpu, isl, osl))]
+    return [p for r in results if (p := _point(r, _engine_label(r), limits))]
+
+
+def modeled_engine_points(
+    catalog: Catalog, model: str, gpu: str, isl: int, osl: int, limits: Limits, layouts, precisions,
+    percentile: float = 50.0, hop_bytes_per_s=lambda layout: 0.0,
+) -> list[LandscapePoint]:  # fmt: skip
+    """The roofline's curve over concurrency for every layout x precision that fits (modeled points only: the
+    measured ones come from measured_points)."""
+    from planner.perf.roofline import supports_roofline
+
+    if not supports_roofline(catalog.models[model]):
+        return []
+    query = PerfQuery(model, gpu, isl, osl)
+    out = []
+    for layout in layouts:
+        for precision in precisions:
+            curve = modeled_points(query, catalog, layout.tp, precision, percentile, layout=layout,
+                                   hop_bytes_per_s=hop_bytes_per_s(layout))  # fmt: skip
+            if isinstance(curve, str):
+                continue  # does not fit, or no steady state: no point to draw
+            engine = f"{gpu} {layout.label} {precision}"
+            out += [p for r in curve if is_modeled(r.provenance) and (p := _point(r, engine, limits))]
+    return out
+
+
+def landscape_of(workload: str, model: str, isl: int, osl: int, limits: Limits, points: list[LandscapePoint],
+                 chosen: LandscapePoint | None, chosen_note: str) -> Landscape:  # fmt: skip
+    points = sorted(points, key=lambda p: (p.engine, p.concurrency or 0, p.provenance))
+    return Landscape(workload, model, isl, osl, limits.itl_ms, tuple(points), pareto_front(points), chosen, chosen_note)
+
+
+def main_assignment(plan: Plan, workload: str) -> Assignment | None:
+    """The assignment carrying most of a workload's requests: the one its plots show."""
+    result = next((w for w in plan.workloads if w.name == workload), None)
+    if result is None or not result.assignments:
+        return None
+    return max(result.assignments, key=lambda a: a.rps)
+
+
+def _chosen(assignment: Assignment, workload: Workload, catalog: Catalog) -> tuple[LandscapePoint | None, str]:
+    system = catalog.systems[assignment.system]
+    engine = (f"{system.gpu} {assignment.layout or f'TP{assignment.tp}'} {assignment.precision}" if assignment.tp
+              else f"{system.gpu} {system.gpus_per_node} GPUs (engine not stated)")  # fmt: skip
+    where = f"{assignment.system} {engine.removeprefix(system.gpu + ' ')}"
+    if assignment.stage != "aggregated":
+        return None, f"the plan serves it disaggregated ({where}): a prefill pool and a decode pool, not one engine"
+    if not assignment.itl_ms:
+        return None, f"the plan's point ({where}, {assignment.provenance}) states no ITL, so it has no place on this axis"
+    tokens_per_gpu = assignment.rps_per_node * assignment.bucket_osl / system.gpus_per_node
+    point = LandscapePoint(engine, system.gpu, assignment.tp, assignment.precision, assignment.concurrency, tokens_per_gpu,
+                           1000.0 / assignment.itl_ms, True, assignment.provenance)  # fmt: skip
+    return point, f"chosen: {where}" + (f" at concurrency {assignment.concurrency}" if assignment.concurrency else "")
+
+
+def workload_landscape(plan: Plan, scenario: Scenario, catalog: Catalog, workload_name: str) -> Landscape | None:
+    """Every engine the scenario's systems could run the workload's main bucket on (rows where the scenario reads
+    rows, the roofline where it models), with the Pareto front and the plan's point; None if the plan does not
+    serve the workload."""
+    from planner.candidates import engine_layouts
+
+    assignment = main_assignment(plan, workload_name)
+    if assignment is None:
+        return None
+    workload = next(w for w in scenario.workloads if w.name == workload_name)
+    isl, osl = assignment.bucket_isl, assignment.bucket_osl
+    limits = Limits(workload.slo.ttft_ms, workload.slo.itl_ms, workload.slo.e2e_ms)
+    points: list[LandscapePoint] = []
+    systems = sorted({offer.system for offer in scenario.offers})
+    if any(s != "modeled" for s in scenario.perf_sources):
+        for gpu in sorted({catalog.systems[s].gpu for s in systems}):
+            points += measured_points(catalog, workload.model, gpu, isl, osl, limits)
+    if "modeled" in scenario.perf_sources:
+        seen_gpus = set()
+        for system_id in systems:  # one system per GPU: the curve per GPU does not depend on the chassis
+            system = catalog.systems[system_id]
+            if system.gpu in seen_gpus:
+                continue
+            seen_gpus.add(system.gpu)
+            precisions = model_precisions(catalog, system.gpu)
+            if workload.precisions is not None:
+                precisions = tuple(p for p in precisions if p in workload.precisions)
+            points += modeled_engine_points(
+                catalog, workload.model, system.gpu, isl, osl, limits,
+                engine_layouts(scenario, catalog, workload.model, system_id), precisions, workload.slo.percentile,
+                lambda layout, system=system: (system.network_bytes_per_s(layout.tp * layout.dp) or 0.0) if layout.pp > 1 else 0.0,
+            )  # fmt: skip
+    chosen, note = _chosen(assignment, workload, catalog)
+    return landscape_of(workload_name, workload.model, isl, osl, limits, points, chosen, note)
+
+
+def engine_landscape(query: PerfQuery, catalog: Catalog, gpus_per_node: int, sources: tuple[str, ...], chosen: PerfResult | None) -> Landscape:
+    """`planner curve --y tokens-per-user`: every TP (1, 2, 4, 8 within the node) x precision of the model on the
+    query's GPU at the query's lengths, the asked engine's chosen point marked."""
+    from planner.perf.types import Layout
+
+    limits = Limits(query.ttft_ms, query.itl_ms, query.e2e_ms)
+    points = measured_points(catalog, query.model, query.gpu, query.isl, query.osl, limits) if "measured" in sources else []
+    if "modeled" in sources:
+        layouts = [Layout(tp) for tp in (1, 2, 4, 8) if tp <= gpus_per_node]
+        points += modeled_engine_points(catalog, query.model, query.gpu, query.isl, query.osl, limits, layouts,
+                                        model_precisions(catalog, query.gpu))  # fmt: skip
+    point = _point(chosen, _engine_label(chosen), limits) if chosen is not None else None
+    note = (f"chosen: {point.engine} at concurrency {chosen.concurrency} ({chosen.provenance})" if point
+            else "no point of the asked engine meets the limits" if chosen is None else "the chosen point states no ITL")  # fmt: skip
+    return landscape_of("", query.model, query.isl, query.osl, limits, points, point, note)

@@ -1,0 +1,77 @@
+"""Tables as a reader sees them: human headers with units, numbers with thousands separators, blanks for missing.
+
+One formatted frame feeds the Markdown and the HTML alike, so both show "270,000.00" under "Unit price (USD)",
+never `270000.0` under `unit_price_usd` nor a literal `<NA>`. CSV and XLSX keep the raw columns and numbers
+(machine-readable; spreadsheets format their own cells).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+# columns whose plain title-casing would read wrong
+HEADERS = {
+    "item": "Item",
+    "description": "Description",
+    "site": "Site",
+    "period": "Period",
+    "count": "Count",
+    "unit": "Unit",
+    "gpu": "GPU",
+    "gpus": "GPUs",
+    "how": "How paid",
+    "runs": "Runs",
+    "hours_per_year": "Hours/year",
+    "rack_units": "Rack units",
+}
+UNIT_SUFFIXES = (("_usd_per_year", "USD/year"), ("_usd_per_hour", "USD/hour"), ("_usd", "USD"), ("_kw", "kW"),
+                 ("_ms", "ms"), ("_gb", "GB"), ("_rps", "requests/s"))  # fmt: skip
+DECIMALS = {"kW": 1, "USD": 2, "USD/year": 2, "USD/hour": 2, "ms": 1}
+
+
+def human_header(column: str) -> str:
+    """'unit_price_usd' -> 'Unit price (USD)'; 'power_kw' -> 'Power (kW)'; 'gpu' -> 'GPU'. Headers without an
+    underscore are kept: written for people already, or a name from the scenario (a workload, a period)."""
+    if column in HEADERS:
+        return HEADERS[column]
+    if "_" not in column or " " in column:  # written for people already, or a name from the scenario
+        return column
+    for suffix, unit in UNIT_SUFFIXES:
+        if column.endswith(suffix):
+            words = column.removesuffix(suffix).replace("_", " ")
+            return f"{words[:1].upper()}{words[1:]} ({unit})"
+    words = column.replace("_", " ")
+    return words[:1].upper() + words[1:]
+
+
+def _unit(column: str) -> str | None:
+    for suffix, unit in UNIT_SUFFIXES:
+        if column.endswith(suffix):
+            return unit
+    return None
+
+
+def format_cell(value, column: str = "") -> str:
+    """A number with thousands separators (2 decimals for USD, 1 for kW and ms; integers whole), '' for missing."""
+    if value is None or value is pd.NA or (isinstance(value, float) and pd.isna(value)):
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        decimals = DECIMALS.get(_unit(column) or "", 2)
+        return f"{value:,.{decimals}f}"
+    return str(value)
+
+
+def format_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every cell as display text, every header for people: what both report.md and report.html show."""
+    return pd.DataFrame({
+        human_header(str(column)): [format_cell(v, str(column)) for v in frame[column].tolist()] for column in frame.columns
+    })  # fmt: skip
+
+
+def numeric_columns(frame: pd.DataFrame) -> list[bool]:
+    """Which columns of a raw frame hold numbers (right-aligned in HTML)."""
+    return [pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c]) for c in frame.columns]
