@@ -18,6 +18,7 @@ import pandas as pd
 from planner.catalog import Catalog
 from planner.plan import Plan
 from planner.report.files import write_bytes_atomic, write_text_atomic
+from planner.report.formatting import format_frame
 from planner.report.spreadsheet import csv_safe_frame, text_cells
 from planner.scenario import Scenario
 
@@ -59,7 +60,8 @@ class BomTotals:
 @dataclass(frozen=True)
 class Assumption:
     name: str
-    value: str
+    value: float | str  # a number where it is one (written as a number to XLSX, JSON), else text
+    unit: str
     source: str
 
 
@@ -89,8 +91,8 @@ class Bom:
 
 def _runs(line) -> str:
     return "idle spare (N+k)" if line.role == "spare" else (line.runs or (
-        f"{line.model} {f'TP{line.tp}' if line.tp else 'TP n/s'} {line.precision or 'precision n/s'} "
-        f"batch {line.max_batch or 'n/s'} "
+        f"{line.model} {f'TP{line.tp}' if line.tp else 'TP not stated'} {line.precision or 'precision not stated'} "
+        f"batch {line.max_batch or 'not stated'} "
         f"{line.engine_isl}/{line.engine_osl}"
     ))  # fmt: skip
 
@@ -156,28 +158,35 @@ def build_bom(plan: Plan, scenario: Scenario, catalog: Catalog) -> Bom:
     return Bom(plan.scenario, plan.status, tuple(lines), totals, _assumptions(scenario, catalog))
 
 
+ON_PREM_UNITS = {
+    "amortization_years": "years",
+    "usd_per_kwh": "USD/kWh",
+    "pue": "ratio (facility / IT power)",
+    "utilization_power_factor": "fraction of rated power drawn",
+    "maintenance_fraction_per_year": "fraction of capex per year",
+}
+
+
 def _assumptions(scenario: Scenario, catalog: Catalog) -> tuple[Assumption, ...]:
     defaults = catalog.defaults
+    here = f"scenario {scenario.file}"
     items = []
     costs = scenario.on_prem_costs
     if costs is not None:
-        for name, value in (
-            ("amortization_years", costs.amortization_years), ("usd_per_kwh", costs.usd_per_kwh), ("pue", costs.pue),
-            ("utilization_power_factor", costs.utilization_power_factor),
-            ("maintenance_fraction_per_year", costs.maintenance_fraction_per_year),
-        ):  # fmt: skip
-            default = getattr(defaults, name)
-            source = default.source if value == default.value else f"scenario {scenario.file}"
-            items.append(Assumption(name, f"{value:g}", source))
-        items.append(Assumption("space_usd_per_rack_unit_per_year", f"{costs.space_usd_per_rack_unit_per_year:g}", f"scenario {scenario.file}"))
-    items.append(Assumption("headroom_fraction", f"{scenario.limits.headroom_fraction:g}", f"scenario {scenario.file}"))
-    items.append(Assumption("words_per_token", f"{scenario.words_per_token:g}", defaults.words_per_token.source))
-    items.append(Assumption("perf_sources", ", ".join(scenario.perf_sources), "scenario perf.sources (data first)"))
-    items.append(Assumption("periods", "; ".join(f"{p.name} {p.hours_per_year:g} h/year" for p in scenario.periods), f"scenario {scenario.file}"))
+        for name, unit in ON_PREM_UNITS.items():
+            value, default = getattr(costs, name), getattr(defaults, name)
+            items.append(Assumption(name, value, unit, default.source if value == default.value else here))
+        items.append(Assumption("space_usd_per_rack_unit_per_year", costs.space_usd_per_rack_unit_per_year,
+                                "USD per rack unit per year", here))  # fmt: skip
+    items.append(Assumption("headroom_fraction", scenario.limits.headroom_fraction, "fraction of capacity kept free", here))
+    items.append(Assumption("words_per_token", scenario.words_per_token, "words/token", defaults.words_per_token.source))
+    items.append(Assumption("perf_sources", ", ".join(scenario.perf_sources), "", "scenario perf.sources (data first)"))
+    for period in scenario.periods:
+        items.append(Assumption(f"hours_per_year {period.name}", period.hours_per_year, "hours/year", here))
     for offer in scenario.offers:
         system = catalog.systems[offer.system]
-        price = f"{offer.price_usd:,.0f} USD" if offer.price_usd is not None else f"{offer.usd_per_hour:g} USD/h"
-        items.append(Assumption(f"price {offer.system} ({offer.pricing})", price, f"{offer.price_note}: {system.source}"))
+        price, unit = (offer.price_usd, "USD per node") if offer.price_usd is not None else (offer.usd_per_hour, "USD per node-hour")
+        items.append(Assumption(f"price {offer.system} ({offer.pricing})", price, unit, f"{offer.price_note}: {system.source}"))
     return tuple(items)
 
 
@@ -190,8 +199,16 @@ def csv_text(bom: Bom) -> str:
     return csv_safe_frame(bom.frame()).to_csv(index=False, lineterminator="\n")
 
 
+SUMMED_COLUMNS = ("gpus", "extended_price_usd", "annual_cost_usd", "power_kw", "rack_units")  # count: nodes of
+# different systems and periods, not one number (as in the CSV)
+XLSX_FORMATS = {"unit_price_usd": "#,##0.00", "extended_price_usd": "#,##0.00", "annual_cost_usd": "#,##0.00",
+                "power_kw": "#,##0.0", "hours_per_year": "#,##0", "count": "#,##0", "gpus": "#,##0", "rack_units": "#,##0"}  # fmt: skip
+
+
 def write_xlsx(bom: Bom, path: Path) -> None:
-    """Two sheets: BOM (number formats, totals) and Assumptions; fixed timestamps for reproducible bytes."""
+    """Three sheets: BOM (number formats; the TOTAL row as SUM formulas over the lines; frozen header, filters),
+    Totals, and Assumptions (numbers as numbers, units in their own column); fixed timestamps for reproducible
+    bytes."""
     from openpyxl import Workbook
     from openpyxl.styles import Font
     from openpyxl.utils import get_column_letter
@@ -201,32 +218,49 @@ def write_xlsx(bom: Bom, path: Path) -> None:
     sheet = workbook.active
     sheet.title = "BOM"
     sheet.append(list(frame.columns))
-    for cell in sheet[1]:
-        cell.font = Font(bold=True)
-    for record in frame.itertuples(index=False):
+    for record in frame.iloc[:-1].itertuples(index=False):  # the lines; the TOTAL row is written below
         sheet.append([None if (v is pd.NA or (isinstance(v, float) and pd.isna(v))) else v for v in record])
-    formats = {"unit_price_usd": "#,##0.00", "extended_price_usd": "#,##0.00", "annual_cost_usd": "#,##0.00",
-               "power_kw": "0.0", "hours_per_year": "#,##0"}  # fmt: skip
-    for index, column in enumerate(frame.columns, start=1):
+    notes = workbook.create_sheet("Assumptions")
+    notes.append(["assumption", "value", "unit", "source"])
+    for item in bom.assumptions:
+        notes.append([item.name, item.value, item.unit, item.source])
+    text_cells(workbook)  # names from the scenario stay text, never formulas (before the TOTAL formulas go in)
+    last_line, columns = sheet.max_row, list(frame.columns)
+    total_row = last_line + 1
+    sheet.cell(row=total_row, column=1, value="TOTAL")
+    for column in SUMMED_COLUMNS:
+        # the lines' own cells only: a total the reader can audit and that follows an edited count
+        sheet[f"{get_column_letter(columns.index(column) + 1)}{total_row}"] = _total_formula(column, columns, bom, last_line)
+    for index, column in enumerate(columns, start=1):
         letter = get_column_letter(index)
         sheet.column_dimensions[letter].width = max(10, min(60, len(column) + 4))
-        if column in formats:
-            for row in range(2, sheet.max_row + 1):
-                sheet[f"{letter}{row}"].number_format = formats[column]
-    for cell in sheet[sheet.max_row]:
+        if column in XLSX_FORMATS:
+            for row in range(2, total_row + 1):
+                sheet[f"{letter}{row}"].number_format = XLSX_FORMATS[column]
+    for cell in sheet[1]:
         cell.font = Font(bold=True)
-    summary = workbook.create_sheet("Totals")
+    for cell in sheet[total_row]:
+        cell.font = Font(bold=True)
+    sheet.freeze_panes = "A2"
+    sheet.auto_filter.ref = f"A1:{get_column_letter(len(columns))}{last_line}"  # the lines, not the TOTAL row
+    summary = workbook.create_sheet("Totals", 1)
     summary.append(["total", "value"])
     for name, value in asdict(bom.totals).items():
         summary.append([name, value])
         summary.cell(row=summary.max_row, column=2).number_format = "#,##0.00"
-    notes = workbook.create_sheet("Assumptions")
-    notes.append(["assumption", "value", "source"])
-    for item in bom.assumptions:
-        notes.append([item.name, item.value, item.source])
+    summary.freeze_panes = "A2"
+    for cell in notes[1]:
+        cell.font = Font(bold=True)
+    for row in range(2, notes.max_row + 1):
+        if isinstance(notes.cell(row=row, column=2).value, (int, float)):
+            notes.cell(row=row, column=2).number_format = "#,##0.####"
+    notes.freeze_panes = "A2"
+    notes.auto_filter.ref = f"A1:D{notes.max_row}"
     notes.column_dimensions["A"].width = 40
-    notes.column_dimensions["C"].width = 100
-    text_cells(workbook)  # names from the scenario stay text, never formulas
+    notes.column_dimensions["B"].width = 16
+    notes.column_dimensions["C"].width = 30
+    notes.column_dimensions["D"].width = 100
+    workbook.calculation.fullCalcOnLoad = True  # formulas carry no cached value: the spreadsheet computes them
     workbook.properties.created = _EPOCH
     workbook.properties.modified = _EPOCH
     workbook.properties.creator = "planner"
@@ -237,6 +271,35 @@ def write_xlsx(bom: Bom, path: Path) -> None:
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, allowZip64=True) as archive:
         ExcelWriter(workbook, archive).write_data()
     write_bytes_atomic(path, _zip_with_fixed_times(buffer.getvalue()))
+
+
+def _total_formula(column: str, columns: list[str], bom: Bom, last_line: int) -> str | int:
+    """The TOTAL cell of a column as a formula over the line rows 2..last_line. Money, power and rack units add
+    up; GPUs are the fleet's peak, as in the plan: the bought, reserved and spare lines plus the busiest period's
+    on-demand lines, `SUMPRODUCT((how<>"on-demand")*gpus) + MAX(SUMPRODUCT((how="on-demand")*EXACT(period,
+    <a line's period cell>)*gpus), ...)`. Period names are referenced by cell, never written into a formula, and
+    compared exactly (SUMIFS would read a name such as '=x' or 'a*' as a pattern)."""
+    from openpyxl.utils import get_column_letter
+
+    if last_line < 2:
+        return 0
+
+    def span(name: str) -> str:
+        letter = get_column_letter(columns.index(name) + 1)
+        return f"${letter}$2:${letter}${last_line}"
+
+    values = span(column)
+    if column != "gpus" or not any(line.how == "on-demand" for line in bom.lines):
+        return f"=SUM({values})"
+    how, period = span("how"), span("period")
+    period_letter = get_column_letter(columns.index("period") + 1)
+    first_row: dict[str, int] = {}
+    for row, line in enumerate(bom.lines, start=2):
+        if line.how == "on-demand":
+            first_row.setdefault(line.period, row)
+    peaks = ",".join(f'SUMPRODUCT(({how}="on-demand")*EXACT({period},{period_letter}{row})*{values})'
+                     for row in first_row.values())  # fmt: skip
+    return f'=SUMPRODUCT(({how}<>"on-demand")*{values})+MAX({peaks})'
 
 
 def _zip_with_fixed_times(archive: bytes) -> bytes:
@@ -275,7 +338,7 @@ def to_markdown(bom: Bom) -> str:
     parts = [
         f"# Bill of materials: {bom.scenario} ({bom.status})",
         "",
-        markdown_table(bom.frame()[columns]),
+        markdown_table(format_frame(bom.frame()[columns])),
         "",
         f"- Capex: {totals.capex_usd:,.2f} USD ({totals.capex_amortized_usd_per_year:,.2f} USD/year amortized)",
         f"- Annual opex (energy, maintenance, space, cloud): {totals.annual_opex_usd:,.2f} USD",
@@ -284,7 +347,7 @@ def to_markdown(bom: Bom) -> str:
         "",
         "## Assumptions",
         "",
-        markdown_table(pd.DataFrame([asdict(a) for a in bom.assumptions])),
+        markdown_table(format_frame(pd.DataFrame([asdict(a) for a in bom.assumptions]).astype({"value": object}))),
         "",
     ]
     return "\n".join(parts)

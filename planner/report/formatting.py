@@ -17,6 +17,9 @@ HEADERS = {
     "period": "Period",
     "count": "Count",
     "unit": "Unit",
+    "name": "Name",
+    "value": "Value",
+    "source": "Source",
     "gpu": "GPU",
     "gpus": "GPUs",
     "how": "How paid",
@@ -60,8 +63,11 @@ def format_cell(value, column: str = "") -> str:
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
-        decimals = DECIMALS.get(_unit(column) or "", 2)
-        return f"{value:,.{decimals}f}"
+        unit = _unit(column)
+        if unit is not None:
+            return f"{value:,.{DECIMALS.get(unit, 2)}f}"
+        # no unit in the name (an assumption's value): as written, 5 -> "5", 0.0806 -> "0.0806", 3650 -> "3,650"
+        return f"{value:,.0f}" if value.is_integer() else f"{value:,.6g}"
     return str(value)
 
 
