@@ -47,6 +47,7 @@ class Landscape:
     front: tuple[LandscapePoint, ...]  # Pareto-optimal points, by tokens_per_user descending
     chosen: LandscapePoint | None  # the plan's operating point for this bucket, where its ITL is known
     chosen_note: str  # what the chosen point is, or why it cannot be placed
+    missing_note: str = ""  # why some engines are absent (no roofline for the model, rows only), if they are
 
 
 def pareto_front(points: list[LandscapePoint] | tuple[LandscapePoint, ...]) -> tuple[LandscapePoint, ...]:
@@ -117,9 +118,17 @@ def modeled_engine_points(
 
 
 def landscape_of(workload: str, model: str, isl: int, osl: int, limits: Limits, points: list[LandscapePoint],
-                 chosen: LandscapePoint | None, chosen_note: str) -> Landscape:  # fmt: skip
+                 chosen: LandscapePoint | None, chosen_note: str, catalog: Catalog, sources) -> Landscape:  # fmt: skip
+    from planner.perf.roofline import supports_roofline
+
     points = sorted(points, key=lambda p: (p.engine, p.concurrency or 0, p.provenance))
-    return Landscape(workload, model, isl, osl, limits.itl_ms, tuple(points), pareto_front(points), chosen, chosen_note)
+    missing = ""
+    if "modeled" not in sources:
+        missing = "benchmark rows only (perf sources): no modeled engines"
+    elif not supports_roofline(catalog.models[model]):
+        missing = f"no modeled engines: the architecture of {model} is not published"
+    return Landscape(workload, model, isl, osl, limits.itl_ms, tuple(points), pareto_front(points), chosen, chosen_note,
+                     missing)  # fmt: skip
 
 
 def main_assignment(plan: Plan, workload: str) -> Assignment | None:
@@ -178,7 +187,7 @@ def workload_landscape(plan: Plan, scenario: Scenario, catalog: Catalog, workloa
                 lambda layout, system=system: (system.network_bytes_per_s(layout.tp * layout.dp) or 0.0) if layout.pp > 1 else 0.0,
             )  # fmt: skip
     chosen, note = _chosen(assignment, workload, catalog)
-    return landscape_of(workload_name, workload.model, isl, osl, limits, points, chosen, note)
+    return landscape_of(workload_name, workload.model, isl, osl, limits, points, chosen, note, catalog, scenario.perf_sources)
 
 
 def engine_landscape(query: PerfQuery, catalog: Catalog, gpus_per_node: int, sources: tuple[str, ...], chosen: PerfResult | None) -> Landscape:
@@ -195,4 +204,4 @@ def engine_landscape(query: PerfQuery, catalog: Catalog, gpus_per_node: int, sou
     point = _point(chosen, _engine_label(chosen), limits) if chosen is not None else None
     note = (f"chosen: {point.engine} at concurrency {chosen.concurrency} ({chosen.provenance})" if point
             else "no point of the asked engine meets the limits" if chosen is None else "the chosen point states no ITL")  # fmt: skip
-    return landscape_of("", query.model, query.isl, query.osl, limits, points, point, note)
+    return landscape_of("", query.model, query.isl, query.osl, limits, points, point, note, catalog, sources)

@@ -113,6 +113,17 @@ def test_a_model_without_architecture_says_so_on_the_plot(planned):
     texts = " ".join(t.get_text() for t in figure.axes[0].texts)
     assert "architecture of nemo-43b-gpt is not published" in texts
     plt.close(figure)
+    (landscape,) = api.workload_landscapes(p)
+    assert len(landscape.points) == 1 and "architecture of nemo-43b-gpt is not published" in landscape.missing_note
+    figure = plots.landscape_figure(landscape)
+    axes = figure.axes[0]
+    assert landscape.missing_note in [t.get_text() for t in axes.texts]
+    figure.canvas.draw()
+    frame = axes.get_window_extent()
+    for text in axes.texts:  # engine names stay inside the plot
+        box = text.get_window_extent()
+        assert frame.x0 - 1 <= box.x0 and box.x1 <= frame.x1 + 1, text.get_text()
+    plt.close(figure)
 
 
 # ---- throughput per GPU vs tokens per user ----------------------------------------------------------------------
@@ -250,6 +261,8 @@ def test_cells_for_people():
     assert format_cell(142.8, "power_kw") == "142.8"
     assert format_cell(pd.NA) == "" and format_cell(None) == "" and format_cell(float("nan")) == ""
     assert format_cell(1234) == "1,234"
+    assert format_cell(0.0806, "value") == "0.0806" and format_cell(5.0, "value") == "5"
+    assert format_cell(1_234_567.5, "value") == "1,234,567.50"  # not 1.23457e+06
 
 
 @pytest.mark.parametrize("path", SCENARIOS)

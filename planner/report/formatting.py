@@ -17,7 +17,7 @@ HEADERS = {
     "period": "Period",
     "count": "Count",
     "unit": "Unit",
-    "name": "Name",
+    "name": "Assumption",
     "value": "Value",
     "source": "Source",
     "gpu": "GPU",
@@ -67,7 +67,9 @@ def format_cell(value, column: str = "") -> str:
         if unit is not None:
             return f"{value:,.{DECIMALS.get(unit, 2)}f}"
         # no unit in the name (an assumption's value): as written, 5 -> "5", 0.0806 -> "0.0806", 3650 -> "3,650"
-        return f"{value:,.0f}" if value.is_integer() else f"{value:,.6g}"
+        if value.is_integer():
+            return f"{value:,.0f}"
+        return f"{value:,.2f}" if abs(value) >= 1000 else f"{value:.6g}"  # never scientific notation
     return str(value)
 
 

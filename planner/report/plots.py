@@ -170,12 +170,15 @@ def landscape_figure(landscape, highlight_engine: str | None = None) -> Figure:
         axes.plot([p.tokens_per_gpu for p in front], [p.tokens_per_user for p in front], "-", color="tab:orange",
                   linewidth=2, label="Pareto front (no point beats it on both axes)")  # fmt: skip
         engines = []
+        right = max(p.tokens_per_gpu for p in landscape.points)
         for point in front:  # name each engine where it enters the front
             if point.engine not in engines:
                 engines.append(point.engine)
                 offset = (6, 5) if len(engines) % 2 else (6, -11)  # alternate sides: neighbours do not overprint
+                leftwards = point.tokens_per_gpu > 0.7 * right  # near the right edge: the name goes to the left
                 axes.annotate(point.engine.split(" ", 1)[-1], (point.tokens_per_gpu, point.tokens_per_user),
-                              textcoords="offset points", xytext=offset, fontsize=7, color="tab:orange")  # fmt: skip
+                              textcoords="offset points", xytext=(-offset[0], offset[1]) if leftwards else offset,
+                              ha="right" if leftwards else "left", fontsize=7, color="tab:orange")  # fmt: skip
     if landscape.itl_limit_ms:
         axes.axhline(1000.0 / landscape.itl_limit_ms, color="tab:red", linestyle="--",
                      label=f"ITL limit {landscape.itl_limit_ms:g} ms = {1000.0 / landscape.itl_limit_ms:.4g} tokens/s per user")  # fmt: skip
@@ -188,6 +191,8 @@ def landscape_figure(landscape, highlight_engine: str | None = None) -> Figure:
     if not landscape.points:
         axes.text(0.5, 0.5, "no engine point states an ITL for this workload", transform=axes.transAxes,
                   ha="center", fontsize=9, color="dimgray")  # fmt: skip
+    if landscape.missing_note:
+        axes.text(0.02, 0.97, landscape.missing_note, transform=axes.transAxes, fontsize=7.5, va="top", color="dimgray")
     axes.set_xlabel("output tokens/s per GPU")
     axes.set_ylabel("tokens/s per user (1000 / ITL ms)")
     prefix = f"{landscape.workload}: " if landscape.workload else ""
