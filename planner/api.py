@@ -369,24 +369,8 @@ def simulate(
     if plan_document is not None:
         result = _saved_plan(plan_document, scenario)
     else:
-        result = solve_plan(scenario, catalog, solver=solver, time_limit_s=time_limit_s,
-                            progress=_first_stage_named(progress, "pricing candidates (workload x system)"))  # fmt: skip
+        result = solve_plan(scenario, catalog, solver=solver, time_limit_s=time_limit_s, progress=progress)
     return result, simulate_plan(result, scenario, catalog, options, progress)
-
-
-def _first_stage_named(progress, name: str):
-    """The same progress callback with its first stage named: a command whose display is labelled for a later
-    stage (simulate) still says what the first one is."""
-    if progress is None:
-        return None
-    named = [False]
-
-    def report(done: int, total: int | None = None, phase: str | None = None) -> None:
-        if not named[0] and phase is None:
-            named[0], phase = True, name
-        progress(done, total, phase)
-
-    return report
 
 
 def _saved_plan(document, scenario: Scenario) -> Plan:

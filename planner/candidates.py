@@ -517,16 +517,19 @@ class _Builder:
         return all(m * x <= y + 1e-9 for x, y in pairs)
 
 
+CANDIDATE_STAGE = "pricing candidates (workload x system)"
+
+
 def enumerate_candidates(
-    scenario: Scenario, catalog: Catalog, progress: Callable[[int, int], None] | None = None
+    scenario: Scenario, catalog: Catalog, progress: Callable[..., None] | None = None
 ) -> CandidateSet:
     """For every workload bucket x allowed system: the engine configurations that fit and meet the limits.
-    `progress(done, total)` is called with 0 before the first workload x system pair and after each one (the CLI
-    draws a bar with it)."""
+    `progress(0, total, CANDIDATE_STAGE)` names the stage before the first workload x system pair, then
+    `progress(done, total)` follows each one (the CLI draws a bar with it)."""
     builder = _Builder(scenario, catalog)
     total, done = len(scenario.workloads) * len(scenario.offers), 0
     if progress is not None:
-        progress(0, total)
+        progress(0, total, CANDIDATE_STAGE)
     for workload in scenario.workloads:
         for offer in scenario.offers:
             done += 1

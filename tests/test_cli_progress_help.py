@@ -136,7 +136,8 @@ def test_the_candidate_stage_reports_its_total_from_the_start():
     api.plan_file(SCENARIOS / "chat-and-summarize.yaml", progress=lambda *args: calls.append(args))
     candidates, solve = _stages(calls)
     total = candidates[0][1]
-    assert candidates[0] == (0, total) and total > 1  # known before the first workload x system pair
+    # named and known before the first workload x system pair
+    assert candidates[0] == (0, total, "pricing candidates (workload x system)") and total > 1
     assert all(call[1] == total for call in candidates)  # never None
     assert [call[0] for call in candidates] == list(range(total + 1))  # by 1, never back
     assert solve == [(0, None, "solving the integer program (cbc, at most 60 s)")]

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 
 from planner.api import PlannedScenario, curve_in_catalog, output_tokens_per_year, workload_landscapes
 from planner.landscape import Landscape, main_assignment
-from planner.perf import PerfQuery
+from planner.perf import PerfQuery, is_modeled
 from planner.perf.roofline import supports_roofline
 from planner.report import plots
 from planner.report.bom import build_bom, markdown_table
@@ -147,7 +147,7 @@ def _reference_engine(landscape: Landscape | None, gpu: str) -> tuple[int, str] 
     if landscape is None:
         return None
     usable = [p for p in landscape.points if p.gpu == gpu and p.tp and p.precision and p.meets_limits
-              and p.provenance.startswith(("modeled", "extrapolated"))]  # fmt: skip
+              and is_modeled(p.provenance)]  # fmt: skip
     if not usable:
         return None
     best = max(usable, key=lambda p: (p.tokens_per_gpu, -p.tp))

@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from planner.api import CurveAnswer  # noqa: E402
+from planner.perf import is_modeled  # noqa: E402
 from planner.plan import configuration_key  # noqa: E402
 
 X_AXES = {
@@ -151,7 +152,7 @@ def landscape_figure(landscape, highlight_engine: str | None = None) -> Figure:
     figure, axes = plt.subplots(figsize=(7.5, 5.2), dpi=110)
     meets = [p for p in landscape.points if p.meets_limits]
     misses = [p for p in landscape.points if not p.meets_limits]
-    measured = [p for p in landscape.points if not p.provenance.startswith(("modeled", "extrapolated"))]
+    measured = [p for p in landscape.points if not is_modeled(p.provenance)]
     if misses:
         axes.scatter([p.tokens_per_gpu for p in misses], [p.tokens_per_user for p in misses], s=10, color="lightgray",
                      label=f"engine points missing a latency limit ({len(misses)})")  # fmt: skip
