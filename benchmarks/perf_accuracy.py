@@ -21,11 +21,13 @@ import time
 from collections import defaultdict
 
 from planner.catalog import load_catalog
+from planner.metrics import statistic_percentile
 from planner.perf import PerfQuery, PerfResult, estimate
 from planner.perf.calibration import calibration_rows, efficiency_for, fit_kernels, measured_metrics, predict_row, shape_for_row
 from planner.perf.checks import invariant_sweep
 
-LABEL = {"request_throughput_rps": "throughput", "output_tokens_per_s": "throughput", "ttft_ms": "TTFT", "itl_ms": "ITL"}
+LABEL = {"request_throughput_rps": "throughput", "output_tokens_per_s": "throughput", "ttft_ms": "TTFT", "tpot_ms": "TPOT",
+         "itl_ms": "ITL"}  # fmt: skip
 ARCHITECTURES = ("hopper", "blackwell", "ampere", "ada")
 SOURCES = {
     "default": ("measured", "interpolated", "modeled"),
@@ -46,7 +48,7 @@ def predicted(row, catalog, sources) -> dict[str, float]:
         eff = efficiency_for(catalog, catalog.gpus[row.gpu].architecture)
         return predict_row(row, shape_for_row(row, catalog), eff, catalog) if sources != ("aic",) else {}
     query = PerfQuery(row.model, row.gpu, row.isl, row.osl, tp=row.tp, precision=row.precision, concurrency=row.concurrency)
-    answer = estimate(query, catalog, sources=sources)
+    answer = estimate(query, catalog, sources=sources, percentile=statistic_percentile(row.statistic))  # at its statistic
     if not isinstance(answer, PerfResult):
         return {}
     return {m: getattr(answer, m) for m in measured_metrics(row) if getattr(answer, m) is not None}

@@ -17,6 +17,7 @@ from pathlib import Path
 from planner.api import perf_layers
 from planner.catalog import load_catalog
 from planner.ingest import IngestOptions, ingest
+from planner.metrics import statistic_percentile
 from planner.perf import PerfMiss, PerfQuery, estimate
 
 RUNS = [  # (tool, path under bench/, options)
@@ -30,7 +31,8 @@ def main() -> None:
     parser.add_argument("--real", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "real")
     args = parser.parse_args()
     catalog = load_catalog()
-    print(f"{'run':<44} {'C':>4} {'ISL/OSL':>9} {'TTFT ms meas/model':>20} {'ITL ms meas/model':>19} {'rps meas/model':>16}")
+    print(f"{'run':<44} {'C':>4} {'ISL/OSL':>9} {'TTFT ms meas/model':>20} {'TPOT ms meas/model':>19} "
+          f"{'ITL ms meas/model':>19} {'rps meas/model':>16}  (latencies at each run's statistic)")  # fmt: skip
     for tool, folder, options in RUNS:
         result = ingest(tool, [args.real / "bench" / folder], IngestOptions(**options), catalog)
         for row in result.rows:
@@ -38,13 +40,14 @@ def main() -> None:
                 continue
             query = PerfQuery(model=row.model, gpu=row.gpu, isl=row.isl, osl=row.osl, tp=row.tp, precision=row.precision,
                               concurrency=row.concurrency)  # fmt: skip
-            modeled = estimate(query, catalog, sources=perf_layers("model"))
+            modeled = estimate(query, catalog, sources=perf_layers("model"), percentile=statistic_percentile(row.statistic))
             if isinstance(modeled, PerfMiss):
                 print(f"{row.source[-44:]:<44} no model answer: {modeled.reason}")
                 continue
             print(
                 f"{row.source.split(': ')[-1][-44:]:<44} {row.concurrency:>4} {row.isl:>4}/{row.osl:<4} "
-                f"{row.ttft_ms:>9.1f}/{modeled.ttft_ms:<9.1f} {row.itl_ms:>8.2f}/{modeled.itl_ms:<9.2f} "
+                f"{row.ttft_ms:>9.1f}/{modeled.ttft_ms:<9.1f} {row.tpot_ms or 0:>8.2f}/{modeled.tpot_ms:<9.2f} "
+                f"{row.itl_ms or 0:>8.2f}/{modeled.itl_ms:<9.2f} "
                 f"{row.request_throughput_rps:>7.3f}/{modeled.request_throughput_rps:<7.3f}"
             )
     print("\nRequest-rate runs are compared at their mean in flight (Little's law); a rate run below saturation "

@@ -88,6 +88,7 @@ class PerfAnswer:
     query: PerfQuery
     result: PerfResult | None
     miss_reason: str | None
+    percentile: float | None = None  # the latencies' percentile (None: means)
 
 
 def perf_layers(perf_source: str | None) -> tuple[str, ...]:
@@ -103,14 +104,16 @@ def perf_layers(perf_source: str | None) -> tuple[str, ...]:
     return PERF_SOURCE_LAYERS[perf_source]
 
 
-def perf_point(query: PerfQuery, catalog_dirs: CatalogDirs = None, perf_source: str | None = None) -> PerfAnswer:
-    """Latency and throughput of one engine config, with provenance (or why there is no answer)."""
+def perf_point(query: PerfQuery, catalog_dirs: CatalogDirs = None, perf_source: str | None = None,
+               percentile: float | None = None) -> PerfAnswer:  # fmt: skip
+    """Latency and throughput of one engine config, with provenance (or why there is no answer); latencies at
+    `percentile` (None: means), the limits of the query at it too."""
     catalog = load_catalog(catalog_dirs)
     query = _check_query_ids(query, catalog)
-    answer = estimate(query, catalog, sources=perf_layers(perf_source))
+    answer = estimate(query, catalog, sources=perf_layers(perf_source), percentile=percentile)
     if isinstance(answer, PerfMiss):
-        return PerfAnswer(query, None, answer.reason)
-    return PerfAnswer(query, answer, None)
+        return PerfAnswer(query, None, answer.reason, percentile)
+    return PerfAnswer(query, answer, None, percentile)
 
 
 def _check_query_ids(query: PerfQuery, catalog: Catalog) -> PerfQuery:
@@ -205,30 +208,32 @@ class CurveAnswer:
     chosen: PerfResult | None
     miss_reason: str | None
     landscape: Landscape | None = None  # every engine of the model on the GPU, when asked (planner.landscape)
+    percentile: float | None = None  # the latencies' percentile (None: means)
 
 
 def curve(query: PerfQuery, gpus_per_node: int = 8, catalog_dirs: CatalogDirs = None,
-          perf_source: str | None = None, with_landscape: bool = False) -> CurveAnswer:  # fmt: skip
+          perf_source: str | None = None, with_landscape: bool = False, percentile: float | None = None) -> CurveAnswer:  # fmt: skip
     """Points over concurrency for one engine (model, GPU, TP, precision, ISL/OSL) and the best under the limits;
     `with_landscape`: also every TP x precision of the model on the GPU in throughput per GPU vs per user."""
 
     catalog = load_catalog(catalog_dirs)
     query = _check_query_ids(query, catalog)
     sources = perf_layers(perf_source)
-    answer = curve_in_catalog(query, catalog, gpus_per_node, sources)
+    answer = curve_in_catalog(query, catalog, gpus_per_node, sources, percentile)
     if not with_landscape:
         return answer
-    return dataclasses.replace(answer, landscape=engine_landscape(query, catalog, gpus_per_node, sources, answer.chosen))
+    return dataclasses.replace(answer, landscape=engine_landscape(query, catalog, gpus_per_node, sources, answer.chosen,
+                                                                  percentile))  # fmt: skip
 
 
 def curve_in_catalog(query: PerfQuery, catalog: Catalog, gpus_per_node: int = 8, sources: tuple[str, ...] | None = None,
-                     percentile: float = 50.0) -> CurveAnswer:  # fmt: skip
+                     percentile: float | None = None) -> CurveAnswer:  # fmt: skip
     import dataclasses
 
     from planner.perf import modeled_curve
     from planner.perf.tables import matching_rows, result_from_row
 
-    open_query = dataclasses.replace(query, concurrency=None, ttft_ms=None, itl_ms=None, e2e_ms=None)
+    open_query = dataclasses.replace(query, concurrency=None, ttft_ms=None, tpot_ms=None, itl_ms=None, e2e_ms=None)
     from planner.perf import SOURCES
 
     sources = sources or SOURCES
@@ -253,7 +258,8 @@ def curve_in_catalog(query: PerfQuery, catalog: Catalog, gpus_per_node: int = 8,
     if not data and not modeled_points:
         miss = modeled.reason if isinstance(modeled, PerfMiss) else miss
     return CurveAnswer(
-        query, gpus_per_node, data, modeled_points, None if isinstance(chosen, PerfMiss) else chosen, miss
+        query, gpus_per_node, data, modeled_points, None if isinstance(chosen, PerfMiss) else chosen, miss,
+        percentile=percentile,
     )
 
 
@@ -394,7 +400,8 @@ def _saved_plan(document, scenario: Scenario) -> Plan:
 
 
 def verify(plan: Plan, scenario_path: Path | str, catalog_dirs: CatalogDirs = None, options=None, progress=None):
-    """Simulate a plan just made (`planner plan --verify`): the checks of `planner.simulate.simulate_plan`."""
+    """Simulate a plan just made (`planner plan --verify`): the checks of `planner.simulate.simulate_plan`, each
+    with its `verdict` (holds, misses, inconclusive, not simulated)."""
     from planner.simulate import simulate_plan
 
     catalog = scenario_catalog(scenario_path, catalog_dirs)
@@ -404,8 +411,8 @@ def verify(plan: Plan, scenario_path: Path | str, catalog_dirs: CatalogDirs = No
 def repair(plan: Plan, scenario_path: Path | str, catalog_dirs: CatalogDirs = None, options=None, solver: str | None = None,
            time_limit_s: float | None = None, progress=None, perf_margin: float | None = None,
            perf_source: str | None = None):  # fmt: skip
-    """`planner plan --verify --repair`: simulate, and add the cheapest capacity until every limit holds
-    (`planner.repair.repair_plan`)."""
+    """`planner plan --verify --repair`: simulate, and add the cheapest capacity until no limit is conclusively
+    missed; inconclusive checks are reported, not repaired (`planner.repair.repair_plan`)."""
     from planner.repair import repair_plan
     from planner.simulate import simulate_plan
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from planner.catalog import Catalog
+from planner.metrics import LATENCY_METRICS
 from planner.perf import (
     PerfMiss,
     PerfQuery,
@@ -128,7 +129,7 @@ class CandidateSet:
     options: tuple[Option, ...]
     pruned: tuple[Pruned, ...]
     stats: CandidateStats
-    fastest: dict[str, dict[str, Fastest]]  # workload -> metric (ttft_ms, itl_ms, e2e_ms) -> fastest
+    fastest: dict[str, dict[str, Fastest]]  # workload -> metric (planner.metrics.LATENCY_METRICS) -> fastest
 
     def candidate(self, key: str) -> Candidate:
         return self._by_key()[key]
@@ -259,7 +260,7 @@ class _Builder:
 
     def note_fastest(self, workload: Workload, offer: SystemOffer, point: PerfResult) -> None:
         label = f"{offer.system} {Layout(point.tp or 1, point.dp, point.ep, point.pp).label} {point.precision}"
-        for metric in ("ttft_ms", "itl_ms", "e2e_ms"):
+        for metric in LATENCY_METRICS:
             value = getattr(point, metric)
             known = self.fastest[workload.name].get(metric)
             if value is not None and (known is None or value < known.value_ms):
@@ -308,6 +309,8 @@ class _Builder:
         )  # fmt: skip
         if isinstance(points, PerfMiss):
             if points.reason.startswith("no benchmark row"):
+                if " give the " in points.reason:  # rows of another statistic: the roofline answers, or says why not
+                    self.prune(workload, offer, points.reason, "data")
                 return False
             self.counts["latency"] += 1
             self.prune(workload, offer, points.reason, "latency")
@@ -333,7 +336,7 @@ class _Builder:
         system = self.catalog.systems[offer.system]
         precisions = self.precisions(workload, system.gpu)
         query = self.query(workload, offer, bucket)
-        shape = dataclasses.replace(query, ttft_ms=None, itl_ms=None, e2e_ms=None)  # what the curve depends on
+        shape = dataclasses.replace(query, ttft_ms=None, tpot_ms=None, itl_ms=None, e2e_ms=None)  # what the curve depends on
         largest = max(self.scenario.max_batch_ladder)
         need_isl, need_osl = bucket.engine_lengths
         engines = [e for e in self.engines[workload.model] if e[0] >= need_isl and e[1] >= need_osl]
@@ -455,6 +458,7 @@ class _Builder:
         return PerfQuery(
             model=workload.model, gpu=self.catalog.systems[offer.system].gpu, isl=bucket.isl_tokens,
             osl=bucket.osl_tokens, ttft_ms=workload.slo.ttft_ms, itl_ms=workload.slo.itl_ms, e2e_ms=workload.slo.e2e_ms,
+            tpot_ms=workload.slo.tpot_ms, token_budget=self.scenario.token_budget,
         )  # fmt: skip
 
     def drop_dominated(self) -> None:

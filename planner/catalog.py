@@ -184,10 +184,14 @@ class BenchmarkRow(StrictModel):
     # online: a fixed concurrency (closed loop); request-rate: the client offered a rate (open loop), the
     # concurrency recorded is the mean in flight by Little's law; max-throughput: every request sent at once
     run_kind: Literal["online", "offline", "server", "max-throughput", "request-rate"] = "online"
+    # latencies (planner/metrics.py): tpot_ms a request's mean gap between tokens, itl_ms one token gap, each the
+    # run's `statistic` over its requests (token gaps for itl_ms); a _bound only says 'below this'
     ttft_ms: float | None = Field(default=None, gt=0, le=1e8)
     ttft_ms_bound: float | None = Field(default=None, gt=0, le=1e8)
+    tpot_ms: float | None = Field(default=None, gt=0, le=1e7)
+    tpot_ms_bound: float | None = Field(default=None, gt=0, le=1e7)
     itl_ms: float | None = Field(default=None, gt=0, le=1e7)
-    itl_ms_bound: float | None = Field(default=None, gt=0, le=1e7)
+    statistic: Literal["mean", "median", "p90", "p95", "p99"] = "mean"
     request_throughput_rps: float | None = Field(default=None, gt=0, le=1e6)  # per instance or node
     output_tokens_per_s: float | None = Field(default=None, gt=0, le=1e9)
     per: Literal["instance", "node"]
@@ -204,7 +208,7 @@ class BenchmarkRow(StrictModel):
     def point_key(self) -> tuple:
         """The operating point a row measures: a row of a higher catalog layer at the same point replaces it."""
         return (self.model, self.gpu, self.gpus, self.tp, self.precision, self.isl, self.osl, self.concurrency,
-                self.run_kind, self.per)  # fmt: skip
+                self.run_kind, self.per, self.statistic)  # fmt: skip
 
     @property
     def citation(self) -> str:
@@ -422,10 +426,13 @@ def check_aliases(entries: dict, kind: str, files: dict[str, Path]) -> None:
 
 
 BENCHMARK_COLUMNS: tuple[str, ...] = (
-    "source", "model", "gpu", "gpus", "tp", "precision", "isl", "osl", "concurrency", "run_kind",
-    "ttft_ms", "ttft_ms_bound", "itl_ms", "itl_ms_bound", "request_throughput_rps", "output_tokens_per_s",
-    "per", "notes", "provenance",
+    "source", "model", "gpu", "gpus", "tp", "precision", "isl", "osl", "concurrency", "run_kind", "statistic",
+    "ttft_ms", "ttft_ms_bound", "tpot_ms", "tpot_ms_bound", "itl_ms", "request_throughput_rps",
+    "output_tokens_per_s", "per", "notes", "provenance",
 )  # fmt: skip
+# tables written before metrics version 2 (planner/metrics.py) had no tpot_ms column: their itl_ms and itl_ms_bound
+# were a request's mean gap, so such a table is read with them as tpot_ms and tpot_ms_bound
+_VERSION_1_COLUMNS = {"itl_ms": "tpot_ms", "itl_ms_bound": "tpot_ms_bound"}
 _REQUIRED_BENCHMARK_COLUMNS = ("source", "model", "gpu", "gpus", "per")
 
 
@@ -487,6 +494,8 @@ def load_benchmark_table(path: Path, origin: str = SHIPPED_LAYER) -> list[Benchm
     missing = [c for c in _REQUIRED_BENCHMARK_COLUMNS if c not in frame.columns]
     if missing:
         raise PlannerInputError(str(path), missing[0], f"missing column; required: {', '.join(_REQUIRED_BENCHMARK_COLUMNS)}")
+    if "tpot_ms" not in frame.columns and "tpot_ms_bound" not in frame.columns:
+        frame = frame.rename(columns=_VERSION_1_COLUMNS)
     unknown = [c for c in frame.columns if c not in BENCHMARK_COLUMNS]
     if unknown:
         # the header of a file that is not a benchmark table may be anything: quote a little of it, no more
@@ -645,7 +654,8 @@ def _tables(manifest: CatalogManifest) -> tuple[str, ...] | None:
     return None if manifest.tables is None else tuple(manifest.tables)
 
 
-_MEASURED_FIELDS = ("ttft_ms", "ttft_ms_bound", "itl_ms", "itl_ms_bound", "request_throughput_rps", "output_tokens_per_s")
+_MEASURED_FIELDS = ("ttft_ms", "ttft_ms_bound", "tpot_ms", "tpot_ms_bound", "itl_ms", "request_throughput_rps",
+                    "output_tokens_per_s")  # fmt: skip
 
 
 def _check_no_conflicting_rows(rows: list[BenchmarkRow]) -> None:

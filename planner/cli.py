@@ -1,7 +1,8 @@
 """`planner` command line: parses options, calls one API function, prints. No logic lives here.
 
 Exit codes: 0 ok, 1 infeasible plan, 2 bad input (one line on stderr, no traceback; --debug shows it), 3 a defect
-of the planner, 4 the solver stopped at its time limit before it found any plan.
+of the planner, 4 the solver stopped at its time limit before it found any plan, 5 `plan --verify` (after --repair
+when given) found a simulated latency limit conclusively missed (inconclusive verdicts exit 0).
 """
 
 from __future__ import annotations
@@ -22,14 +23,14 @@ from typer.core import TyperGroup
 from planner import api
 from planner.errors import InfeasiblePlanError, PlannerInputError, SolverStoppedError
 from planner.perf import PerfQuery
-from planner.perf.roofline import SteadyStateError
+from planner.perf.roofline import DEFAULT_TOKEN_BUDGET, SteadyStateError
 from planner.report import json_out, text
 
 
 def _examples(*commands: str) -> str:
     """A command's --help epilog: runnable examples, paths relative to the planner checkout (scenarios/ holds
     contact-center, llama3-8b-assistant, chat-and-summarize, disaggregated-serving, daily-hybrid and
-    sweeps/summarize-itl). Rich markup: a literal '[' is written '\\['."""
+    sweeps/summarize-tpot). Rich markup: a literal '[' is written '\\['."""
     return "Examples (in the planner checkout):\n\n" + "\n\n".join(f"  {command}" for command in commands)
 
 
@@ -62,6 +63,7 @@ EXIT_INFEASIBLE = 1
 EXIT_BAD_INPUT = 2
 EXIT_DEFECT = 3  # the performance model could not solve (a planner defect, said as such)
 EXIT_STOPPED = 4  # the solver's time limit came before any plan: not infeasible, raise --time-limit
+EXIT_SLO_MISSED = 5  # plan --verify [--repair]: a simulated limit is conclusively missed (not when only inconclusive)
 
 
 def _finite(value: float | None) -> float | None:
@@ -87,6 +89,30 @@ ScenarioArgument = Annotated[Path, typer.Argument(help="Scenario YAML file.")]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")]
 TimeLimitOption = Annotated[float | None, typer.Option("--time-limit", callback=_finite, min=0.001, max=1e6,
                                                           help="Solver time limit, seconds.")]
+
+
+def _percentile(value: float | None) -> float | None:
+    """50 to 99.9, as a scenario's slo.percentile; a fraction (0.95) gets 'did you mean 95?'."""
+    _finite(value)
+    if value is not None and not 50 <= value <= 99.9:
+        hint = f"; did you mean {value * 100:g}?" if 0 < value < 1 and 50 <= value * 100 <= 99.9 else ""
+        raise typer.BadParameter(f"must be a percentile from 50 to 99.9 (got {value:g}){hint}")
+    return value
+
+
+# the latency limits and their percentile (planner/metrics.py), as perf and curve take them
+TtftOption = Annotated[float | None, typer.Option("--ttft-ms", callback=_finite, min=0.0, help="TTFT limit (arrival to first token).")]
+TpotOption = Annotated[float | None, typer.Option("--tpot-ms", callback=_finite, min=0.0,
+                                                  help="TPOT limit: a request's mean gap between tokens.")]
+ItlOption = Annotated[float | None, typer.Option("--itl-ms", callback=_finite, min=0.0,
+                                                 help="ITL limit: one gap between consecutive tokens.")]
+E2eOption = Annotated[float | None, typer.Option("--e2e-ms", callback=_finite, min=0.0, help="End-to-end limit.")]
+PercentileOption = Annotated[float | None, typer.Option(
+    "--percentile", callback=_percentile,
+    help="Every latency (and limit) at this percentile, 50-99.9 (P50 is the median); default: means.")]
+TokenBudgetOption = Annotated[int, typer.Option(
+    "--token-budget", min=64, max=1_000_000,
+    help="Tokens one engine iteration carries (decodes + prompt chunks; vLLM max_num_batched_tokens).")]
 
 
 class SolverChoice(str, Enum):
@@ -357,7 +383,7 @@ SeedsOption = Annotated[int, typer.Option("--seeds", min=1, max=100, help="Runs 
 
 
 def _simulation_options(duration, seeds, seed=0, balancer=Balancer.power_of_two, length_cv=0.0, arrival_cv=1.0,
-                        token_budget=8192, workload=None, period=None):  # fmt: skip
+                        token_budget=None, workload=None, period=None):  # fmt: skip
     from planner.simulate import SimulationOptions
 
     return SimulationOptions(duration_s=duration, seeds=seeds, seed=seed, balancer=balancer.value, length_cv=length_cv,
@@ -392,8 +418,9 @@ def simulate(
     arrival_cv: Annotated[float, typer.Option("--arrival-cv", callback=_finite, min=0.1, max=10.0,
                                               help="Burstiness of arrivals: Gamma inter-arrival times with this "
                                                    "coefficient of variation (1: Poisson).")] = 1.0,
-    token_budget: Annotated[int, typer.Option("--token-budget", min=16, max=1_000_000,
-                                              help="Tokens an engine iteration takes (decodes + prompt chunks).")] = 8192,
+    token_budget: Annotated[int | None, typer.Option("--token-budget", min=16, max=1_000_000,
+                                                     help="Tokens an engine iteration takes (decodes + prompt chunks); "
+                                                          "default: the scenario's engine.token_budget.")] = None,
     json: JsonOption = False,
     solver: SolverOption = None,
     time_limit: TimeLimitOption = None,
@@ -438,9 +465,11 @@ def simulate(
 def plan(
     scenario: ScenarioArgument,
     json: JsonOption = False,
-    verify: Annotated[bool, typer.Option("--verify", help="Simulate the plan under Poisson arrivals and flag SLO misses.")] = False,
-    repair: Annotated[bool, typer.Option("--repair", help="With --verify: add the cheapest capacity until the simulated "
-                                                           "limits hold, and say what was added and why.")] = False,
+    verify: Annotated[bool, typer.Option("--verify", help="Simulate the plan under Poisson arrivals: each limit holds, MISSES or is "
+                                                        "inconclusive; exit code 5 when one is conclusively missed.")] = False,
+    repair: Annotated[bool, typer.Option("--repair", help="With --verify: add the cheapest capacity until no simulated "
+                                                           "limit is conclusively missed, and say what was added and "
+                                                           "why (inconclusive ones are reported, not repaired).")] = False,
     duration: DurationOption = None,
     seeds: SeedsOption = 1,
     perf_margin: Annotated[
@@ -481,16 +510,29 @@ def plan(
             sys.stdout.write(json_out.dumps(document))
             for warning in result.warnings:  # the document holds them; a pipeline's log should too
                 print(f"warning: {warning}", file=sys.stderr)
-            return
-        text.print_plan(result, _stdout())
-        if checks is not None:
-            text.print_simulation(checks, _stdout())
-        if repaired is not None:
-            text.print_repair(repaired, _stdout())
-            print(f"Bill of materials: planner bom {scenario} --format xlsx --out bom.xlsx; "
-                  f"report with plots: planner report {scenario} --out report/")  # fmt: skip
+        else:
+            text.print_plan(result, _stdout())
+            if checks is not None:
+                text.print_simulation(checks, _stdout())
+            if repaired is not None:
+                text.print_repair(repaired, _stdout())
+                print(f"Bill of materials: planner bom {scenario} --format xlsx --out bom.xlsx; "
+                      f"report with plots: planner report {scenario} --out report/")  # fmt: skip
+        _exit_on_conclusive_miss(checks, repaired is not None)
 
     _run(action, debug, json)
+
+
+def _exit_on_conclusive_miss(checks, repaired: bool) -> None:
+    """`plan --verify`: exit 5 when a simulated limit is conclusively missed (after the repair, with --repair);
+    inconclusive verdicts are reported and exit 0."""
+    from planner.simulate.verify import MISSES, overall_verdict
+
+    if checks is not None and overall_verdict(checks) == MISSES:
+        missed = ", ".join(f"{c.workload} ({c.period})" for c in checks if c.verdict == MISSES)
+        print(f"verify: a simulated latency limit is conclusively missed{' after the repair' if repaired else ''}: "
+              f"{missed} (exit code {EXIT_SLO_MISSED})", file=sys.stderr)  # fmt: skip
+        raise typer.Exit(EXIT_SLO_MISSED)
 
 
 @app.command(epilog=_examples(
@@ -622,9 +664,12 @@ def perf(
     tp: Annotated[int | None, typer.Option("--tp", min=1, help="Tensor parallelism.")] = None,
     precision: Annotated[str | None, typer.Option("--precision", help="bf16 | fp16 | fp8 | fp4.")] = None,
     concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, max=1_000_000, help="Requests in flight.")] = None,
-    ttft_ms: Annotated[float | None, typer.Option("--ttft-ms", callback=_finite, min=0.0, help="TTFT limit.")] = None,
-    itl_ms: Annotated[float | None, typer.Option("--itl-ms", callback=_finite, min=0.0, help="ITL limit.")] = None,
-    e2e_ms: Annotated[float | None, typer.Option("--e2e-ms", callback=_finite, min=0.0, help="End-to-end limit.")] = None,
+    ttft_ms: TtftOption = None,
+    tpot_ms: TpotOption = None,
+    itl_ms: ItlOption = None,
+    e2e_ms: E2eOption = None,
+    percentile: PercentileOption = None,
+    token_budget: TokenBudgetOption = DEFAULT_TOKEN_BUDGET,
     gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", min=1, help="GPUs per node for normalization.")] = 8,
     json: JsonOption = False,
     perf_source: PerfSourceOption = None,
@@ -638,8 +683,8 @@ def perf(
 
     def action() -> None:
         _check_precision(precision)
-        query = PerfQuery(model, gpu, isl, osl, tp, precision, concurrency, ttft_ms, itl_ms, e2e_ms)
-        answer = api.perf_point(query, catalog, perf_source)
+        query = PerfQuery(model, gpu, isl, osl, tp, precision, concurrency, ttft_ms, itl_ms, e2e_ms, tpot_ms, token_budget)
+        answer = api.perf_point(query, catalog, perf_source, percentile)
         if json:
             sys.stdout.write(json_out.dumps(json_out.perf_document(answer, gpus_per_node)))
         else:
@@ -655,9 +700,10 @@ class XAxis(str, Enum):
 
 class YAxis(str, Enum):
     ttft = "ttft"
+    tpot = "tpot"
     itl = "itl"
     e2e = "e2e"
-    tokens_per_user = "tokens-per-user"  # 1000 / ITL: with --x tokens-per-gpu, every engine and the Pareto front
+    tokens_per_user = "tokens-per-user"  # 1000 / TPOT: with --x tokens-per-gpu, every engine and the Pareto front
 
 
 @app.command(epilog=_examples(
@@ -673,9 +719,12 @@ def curve(
     precision: Annotated[str, typer.Option("--precision", help="bf16 | fp16 | fp8 | fp4.")],
     isl: Annotated[int, typer.Option("--isl", min=1, max=100_000_000, help="Input tokens.")],
     osl: Annotated[int, typer.Option("--osl", min=1, max=100_000_000, help="Output tokens.")],
-    ttft_ms: Annotated[float | None, typer.Option("--ttft-ms", callback=_finite, min=0.0, help="TTFT limit.")] = None,
-    itl_ms: Annotated[float | None, typer.Option("--itl-ms", callback=_finite, min=0.0, help="ITL limit.")] = None,
-    e2e_ms: Annotated[float | None, typer.Option("--e2e-ms", callback=_finite, min=0.0, help="End-to-end limit.")] = None,
+    ttft_ms: TtftOption = None,
+    tpot_ms: TpotOption = None,
+    itl_ms: ItlOption = None,
+    e2e_ms: E2eOption = None,
+    percentile: PercentileOption = None,
+    token_budget: TokenBudgetOption = DEFAULT_TOKEN_BUDGET,
     x: Annotated[XAxis, typer.Option("--x", help="x axis of the plot.")] = XAxis.tokens_per_gpu,
     y: Annotated[YAxis, typer.Option("--y", help="y axis of the plot.")] = YAxis.ttft,
     png: Annotated[Path | None, typer.Option("--png", help="Write the plot to this PNG file.")] = None,
@@ -689,9 +738,9 @@ def curve(
 
     def action() -> None:
         _check_precision(precision)
-        query = PerfQuery(model, gpu, isl, osl, tp, precision, None, ttft_ms, itl_ms, e2e_ms)
+        query = PerfQuery(model, gpu, isl, osl, tp, precision, None, ttft_ms, itl_ms, e2e_ms, tpot_ms, token_budget)
         landscape = y == YAxis.tokens_per_user and x == XAxis.tokens_per_gpu
-        answer = api.curve(query, gpus_per_node, catalog, perf_source, with_landscape=landscape)
+        answer = api.curve(query, gpus_per_node, catalog, perf_source, with_landscape=landscape, percentile=percentile)
         if png is not None:
             from planner.report import plots
 
@@ -828,8 +877,8 @@ def sensitivity(
 
 
 @app.command("sweep", epilog=_examples(
-    "planner sweep scenarios/sweeps/summarize-itl.yaml",
-    "planner sweep scenarios/sweeps/summarize-itl.yaml --workers 2 --out sweep.csv --plot pareto.png",
+    "planner sweep scenarios/sweeps/summarize-tpot.yaml",
+    "planner sweep scenarios/sweeps/summarize-tpot.yaml --workers 2 --out sweep.csv --plot pareto.png",
 ))
 def sweep_command(
     sweep_file: Annotated[Path, typer.Argument(help="Sweep YAML: a scenario and the fields to vary (grid / monte_carlo).")],

@@ -42,7 +42,7 @@ class Landscape:
     model: str
     isl: int
     osl: int
-    itl_limit_ms: float | None
+    tpot_limit_ms: float | None  # the interactivity axis is 1000 / TPOT: a user's tokens/s
     points: tuple[LandscapePoint, ...]
     front: tuple[LandscapePoint, ...]  # Pareto-optimal points, by tokens_per_user descending
     chosen: LandscapePoint | None  # the plan's operating point for this bucket, where its ITL is known
@@ -62,22 +62,15 @@ def pareto_front(points: list[LandscapePoint] | tuple[LandscapePoint, ...]) -> t
     return tuple(front)
 
 
-@dataclass(frozen=True)
-class Limits:
-    ttft_ms: float | None = None
-    itl_ms: float | None = None
-    e2e_ms: float | None = None
-
-
-def _point(result: PerfResult, engine: str, limits: Limits) -> LandscapePoint | None:
-    if not result.itl_ms or not result.output_tokens_per_s or result.gpus_per_instance <= 0:
+def _point(result: PerfResult, engine: str, limits) -> LandscapePoint | None:
+    if not result.tpot_ms or not result.output_tokens_per_s or result.gpus_per_instance <= 0:
         return None  # no decode speed stated: nothing to place on the interactivity axis
     if result.memory is not None and not result.memory.fits:
         return None
     return LandscapePoint(
         engine=engine, gpu=result.gpu, tp=result.tp, precision=result.precision, concurrency=result.concurrency,
-        tokens_per_gpu=result.output_tokens_per_s / result.gpus_per_instance, tokens_per_user=1000.0 / result.itl_ms,
-        meets_limits=limit_violation(result, limits.ttft_ms, limits.itl_ms, limits.e2e_ms) is None,
+        tokens_per_gpu=result.output_tokens_per_s / result.gpus_per_instance, tokens_per_user=1000.0 / result.tpot_ms,
+        meets_limits=limit_violation(result, limits) is None,
         provenance=result.provenance,
     )  # fmt: skip
 
@@ -88,15 +81,15 @@ def _engine_label(result: PerfResult) -> str:
     return f"{result.gpu} {result.gpus_per_instance} GPUs (engine not stated)"
 
 
-def measured_points(catalog: Catalog, model: str, gpu: str, isl: int, osl: int, limits: Limits) -> list[LandscapePoint]:
+def measured_points(catalog: Catalog, model: str, gpu: str, isl: int, osl: int, limits) -> list[LandscapePoint]:
     """The benchmark rows of the model on the GPU at these lengths that state an ITL."""
     results = [result_from_row(row, catalog) for row in matching_rows(catalog, PerfQuery(model, gpu, isl, osl))]
     return [p for r in results if (p := _point(r, _engine_label(r), limits))]
 
 
 def modeled_engine_points(
-    catalog: Catalog, model: str, gpu: str, isl: int, osl: int, limits: Limits, layouts, precisions,
-    percentile: float = 50.0, hop_bytes_per_s=lambda layout: 0.0,
+    catalog: Catalog, model: str, gpu: str, isl: int, osl: int, limits, layouts, precisions,
+    percentile: float | None = None, hop_bytes_per_s=lambda layout: 0.0,
 ) -> list[LandscapePoint]:  # fmt: skip
     """The roofline's curve over concurrency for every layout x precision that fits (modeled points only: the
     measured ones come from measured_points)."""
@@ -117,7 +110,7 @@ def modeled_engine_points(
     return out
 
 
-def landscape_of(workload: str, model: str, isl: int, osl: int, limits: Limits, points: list[LandscapePoint],
+def landscape_of(workload: str, model: str, isl: int, osl: int, limits, points: list[LandscapePoint],
                  chosen: LandscapePoint | None, chosen_note: str, catalog: Catalog, sources) -> Landscape:  # fmt: skip
     from planner.perf.roofline import supports_roofline
 
@@ -127,7 +120,7 @@ def landscape_of(workload: str, model: str, isl: int, osl: int, limits: Limits, 
         missing = "benchmark rows only (perf sources): no modeled engines"
     elif not supports_roofline(catalog.models[model]):
         missing = f"no modeled engines: the architecture of {model} is not published"
-    return Landscape(workload, model, isl, osl, limits.itl_ms, tuple(points), pareto_front(points), chosen, chosen_note,
+    return Landscape(workload, model, isl, osl, limits.tpot_ms, tuple(points), pareto_front(points), chosen, chosen_note,
                      missing)  # fmt: skip
 
 
@@ -146,11 +139,11 @@ def _chosen(assignment: Assignment, workload: Workload, catalog: Catalog) -> tup
     where = f"{assignment.system} {engine.removeprefix(system.gpu + ' ')}"
     if assignment.stage != "aggregated":
         return None, f"the plan serves it disaggregated ({where}): a prefill pool and a decode pool, not one engine"
-    if not assignment.itl_ms:
-        return None, f"the plan's point ({where}, {assignment.provenance}) states no ITL, so it has no place on this axis"
+    if not assignment.tpot_ms:
+        return None, f"the plan's point ({where}, {assignment.provenance}) states no TPOT, so it has no place on this axis"
     tokens_per_gpu = assignment.rps_per_node * assignment.bucket_osl / system.gpus_per_node
     point = LandscapePoint(engine, system.gpu, assignment.tp, assignment.precision, assignment.concurrency, tokens_per_gpu,
-                           1000.0 / assignment.itl_ms, True, assignment.provenance)  # fmt: skip
+                           1000.0 / assignment.tpot_ms, True, assignment.provenance)  # fmt: skip
     return point, f"chosen: {where}" + (f" at concurrency {assignment.concurrency}" if assignment.concurrency else "")
 
 
@@ -165,7 +158,7 @@ def workload_landscape(plan: Plan, scenario: Scenario, catalog: Catalog, workloa
         return None
     workload = next(w for w in scenario.workloads if w.name == workload_name)
     isl, osl = assignment.bucket_isl, assignment.bucket_osl
-    limits = Limits(workload.slo.ttft_ms, workload.slo.itl_ms, workload.slo.e2e_ms)
+    limits = workload.slo
     points: list[LandscapePoint] = []
     systems = sorted({offer.system for offer in scenario.offers})
     if any(s != "modeled" for s in scenario.perf_sources):
@@ -190,17 +183,18 @@ def workload_landscape(plan: Plan, scenario: Scenario, catalog: Catalog, workloa
     return landscape_of(workload_name, workload.model, isl, osl, limits, points, chosen, note, catalog, scenario.perf_sources)
 
 
-def engine_landscape(query: PerfQuery, catalog: Catalog, gpus_per_node: int, sources: tuple[str, ...], chosen: PerfResult | None) -> Landscape:
+def engine_landscape(query: PerfQuery, catalog: Catalog, gpus_per_node: int, sources: tuple[str, ...], chosen: PerfResult | None,
+                     percentile: float | None = None) -> Landscape:  # fmt: skip
     """`planner curve --y tokens-per-user`: every TP (1, 2, 4, 8 within the node) x precision of the model on the
     query's GPU at the query's lengths, the asked engine's chosen point marked."""
     from planner.perf.types import Layout
 
-    limits = Limits(query.ttft_ms, query.itl_ms, query.e2e_ms)
+    limits = query
     points = measured_points(catalog, query.model, query.gpu, query.isl, query.osl, limits) if "measured" in sources else []
     if "modeled" in sources:
         layouts = [Layout(tp) for tp in (1, 2, 4, 8) if tp <= gpus_per_node]
         points += modeled_engine_points(catalog, query.model, query.gpu, query.isl, query.osl, limits, layouts,
-                                        model_precisions(catalog, query.gpu))  # fmt: skip
+                                        model_precisions(catalog, query.gpu), percentile)  # fmt: skip
     point = _point(chosen, _engine_label(chosen), limits) if chosen is not None else None
     note = (f"chosen: {point.engine} at concurrency {chosen.concurrency} ({chosen.provenance})" if point
             else "no point of the asked engine meets the limits" if chosen is None else "the chosen point states no ITL")  # fmt: skip

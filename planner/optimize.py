@@ -64,6 +64,8 @@ import pulp
 from planner.candidates import Candidate, CandidateSet, Option, enumerate_candidates, unit_rate
 from planner.catalog import Catalog
 from planner.errors import InfeasiblePlanError, PlannerInputError, SolverStoppedError
+from planner.metrics import LABELS, LATENCY_METRICS
+from planner.metrics import limits as metric_limits
 from planner.plan import (
     Assignment,
     CostBreakdown,
@@ -724,11 +726,11 @@ def _why_unserved(workload, missing: list[int], cset: CandidateSet) -> str:
     ) + ")"
     pruned = [p for p in cset.pruned if p.workload == workload.name]
     fastest = cset.fastest.get(workload.name, {})
-    limits = (("TTFT", "ttft_ms", workload.slo.ttft_ms), ("ITL", "itl_ms", workload.slo.itl_ms), ("E2E", "e2e_ms", workload.slo.e2e_ms))
+    at = f" at P{workload.slo.percentile:g}"
     below = [
-        f"{name} {limit:g} ms is below the fastest candidate's {fastest[key].value_ms:,.0f} ms ({fastest[key].label})"
-        for name, key, limit in limits
-        if limit is not None and key in fastest and fastest[key].value_ms > limit
+        f"{LABELS[key]}{at} {limit:g} ms is below the fastest candidate's {fastest[key].value_ms:,.0f} ms ({fastest[key].label})"
+        for key, limit in metric_limits(workload.slo)
+        if key in fastest and fastest[key].value_ms > limit
     ]  # fmt: skip
     if below:
         return f"workload {workload.name}{what}: " + "; ".join(below)
@@ -826,26 +828,36 @@ def _read_plan(scenario, cset: CandidateSet, catalog: Catalog, model: FleetModel
         instances=instances,
         fleet={"reconfigure_between_periods": scenario.reconfigure_between_periods,
                "share_nodes_across_models": scenario.share_nodes_across_models},
-        warnings=unlimited_workload_warnings(scenario, workloads),
+        warnings=plan_warnings(scenario, workloads) + catalog_calibration_warnings(scenario, catalog),
     )  # fmt: skip
 
 
-def unlimited_workload_warnings(scenario, workloads) -> tuple[str, ...]:
-    """A streaming or sequential workload with no latency limit is sized at each engine's highest throughput,
-    whatever its latency there (a TTFT of minutes): the plan says so, with the latencies it came to."""
-    warnings = []
+def plan_warnings(scenario, workloads) -> tuple[str, ...]:
+    """What a reader must know before trusting the plan: a latency limit read by the metrics-version-1 rule (its
+    itl_ms as tpot_ms, docs/metrics.md); a streaming or sequential workload with no latency limit, sized at each
+    engine's highest throughput whatever its latency there (a TTFT of minutes), with the latencies it came to."""
+    warnings = list(scenario.metrics_notes) if scenario.metrics_migrated else []
     for workload, result in zip(scenario.workloads, workloads):
         slo = workload.slo
-        if workload.mode == "offline" or any(v is not None for v in (slo.ttft_ms, slo.itl_ms, slo.e2e_ms)):
+        if workload.mode == "offline" or metric_limits(slo):
             continue
         at = ", ".join(f"{name} {value / 1000:,.1f} s" for name, value in
                        (("TTFT", result.ttft_ms), ("E2E", result.e2e_ms)) if value is not None)  # fmt: skip
         warnings.append(
             f"workload '{workload.name}' has no latency limits (slo): it was sized at maximum throughput"
             + (f", where {at}" if at else ", at a point whose latencies are not recorded")
-            + "; give slo.ttft_ms / itl_ms / e2e_ms (or mode: offline for batch work)"
+            + "; give slo.ttft_ms / tpot_ms / itl_ms / e2e_ms (or mode: offline for batch work)"
         )  # fmt: skip
     return tuple(warnings)
+
+
+def catalog_calibration_warnings(scenario, catalog: Catalog) -> tuple[str, ...]:
+    """What user catalogs' benchmark rows did to the engine factors of the GPU generations the scenario may run on:
+    the catalogs named, the factors moved (or why not) and the fit's error before and after (perf/fit_report.py)."""
+    from planner.perf.fit_report import calibration_warnings
+
+    generations = {catalog.gpus[catalog.systems[offer.system].gpu].architecture for offer in scenario.offers}
+    return calibration_warnings(catalog, generations)
 
 
 _ROLE = {"capex": "bought", "reserved": "reserved", "on-demand": "on-demand"}
@@ -1077,17 +1089,18 @@ def _workload_result(workload, scenario: Scenario, cset: CandidateSet, routed: d
     chosen = [_assignment(options[k], cset.candidate(k[1]), workload, rps) for k, rps in sorted(assignments.items())]
     worst = {
         name: max((getattr(a, name) for a in chosen if getattr(a, name) is not None), default=None)
-        for name in ("ttft_ms", "itl_ms", "e2e_ms")
+        for name in LATENCY_METRICS
     }
     split = any(a.stage != "aggregated" for a in chosen)
-    if split and worst["e2e_ms"] is None and worst["ttft_ms"] is not None and worst["itl_ms"] is not None:
+    if split and worst["e2e_ms"] is None and worst["ttft_ms"] is not None and worst["tpot_ms"] is not None:
         # the slowest prefill pool with the slowest decode pool: a bound on any request's E2E
-        worst["e2e_ms"] = round(worst["ttft_ms"] + max(workload.osl_tokens - 1, 0) * worst["itl_ms"], 3)
+        worst["e2e_ms"] = round(worst["ttft_ms"] + max(workload.osl_tokens - 1, 0) * worst["tpot_ms"], 3)
     peak = max(loads, key=lambda load: load.demand_rps)
     return WorkloadResult(
         name=workload.name, model=workload.model, isl_tokens=workload.isl_tokens, osl_tokens=workload.osl_tokens,
         demand_rps=peak.demand_rps, demand_note=workload.demand_note, capacity_rps=peak.capacity_rps,
-        ttft_ms=worst["ttft_ms"], itl_ms=worst["itl_ms"], e2e_ms=worst["e2e_ms"],
+        ttft_ms=worst["ttft_ms"], itl_ms=worst["itl_ms"], e2e_ms=worst["e2e_ms"], tpot_ms=worst["tpot_ms"],
+        percentile=workload.slo.percentile,
         provenance=",".join(sorted({a.provenance for a in chosen})) or "none",
         why="; ".join(a.why for a in chosen) or "no demand", assignments=tuple(chosen), periods=tuple(loads),
         serving="disaggregated" if split else "aggregated", prefill_gpus=pool_gpus["prefill"],
@@ -1098,14 +1111,13 @@ def _workload_result(workload, scenario: Scenario, cset: CandidateSet, routed: d
 def _assignment(option: Option, candidate: Candidate, workload, rps: float) -> Assignment:
     perf = option.perf
     slo = workload.slo
+    bounds = {"ttft_ms": perf.ttft_ms_bound, "tpot_ms": perf.tpot_ms_bound, "itl_ms": perf.itl_ms_bound, "e2e_ms": None}
+    at = f" P{slo.percentile:g}"
     limits = [
-        f"{name} {value:.4g} ms (limit {limit:g})" if value is not None else f"{name} < {bound:g} ms (limit {limit:g})"
-        for name, value, bound, limit in (
-            ("TTFT", perf.ttft_ms, perf.ttft_ms_bound, slo.ttft_ms),
-            ("ITL", perf.itl_ms, perf.itl_ms_bound, slo.itl_ms),
-            ("E2E", perf.e2e_ms, None, slo.e2e_ms),
-        )
-        if limit is not None and (value is not None or bound is not None)
+        f"{LABELS[metric]}{at} {value:.4g} ms (limit {limit:g})" if value is not None
+        else f"{LABELS[metric]}{at} < {bounds[metric]:g} ms (limit {limit:g})"
+        for metric, limit in metric_limits(slo)
+        if (value := getattr(perf, metric)) is not None or bounds[metric] is not None
     ]
     point = ", ".join(limits) if limits else "no latency limit: max-throughput point"
     bucket = workload.buckets[option.bucket]
@@ -1122,6 +1134,7 @@ def _assignment(option: Option, candidate: Candidate, workload, rps: float) -> A
         rps=round(rps, 6), rps_per_node=round(option.rps_per_node, 6), concurrency=perf.concurrency,
         ttft_ms=None if perf.ttft_ms is None else round(perf.ttft_ms, 3),
         itl_ms=None if perf.itl_ms is None else round(perf.itl_ms, 3),
+        tpot_ms=None if perf.tpot_ms is None else round(perf.tpot_ms, 3),
         e2e_ms=None if perf.e2e_ms is None else round(perf.e2e_ms, 3),
         provenance=perf.provenance, source=perf.source, why=why, stage=candidate.stage, layout=candidate.layout_label,
         speculative=candidate.speculative,

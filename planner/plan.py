@@ -92,6 +92,7 @@ class Assignment:
     stage: str = "aggregated"
     layout: str = ""
     speculative: bool = False
+    tpot_ms: float | None = None  # a request's mean gap; itl_ms is one token gap (planner/metrics.py)
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,8 @@ class WorkloadResult:
     serving: str = "aggregated"  # aggregated | disaggregated (prefill and decode pools)
     prefill_gpus: int = 0  # at the busiest period, disaggregated only
     decode_gpus: int = 0
+    tpot_ms: float | None = None  # a request's mean gap; itl_ms is one token gap (planner/metrics.py)
+    percentile: float = 50.0  # the latencies' percentile: the workload's SLO percentile
 
 
 @dataclass(frozen=True)

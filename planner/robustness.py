@@ -19,6 +19,7 @@ import pulp
 from planner.candidates import CandidateSet, enumerate_candidates
 from planner.catalog import Catalog
 from planner.errors import InfeasiblePlanError, PlannerInputError, SolverStoppedError
+from planner.metrics import LATENCY_METRICS
 from planner.plan import Plan, RobustnessSummary, configuration_key
 from planner.scenario import Scenario
 
@@ -150,7 +151,7 @@ def _tightened(scenario: Scenario, factor: float) -> Scenario:
     workloads = tuple(
         dataclasses.replace(w, slo=dataclasses.replace(
             w.slo, **{k: (getattr(w.slo, k) * factor if getattr(w.slo, k) is not None else None)
-                      for k in ("ttft_ms", "itl_ms", "e2e_ms")}))
+                      for k in LATENCY_METRICS}))
         for w in scenario.workloads
     )  # fmt: skip
     return dataclasses.replace(scenario, workloads=workloads)
@@ -163,7 +164,7 @@ def _latency_misses(plan: Plan, scenario: Scenario) -> list[str]:
     for workload in plan.workloads:
         limits = slo[workload.name]
         for a in workload.assignments:
-            for metric in ("ttft_ms", "itl_ms", "e2e_ms"):
+            for metric in LATENCY_METRICS:
                 value, limit = getattr(a, metric), getattr(limits, metric)
                 if value is not None and limit is not None and value > limit * (1 + 1e-9):
                     misses.append(f"{workload.name} on {a.system}: {metric} {value:.4g} > {limit:.4g}")

@@ -12,11 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from planner.catalog import Catalog, Precision
 from planner.errors import PlannerInputError, did_you_mean, unknown_id_message
 from planner.loading import StrictModel, read_yaml, validate_model
+from planner.metrics import MAX_PERCENTILE, METRICS_VERSION, MIN_PERCENTILE
+from planner.metrics import limits as slo_limits
+from planner.perf.roofline import DEFAULT_TOKEN_BUDGET
 from planner.requirements import peak_rps_from_mean, rps_from_users, words_to_tokens
 
 # Sane ranges for every number a scenario gives: beyond them a value is a typo or an attack, and the arithmetic
@@ -39,12 +42,25 @@ SolverName = Literal["cbc", "highs", "ortools"]
 
 
 class SloSpec(StrictModel):
-    """Latency limits. Streaming cares for TTFT and ITL, sequential for E2E, offline for none (seed 002)."""
+    """Latency limits (planner/metrics.py, docs/metrics.md), each at `percentile`. Streaming cares for TTFT and
+    TPOT/ITL, sequential for E2E, offline for none (seed 002)."""
 
     ttft_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
+    tpot_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
     itl_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
     e2e_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
-    percentile: float = Field(default=50, gt=0, lt=100)
+    percentile: float = 50.0
+
+    @field_validator("percentile", mode="before")
+    @classmethod
+    def _percentile_in_range(cls, value):
+        """50 to 99.9; a fraction (0.95) is the slip of writing a quantile, and gets 'did you mean 95?'."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"must be a number from {MIN_PERCENTILE:g} to {MAX_PERCENTILE:g} (got {str(value)[:80]})")
+        if MIN_PERCENTILE <= value <= MAX_PERCENTILE:
+            return float(value)
+        hint = f"; did you mean {value * 100:g}?" if 0 < value < 1 and MIN_PERCENTILE <= value * 100 <= MAX_PERCENTILE else ""
+        raise ValueError(f"must be a percentile from {MIN_PERCENTILE:g} to {MAX_PERCENTILE:g} (got {value:g}){hint}")
 
 
 class UsersSpec(StrictModel):
@@ -111,7 +127,7 @@ class WorkloadSpec(StrictModel):
             )
         if self.peak_rps is not None and "peak_quantile" in self.model_fields_set:
             raise ValueError("peak_quantile applies to mean_rps or users, not to peak_rps")
-        if self.mode == "offline" and any(v is not None for v in (self.slo.ttft_ms, self.slo.itl_ms, self.slo.e2e_ms)):
+        if self.mode == "offline" and slo_limits(self.slo):
             raise ValueError("an offline workload has no latency limit: remove slo limits or use mode streaming/sequential")
         return self
 
@@ -186,6 +202,9 @@ class EngineSpec(StrictModel):
     expert_parallel: bool = True
     max_pipeline_nodes: int = Field(default=4, ge=1, le=64)
     speculative: SpeculativeSpec | None = None
+    # tokens one iteration carries: every decoding sequence's token and prompt chunks up to it (chunked prefill;
+    # vLLM's max_num_batched_tokens, TensorRT-LLM's max_num_tokens); the token gaps (itl_ms) depend on it
+    token_budget: int = Field(default=DEFAULT_TOKEN_BUDGET, ge=64, le=1_000_000)
 
 
 PerfSource = Literal["measured", "interpolated", "aic", "modeled"]
@@ -246,6 +265,8 @@ class ScenarioSpec(StrictModel):
     description: str = Field(default="", max_length=5000)
     # English runs at ~0.75 words per token; outside 0.1-10 a word count cannot mean tokens any more
     words_per_token: float | None = Field(default=None, ge=0.1, le=10)
+    # 2: slo.itl_ms is one gap between tokens; absent or 1: the file predates it, and its itl_ms is tpot_ms
+    metrics_version: Literal[1, 2] | None = None
     deployment: Deployment = "on-prem"
     workloads: list[WorkloadSpec] = Field(min_length=1)
     sites: SitesSpec
@@ -261,10 +282,18 @@ class ScenarioSpec(StrictModel):
 
 @dataclass(frozen=True)
 class Slo:
-    ttft_ms: float | None
-    itl_ms: float | None
-    e2e_ms: float | None
-    percentile: float
+    """Latency limits in ms at `percentile` (planner/metrics.py: itl_ms one token gap, tpot_ms a request's mean
+    gap), after the metrics-version rule."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    itl_ms: float | None = None
+    e2e_ms: float | None = None
+    percentile: float = 50.0
+
+    @property
+    def limited(self) -> tuple[str, ...]:
+        return tuple(metric for metric, _ in slo_limits(self))
 
 
 @dataclass(frozen=True)
@@ -374,6 +403,10 @@ class Scenario:
     expert_parallel: bool = True  # engine: MoE layouts with attention DP and EP
     max_pipeline_nodes: int = 4  # engine: pipeline stages across nodes for models no node holds
     speculation: object | None = None  # engine: perf.roofline.Speculation, tried beside plain decoding
+    token_budget: int = DEFAULT_TOKEN_BUDGET  # engine: tokens one iteration carries (decodes + prompt chunks)
+    metrics_version: int = METRICS_VERSION  # as the file said (1: its itl_ms was read as tpot_ms)
+    metrics_notes: tuple[str, ...] = ()  # how the file's latency limits were read (the metrics-version rule)
+    metrics_migrated: bool = False  # a limit was read by the version-1 rule (itl_ms as tpot_ms): plans say so
 
 
 # ---- checks against the catalog: one function per rule, all raising PlannerInputError ----
@@ -561,7 +594,7 @@ def resolve_workload(spec: WorkloadSpec, words_per_token: float, default_quantil
         requests_per_user=spec.users.requests_per_user if spec.users is not None else None,
         demand_note=note,
         mode=spec.mode,
-        slo=Slo(spec.slo.ttft_ms, spec.slo.itl_ms, spec.slo.e2e_ms, spec.slo.percentile),
+        slo=Slo(spec.slo.ttft_ms, spec.slo.tpot_ms, spec.slo.itl_ms, spec.slo.e2e_ms, spec.slo.percentile),
         precisions=tuple(spec.precisions) if spec.precisions is not None else None,
     )
 
@@ -686,6 +719,7 @@ def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str) -> Scenario:
     check_periods(spec, file)
     check_limits(spec, catalog, file)
     check_forecasts(spec, file)
+    spec, metrics_notes, metrics_migrated = migrate_metrics(spec, file)
     defaults = catalog.defaults
     words_per_token = spec.words_per_token if spec.words_per_token is not None else defaults.words_per_token.value
     workloads = [resolve_workload(w, words_per_token, defaults.peak_quantile.value) for w in spec.workloads]
@@ -733,7 +767,38 @@ def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str) -> Scenario:
         expert_parallel=spec.engine.expert_parallel,
         max_pipeline_nodes=spec.engine.max_pipeline_nodes,
         speculation=_speculation(spec.engine.speculative, catalog, file),
+        token_budget=spec.engine.token_budget,
+        metrics_version=spec.metrics_version or 1,
+        metrics_notes=metrics_notes,
+        metrics_migrated=metrics_migrated,
     )
+
+
+def migrate_metrics(spec: ScenarioSpec, file: str) -> tuple[ScenarioSpec, tuple[str, ...], bool]:
+    """The one rule for files written before metrics version 2 (docs/metrics.md): without `metrics_version: 2`,
+    `slo.itl_ms` meant a request's mean gap between tokens, so it is read as `slo.tpot_ms`. Returns the spec in
+    today's metrics, what was read how (for `validate`), and whether a limit moved (the plan then says so too)."""
+    if spec.metrics_version == METRICS_VERSION:
+        return spec, (f"{file}: metrics_version {METRICS_VERSION}: itl_ms limits one gap between tokens, tpot_ms a "
+                      "request's mean gap (docs/metrics.md)",), False  # fmt: skip
+    workloads, moved = [], []
+    for index, workload in enumerate(spec.workloads):
+        slo = workload.slo
+        if slo.itl_ms is not None and slo.tpot_ms is not None:
+            raise PlannerInputError(
+                file, f"workloads[{index}:{workload.name}].slo.itl_ms",
+                "both itl_ms and tpot_ms in a file without metrics_version 2, where itl_ms means tpot_ms; "
+                "add `metrics_version: 2` at the top of the file to limit single token gaps with itl_ms (docs/metrics.md)",
+            )  # fmt: skip
+        if slo.itl_ms is not None:
+            moved.append(f"workload {workload.name}: itl_ms {slo.itl_ms:g} -> tpot_ms {slo.itl_ms:g}")
+            slo = slo.model_copy(update={"tpot_ms": slo.itl_ms, "itl_ms": None})
+        workloads.append(workload.model_copy(update={"slo": slo}))
+    what = ("; its slo.itl_ms meant a request's mean gap between tokens, today's tpot_ms: " + "; ".join(moved)
+            if moved else " (it sets no itl_ms limit, so nothing moves)")  # fmt: skip
+    note = (f"{file}: no metrics_version, read as version 1{what}. Add `metrics_version: 2` to the file to use "
+            "today's names (itl_ms = one gap between tokens; docs/metrics.md)")  # fmt: skip
+    return spec.model_copy(update={"workloads": workloads}), (note,), bool(moved)
 
 
 def _speculation(spec: SpeculativeSpec | None, catalog: Catalog, file: str):

@@ -147,7 +147,7 @@ def test_sweep_progress_moves_by_one_point_on_several_workers():
     from planner.sweep import load_sweep, run_sweep
 
     calls = []
-    sweep = load_sweep(SCENARIOS / "sweeps" / "summarize-itl.yaml")
+    sweep = load_sweep(SCENARIOS / "sweeps" / "summarize-tpot.yaml")
     records = run_sweep(sweep, "process", 2, lambda *args: calls.append(args))
     total = len(sweep.points)
     assert calls[0] == (0, total) and calls[-1] == (total, total)

@@ -48,7 +48,7 @@ def test_prefill_capacity_matches_a_simulated_md1_queue():
     isl = 16_000  # one prompt per step (beyond the token budget's pairs)
     service = float(step_ms(engine, eff, 0.0, 0.0, 1, isl))
     limit = eff.ttft_overhead_ms + service * 2.5
-    point = prefill_capacity(engine, eff, isl, 0.0, limit, 50.0)
+    point = prefill_capacity(engine, eff, isl, 0.0, limit, None)  # means: Lindley's mean wait
     assert point["batch"] == 1
     assert point["ttft_ms"] == pytest.approx(limit, rel=1e-6)
     simulated = _md1_mean_wait_simulated(point["rps"] / 1e3, service)

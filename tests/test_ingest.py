@@ -37,7 +37,7 @@ def test_vllm_sweep_directory_gives_one_row_per_concurrency(catalog):
     assert {(row.isl, row.osl) for row in result.rows} == {(1024, 128)}
     c8 = result.rows[1]
     raw = json.loads(next((VLLM / "sweep").glob("*concurrency8-*")).read_text())
-    assert c8.ttft_ms == raw["median_ttft_ms"] and c8.itl_ms == raw["median_tpot_ms"]
+    assert c8.ttft_ms == raw["median_ttft_ms"] and c8.tpot_ms == raw["median_tpot_ms"] and c8.statistic == "median"
     assert c8.request_throughput_rps == raw["request_throughput"] and c8.output_tokens_per_s == raw["output_throughput"]
     assert c8.source.startswith("vllm bench serve") and "concurrency8" in c8.source
     assert "meta-llama/Llama-3.1-8B-Instruct" in c8.notes and "latencies: median" in c8.notes
@@ -167,7 +167,7 @@ def test_genai_perf_new_layout_sweep(catalog):
     run_dir = next((GENAI / "new-layout").glob("*-concurrency8"))
     raw = json.loads((run_dir / "profile_export_genai_perf.json").read_text())
     c8 = result.rows[1]
-    assert c8.ttft_ms == raw["time_to_first_token"]["p50"] and c8.itl_ms == raw["inter_token_latency"]["p50"]
+    assert c8.ttft_ms == raw["time_to_first_token"]["p50"] and c8.tpot_ms == raw["inter_token_latency"]["p50"]
     assert c8.request_throughput_rps == raw["request_throughput"]["avg"]
     assert c8.output_tokens_per_s == raw["output_token_throughput"]["avg"]
     assert c8.source == f"genai-perf (version not recorded): {run_dir.name}/profile_export_genai_perf.json"
@@ -196,7 +196,7 @@ def test_aiperf_export_names_its_version(catalog):
 
 def test_non_streaming_run_records_no_latencies(catalog):
     row = ingest("genai-perf", [GENAI / "non-streaming"], options(), catalog).rows[0]
-    assert row.ttft_ms is None and row.itl_ms is None and "non-streaming" in row.notes
+    assert row.ttft_ms is None and row.tpot_ms is None and row.itl_ms is None and "non-streaming" in row.notes
 
 
 def test_genai_perf_csv_with_quoted_numbers(tmp_path, catalog):
@@ -215,7 +215,7 @@ def test_genai_perf_csv_without_concurrency_needs_the_option(catalog):
     with pytest.raises(PlannerInputError, match="records no concurrency"):
         ingest("genai-perf", [path], options(), catalog)
     row = ingest("genai-perf", [path], options(concurrency=16), catalog).rows[0]
-    assert row.concurrency == 16 and row.itl_ms == 11.53
+    assert row.concurrency == 16 and row.tpot_ms == 11.53
 
 
 def test_rate_run_gets_littles_law_concurrency(catalog):
@@ -265,7 +265,7 @@ def test_guidellm_report_gives_one_row_per_benchmark(catalog):
     metrics = first["metrics"]
     assert synchronous.concurrency == 1
     assert synchronous.ttft_ms == metrics["time_to_first_token_ms"]["successful"]["median"]
-    assert synchronous.itl_ms == metrics["inter_token_latency_ms"]["successful"]["median"]
+    assert synchronous.tpot_ms == metrics["inter_token_latency_ms"]["successful"]["median"]
     assert synchronous.request_throughput_rps == metrics["requests_per_second"]["successful"]["mean"]
     assert synchronous.source == "guidellm (0.8.1): guidellm/benchmarks.json"
     # rate-driven strategies take the measured mean concurrency
@@ -301,7 +301,7 @@ def test_guidellm_yaml_report(tmp_path, catalog):
     report = json.loads((GUIDELLM / "benchmarks.json").read_text())
     (tmp_path / "benchmarks.yaml").write_text(yaml.safe_dump(report))
     def numbers(rows):
-        return [(r.concurrency, r.isl, r.osl, r.ttft_ms, r.itl_ms, r.request_throughput_rps, r.output_tokens_per_s) for r in rows]
+        return [(r.concurrency, r.isl, r.osl, r.ttft_ms, r.tpot_ms, r.itl_ms, r.request_throughput_rps, r.output_tokens_per_s) for r in rows]
 
     from_yaml = ingest("guidellm", [tmp_path], options(), catalog).rows
     from_json = ingest("guidellm", [GUIDELLM / "benchmarks.json"], options(), catalog).rows

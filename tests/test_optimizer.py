@@ -139,7 +139,7 @@ def test_modeled_reasons_name_memory_and_latency(cli, tmp_path):
     })  # fmt: skip
     code, out, err = cli("plan", path)
     assert code == 1
-    assert "workload big: TTFT 100 ms is below the fastest candidate's" in err
+    assert "workload big: TTFT at P50 100 ms is below the fastest candidate's" in err
     assert "(dgx-h100 TP8 fp8)" in err  # the only configuration that fits 405B on one node is fastest
 
 
@@ -233,7 +233,7 @@ def test_plan_json_has_design_names_and_is_deterministic(cli):
         assert key in document["lines"][0]
     for key in ("nodes_by_system", "gpus", "capex_usd", "power_kw"):
         assert key in document["totals"]
-    for key in ("name", "demand_rps", "capacity_rps", "ttft_ms", "itl_ms", "e2e_ms", "provenance"):
+    for key in ("name", "demand_rps", "capacity_rps", "ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "percentile", "provenance"):
         assert key in document["workloads"][0]
     assert document["candidates"]["generated"] >= 2
     assert all(set(p) == {"workload", "system", "reason"} for p in document["candidates"]["pruned"])
@@ -248,7 +248,7 @@ def test_chat_and_summarize_on_measured_rows(cli_json, tmp_path):
     assert {p["system"] for p in document["candidates"]["pruned"]} == {"dgx-b200"}
     chat, summarize = document["workloads"]
     assert chat["demand_rps"] == 170  # poisson.ppf(0.95, 150)
-    assert summarize["ttft_ms"] == 834.51 and summarize["itl_ms"] == 59.73  # concurrency 50 meets ITL <= 60
+    assert summarize["ttft_ms"] == 834.51 and summarize["tpot_ms"] == 59.73  # concurrency 50 meets TPOT <= 60
     assert document["totals"]["nodes_by_system"] == {"dgx-h100": math.ceil(170 / 70.7) + math.ceil(20 / (4 * 814.37 / 500))}
 
 

@@ -36,7 +36,8 @@ def engines(draw):
     return model, gpu, tp, precision, isl, osl
 
 
-def curve(engine, percentile=50.0, sources="anchored"):
+def curve(engine, percentile=None, sources="anchored"):
+    """The engine's curve: means (Little's law holds for them), or latencies at a percentile."""
     model, gpu, tp, precision, isl, osl = engine
     points = modeled_points(PerfQuery(model, gpu, isl, osl), CATALOG, tp, precision, percentile)
     assume(not isinstance(points, str))  # does not fit: nothing to check
@@ -61,6 +62,16 @@ def test_throughput_and_itl_never_fall_as_concurrency_rises(engine):
     for low, high in zip(points, points[1:]):
         assert high.request_throughput_rps >= low.request_throughput_rps * 0.95, (low.concurrency, high.concurrency)
         assert high.itl_ms >= low.itl_ms * 0.95, (low.concurrency, high.concurrency)
+        assert high.tpot_ms >= low.tpot_ms * 0.95, (low.concurrency, high.concurrency)
+
+
+@PROPERTY
+@given(engines())
+def test_mean_token_gap_is_the_mean_tpot(engine):
+    """The gaps of a request average to its TPOT: the mean ITL (decode step + chunks per step x chunk) and the mean
+    TPOT are two readings of one steady state."""
+    for point in curve(engine):
+        assert point.itl_ms == pytest.approx(point.tpot_ms, rel=1e-9)
 
 
 @PROPERTY
@@ -68,7 +79,8 @@ def test_throughput_and_itl_never_fall_as_concurrency_rises(engine):
 def test_tail_latencies_are_ordered(engine):
     p50, p95, p99 = (curve(engine, p) for p in (50, 95, 99))
     for a, b, c in zip(p50, p95, p99):
-        assert c.itl_ms >= b.itl_ms >= a.itl_ms and c.ttft_ms >= b.ttft_ms >= a.ttft_ms
+        for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+            assert getattr(c, metric) >= getattr(b, metric) >= getattr(a, metric), metric
 
 
 @PROPERTY

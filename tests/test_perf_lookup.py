@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from planner.perf import PerfMiss, PerfQuery, estimate, limit_violation
+from planner.scenario import Slo
 
 
 def test_max_throughput_point_without_limits(catalog):
@@ -38,10 +39,11 @@ def test_no_row_is_a_miss_on_data_alone_and_modeled_otherwise(catalog):
 def test_bound_stated_by_source_meets_equal_or_looser_limits_only(catalog):
     result = estimate(PerfQuery("llama-3-8b", "H100-SXM-80GB", 2000, 200), catalog)
     assert result.ttft_ms is None and result.ttft_ms_bound == 500
-    assert limit_violation(result, 500, None, None) is None
-    assert limit_violation(result, 800, None, None) is None
-    assert "only known to be below 500" in limit_violation(result, 400, None, None)
-    assert "ITL not recorded" in limit_violation(result, None, 50, None)
+    assert limit_violation(result, Slo(ttft_ms=500)) is None
+    assert limit_violation(result, Slo(ttft_ms=800)) is None
+    assert "only known to be below 500" in limit_violation(result, Slo(ttft_ms=400))
+    assert "ITL not recorded" in limit_violation(result, Slo(itl_ms=50))
+    assert "TPOT not recorded" in limit_violation(result, Slo(tpot_ms=50))
 
 
 def test_node_rows_count_as_one_instance_per_node(catalog):
@@ -53,7 +55,7 @@ def test_node_rows_count_as_one_instance_per_node(catalog):
 def test_perf_json_keys(cli_json):
     document = cli_json("perf", "--model", "llama-3.3-70b", "--gpu", "H100-SXM-80GB", "--tp", "2",
                         "--precision", "fp8", "--isl", "5000", "--osl", "500", "--concurrency", "50")  # fmt: skip
-    for key in ("ttft_ms", "itl_ms", "e2e_ms", "concurrency", "request_throughput_rps", "output_tokens_per_s",
+    for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "concurrency", "request_throughput_rps", "output_tokens_per_s",
                 "instances_per_node", "fits", "max_concurrency_by_memory", "provenance"):  # fmt: skip
         assert key in document
     assert document["output_tokens_per_s"] == 814.37 and document["fits"] is True
@@ -80,7 +82,7 @@ def test_70b_bf16_does_not_fit_one_h100_and_fits_tp2(cli_json):
 def test_interpolation_over_concurrency(catalog):
     point = estimate(PerfQuery("llama-3.3-70b", "H100-SXM-80GB", 5000, 500, concurrency=10), catalog)
     assert point.provenance == "interpolated"
-    assert 546.7 < point.ttft_ms < 688.69 and 21.83 < point.itl_ms < 38.75
+    assert 546.7 < point.ttft_ms < 688.69 and 21.83 < point.tpot_ms < 38.75
     assert 218.48 < point.output_tokens_per_s < 623.4
 
 

@@ -56,7 +56,7 @@ def test_vllm_run_by_name_reads_what_sources_says(qps):
     (row,) = result.rows
     raw = json.loads(path.read_text())
     assert round(raw["total_input_tokens"] / raw["completed"]) == 213 == row.isl
-    assert round(row.ttft_ms, 1) == ttft and round(row.itl_ms, 1) == tpot
+    assert round(row.ttft_ms, 1) == ttft and round(row.tpot_ms, 1) == tpot
     assert row.run_kind == kind and (row.model, row.tp, row.gpus, row.gpu) == ("llama-3.3-70b", 8, 8, "A100-SXM-40GB")
     assert "TP 8 from the path" in row.notes and "model llama-3.3-70b from the file's 'meta-llama/Llama-3.3-70B-Instruct'" in row.notes
     if rate is not None:
@@ -114,7 +114,7 @@ def test_genai_perf_run_by_name(concurrency):
     (row,) = _one([path], tool="genai-perf", gpu="H100", tp=1, precision="bf16").rows
     raw = json.loads(path.read_text())
     assert row.concurrency == concurrency and row.run_kind == "online"
-    assert row.ttft_ms == raw["time_to_first_token"]["p50"] and row.itl_ms == raw["inter_token_latency"]["p50"]
+    assert row.ttft_ms == raw["time_to_first_token"]["p50"] and row.tpot_ms == raw["inter_token_latency"]["p50"]
 
 
 @pytest.mark.parametrize("concurrency", GENAI_CONCURRENCY)
@@ -126,7 +126,7 @@ def test_genai_perf_csv_export_by_name_agrees_with_the_json(concurrency):
     (row,) = _one([folder / "profile_export_genai_perf.csv"], model="meta/llama3-8b-instruct", **options).rows
     (json_row,) = _one([folder / "profile_export_genai_perf.json"], **options).rows
     assert row.concurrency == concurrency and f"read from the run directory's name 'c{concurrency}'" in row.notes
-    assert row.ttft_ms == pytest.approx(json_row.ttft_ms, abs=0.01) and row.itl_ms == pytest.approx(json_row.itl_ms, abs=0.01)
+    assert row.ttft_ms == pytest.approx(json_row.ttft_ms, abs=0.01) and row.tpot_ms == pytest.approx(json_row.tpot_ms, abs=0.01)
     assert row.request_throughput_rps == pytest.approx(json_row.request_throughput_rps, abs=0.01)
 
 
@@ -137,7 +137,7 @@ def test_genai_perf_streaming_not_recorded_but_evident_is_kept(tmp_path):
     path = tmp_path / "c50" / "profile_export_genai_perf.json"
     path.write_text(json.dumps(raw))
     (row,) = _one([path], tool="genai-perf", gpu="H100", tp=1, precision="bf16").rows
-    assert row.ttft_ms == raw["time_to_first_token"]["p50"] and row.itl_ms == raw["inter_token_latency"]["p50"]
+    assert row.ttft_ms == raw["time_to_first_token"]["p50"] and row.tpot_ms == raw["inter_token_latency"]["p50"]
     assert "streaming not recorded; streamed" in row.notes
 
 
@@ -244,9 +244,14 @@ def test_ingested_rate_runs_answer_and_anchor_the_perf_model(tmp_path, cli, cli_
     code, _, err = cli("ingest", "vllm", BENCH / "vllm", "--gpu", "A100", "--precision", "bf16", "--out", lab / "benchmarks" / "v.csv")
     assert code == 0, err
     query = ("perf", "--model", "meta-llama/Llama-3.3-70B-Instruct", "--gpu", "A100", "--tp", "8", "--precision", "bf16",
-             "--isl", "213", "--osl", "214", "--catalog", lab)  # fmt: skip
+             "--isl", "213", "--osl", "214", "--catalog", lab, "--percentile", "50")  # fmt: skip
+    # the rows hold the runs' medians (ingest's default statistic): they answer at P50
     at_run = cli_json(*query, "--concurrency", "18")
-    assert at_run["provenance"].startswith("measured") and at_run["itl_ms"] == pytest.approx(27.3485, abs=1e-3)
+    assert at_run["provenance"].startswith("measured") and at_run["tpot_ms"] == pytest.approx(27.3485, abs=1e-3)
+    assert at_run["statistic"] == "median" and at_run["itl_ms"] == pytest.approx(27.1927, abs=1e-3)  # vLLM's own ITL
     between = cli_json(*query, "--concurrency", "30")
     assert between["provenance"] == "interpolated" and any(d.startswith("anchored on 4 rows") for d in between["derivations"])
-    assert 27.3485 < between["itl_ms"] < 31.6757  # between the runs at 18 and 43 in flight
+    assert 27.3485 < between["tpot_ms"] < 31.6757  # between the runs at 18 and 43 in flight
+    # means are not what the rows measured: the roofline anchored on the medians answers, not the rows
+    mean = cli_json(*query[:-2], "--concurrency", "18")
+    assert mean["statistic"] == "mean" and not mean["provenance"].startswith("measured")

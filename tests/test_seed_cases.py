@@ -24,7 +24,7 @@ def test_c1_contact_center_needs_13_dgx_h100(cli_json):
     assert workload["isl_tokens"] == 4667 and workload["osl_tokens"] == 667  # 3500 / 500 words at 0.75
     assert workload["demand_rps"] == 31
     assert workload["ttft_ms"] == 2606
-    assert workload["itl_ms"] == 21.4
+    assert workload["tpot_ms"] == 21.4
     assert workload["provenance"] == "measured"
     assert workload["capacity_rps"] == pytest.approx(13 * 2.4)
     # 12 nodes would fall short: 12 x 2.4 = 28.8 < 31
@@ -66,10 +66,10 @@ def test_c3_prefill_of_3500_tokens_equals_about_99_generated_tokens(cli_json):
         "--isl", "3500", "--concurrency", "8",
     )  # fmt: skip
     assert point["provenance"] == "measured"
-    assert point["ttft_ms"] == 2600 and point["itl_ms"] == 26.8
+    assert point["ttft_ms"] == 2600 and point["tpot_ms"] == 26.8
     assert point["instances_per_node"] == 2  # 8 GPUs / TP4
     # "a 3500-token input takes ~2.6 s, the same as generating 99 tokens at 26.8 ms"
-    assert point["ttft_ms"] / point["itl_ms"] == pytest.approx(99, rel=0.03)
+    assert point["ttft_ms"] / point["tpot_ms"] == pytest.approx(99, rel=0.03)
 
 
 @pytest.mark.parametrize(("mean", "quantile", "peak"), [(64, 0.95, 77), (7, 0.95, 12)])

@@ -291,7 +291,10 @@ def test_measured_point_engines_respond_to_load(contact_center):
     assert check.stats.mean_queue_length < 0.1  # waits of one iteration at most
 
 
-def test_the_seeds_13_dgx_h100_are_not_settled_and_fail_and_repair_adds_one(contact_center):
+def test_the_seeds_13_dgx_h100_straddle_their_limit_and_repair_adds_nothing(contact_center):
+    """At 99.4% load one seed's interval straddles the 3 s TTFT limit (the old verdict called that a miss and bought a
+    fourteenth node): more seeds are run within the request budget, the verdict stays inconclusive and says so, and
+    repair, which acts on conclusive misses only, keeps 13 nodes."""
     from planner.repair import repair_plan
     from planner.simulate import SimulationOptions, simulate_plan
     from planner.api import solve_scenario
@@ -299,17 +302,15 @@ def test_the_seeds_13_dgx_h100_are_not_settled_and_fail_and_repair_adds_one(cont
     catalog = contact_center.catalog
     options = SimulationOptions()
     (check,) = simulate_plan(contact_center.plan, contact_center.scenario, catalog, options)
-    assert check.instances == 13 and check.ok is False and not check.settled
+    assert check.instances == 13 and check.verdict == "inconclusive" and not check.settled
     assert check.duration_s > 600  # the settling loop ran longer than the old fixed 600 s
+    assert check.seeds > 1 and check.extra_seeds == check.seeds - 1 and "inconclusive" in check.seeds_note
     (ttft,) = check.checks
-    assert ttft.ci_high_ms > 3000
+    assert ttft.ci_low_ms < 3000 < ttft.ci_high_ms
     repaired = repair_plan(contact_center.plan, contact_center.scenario, catalog,
                            lambda p, s: simulate_plan(p, s, catalog, options), lambda s: solve_scenario(s, catalog))  # fmt: skip
-    assert repaired.all_ok and repaired.original_nodes == 13
-    assert repaired.plan.totals.nodes_by_system == {"dgx-h100": 14}
-    assert repaired.steps[0].demand_rps_before == 31 and "TTFT" in repaired.steps[0].why
-    (after,) = repaired.checks
-    assert after.rate_rps == pytest.approx(31)  # simulated at the scenario's demand, not the raised one
+    assert repaired.original_nodes == 13 and repaired.plan.totals.nodes_by_system == {"dgx-h100": 13}
+    assert not repaired.steps and repaired.inconclusive
 
 
 def test_same_seed_same_verdict_bytes(cli):

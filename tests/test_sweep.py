@@ -144,5 +144,5 @@ def test_ray_missing_is_a_clear_input_error(tmp_path, cli):
 
 
 def test_shipped_sweep_example_loads():
-    loaded = load_sweep(SCENARIOS / "sweeps" / "summarize-itl.yaml")
-    assert len(loaded.points) == 6 * 4 and loaded.pareto.x == "workloads.summarize.slo.itl_ms"
+    loaded = load_sweep(SCENARIOS / "sweeps" / "summarize-tpot.yaml")
+    assert len(loaded.points) == 6 * 4 and loaded.pareto.x == "workloads.summarize.slo.tpot_ms"

@@ -29,7 +29,9 @@ FEW_REQUESTS = 10  # fewer completed requests than this: rates and percentiles a
 
 @dataclass(frozen=True)
 class Run:
-    """One benchmark run (one concurrency or rate) as the tool reported it. Latencies in ms at `statistic`."""
+    """One benchmark run (one concurrency or rate) as the tool reported it. Latencies in ms at `statistic`, in the
+    planner's metrics (planner/metrics.py, docs/metrics.md): `tpot_ms` a request's mean gap (what genai-perf, AIPerf
+    and GuideLLM call ITL), `itl_ms` one gap between tokens (vLLM's ITL, AIPerf's inter-chunk latency)."""
 
     tool: str
     tool_version: str | None
@@ -40,7 +42,7 @@ class Run:
     isl: float
     osl: float
     ttft_ms: float | None
-    itl_ms: float | None
+    tpot_ms: float | None
     request_throughput_rps: float
     output_tokens_per_s: float | None
     statistic: str
@@ -48,6 +50,7 @@ class Run:
     notes: tuple[str, ...] = ()
     model_hints: tuple[str, ...] = ()  # other names of the model the file records (the tokenizer's)
     requests: int | None = None  # completed requests the statistics rest on, where the file says
+    itl_ms: float | None = None  # one token gap, where the tool records gaps
 
 
 @dataclass(frozen=True)
@@ -396,7 +399,8 @@ def runs_to_rows(measured: list[tuple[Run, Engine]], options: IngestOptions, tab
             "table": table, "line": line, "source": f"{run.tool} ({version}): {_short_path(run.file)}",
             "model": engine.model, "gpu": engine.gpu, "gpus": engine.gpus, "tp": engine.tp, "precision": engine.precision,
             "isl": isl, "osl": osl, "concurrency": run.concurrency, "run_kind": run.run_kind,
-            "ttft_ms": run.ttft_ms or None, "itl_ms": run.itl_ms or None,
+            "statistic": run.statistic, "ttft_ms": run.ttft_ms or None, "tpot_ms": run.tpot_ms or None,
+            "itl_ms": run.itl_ms or None,
             "request_throughput_rps": run.request_throughput_rps, "output_tokens_per_s": run.output_tokens_per_s or None,
             "per": engine.per, "notes": "; ".join(remarks),
         }  # fmt: skip

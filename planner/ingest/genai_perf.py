@@ -167,9 +167,12 @@ def _run(metrics: dict, path: Path, statistic: str, model, concurrency, rate, st
     osl = _avg(metrics, "output_sequence_length", file)
     streaming = _streamed(metrics, streaming, file, notes)
     ttft = _stat(metrics, "time_to_first_token", statistic, file, required=streaming)
-    itl = _stat(metrics, "inter_token_latency", statistic, file, required=streaming)
+    # genai-perf's and AIPerf's inter_token_latency is per request, (latency - TTFT) / (OSL - 1): the planner's
+    # tpot_ms; AIPerf's inter_chunk_latency is the gaps between streamed chunks: its itl_ms (docs/metrics.md)
+    tpot = _stat(metrics, "inter_token_latency", statistic, file, required=streaming)
+    itl = _stat(metrics, "inter_chunk_latency", statistic, file, required=False)
     if not streaming:
-        ttft = itl = None
+        ttft = tpot = itl = None
         notes.append("non-streaming run: TTFT equals the whole request latency and ITL is not measured; neither recorded")
     requests = metrics.get("request_count")
     requests = count(requests.get("avg"), file, "request_count.avg") if isinstance(requests, dict) else None
@@ -194,7 +197,7 @@ def _run(metrics: dict, path: Path, statistic: str, model, concurrency, rate, st
     return Run(
         tool=tool, tool_version=version, file=file, model_name=model, concurrency=count(concurrency, file, "concurrency"),
         request_rate=rate,
-        isl=isl, osl=osl, ttft_ms=ttft, itl_ms=itl, request_throughput_rps=rps, output_tokens_per_s=tokens_per_s,
+        isl=isl, osl=osl, ttft_ms=ttft, tpot_ms=tpot, itl_ms=itl, request_throughput_rps=rps, output_tokens_per_s=tokens_per_s,
         statistic=statistic, run_kind=run_kind, notes=tuple(notes), model_hints=hints, requests=requests,
     )  # fmt: skip
 

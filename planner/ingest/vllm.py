@@ -76,11 +76,14 @@ def _mean_e2e(result: dict, osl: float, file: str, notes: list[str]) -> float | 
     `mean_e2el_ms` give mean TTFT + (mean OSL - 1) x mean TPOT (per request TPOT = (E2E - TTFT) / (OSL - 1))."""
     if result.get("mean_e2el_ms") is not None:
         return number(result["mean_e2el_ms"], file, "mean_e2el_ms")
-    ttft, tpot = result.get("mean_ttft_ms"), result.get("mean_tpot_ms", result.get("mean_itl_ms"))
-    if ttft is None or tpot is None:
+    # the pooled mean gap (ITL) is exact: the mean of (OSL_i - 1) x TPOT_i is (mean OSL - 1) x the mean gap; the
+    # mean TPOT weighs short requests as much as long ones
+    key = "mean_itl_ms" if result.get("mean_itl_ms") is not None else "mean_tpot_ms"
+    ttft, gap = result.get("mean_ttft_ms"), result.get(key)
+    if ttft is None or gap is None:
         return None
-    notes.append("mean E2E not recorded: taken as mean TTFT + (mean OSL - 1) x mean TPOT")
-    return number(ttft, file, "mean_ttft_ms") + (osl - 1) * number(tpot, file, "mean_tpot_ms")
+    notes.append(f"mean E2E not recorded: taken as mean TTFT + (mean OSL - 1) x {key}")
+    return number(ttft, file, "mean_ttft_ms") + (osl - 1) * number(gap, file, key)
 
 
 def parse_result(result: dict, file: str, statistic: str, concurrency_override: int | None = None) -> Run:
@@ -95,10 +98,10 @@ def parse_result(result: dict, file: str, statistic: str, concurrency_override: 
     rps = number(require(result, "request_throughput", file, WHAT), file, "request_throughput")
     tokens_per_s = result.get("output_throughput")
     ttft = _latency(result, "ttft", statistic, file, required=True)
-    # TPOT is per request ((E2E - TTFT) / (OSL - 1)), the planner's ITL; pooled ITL gaps are the fallback
-    itl = _latency(result, "tpot", statistic, file, required=False)
-    if itl is None:
-        itl = _latency(result, "itl", statistic, file, required=False)
+    # vLLM's TPOT is per request ((E2E - TTFT) / (OSL - 1)), its ITL the gaps between streamed chunks pooled over
+    # all requests: the planner's tpot_ms and itl_ms (docs/metrics.md)
+    tpot = _latency(result, "tpot", statistic, file, required=False)
+    itl = _latency(result, "itl", statistic, file, required=False)
     notes = [f"ISL/OSL = total tokens / {int(completed)} completed requests"]
     if result.get("failed"):
         notes.append(f"{result['failed']} requests failed")
@@ -119,7 +122,7 @@ def parse_result(result: dict, file: str, statistic: str, concurrency_override: 
         tool="vllm bench serve", tool_version=None, file=file, model_name=str(model_id),
         concurrency=count(concurrency, file, "max_concurrency") if concurrency is not None else None, request_rate=rate,
         isl=isl, osl=osl,
-        ttft_ms=ttft, itl_ms=itl, request_throughput_rps=rps,
+        ttft_ms=ttft, tpot_ms=tpot, itl_ms=itl, request_throughput_rps=rps,
         output_tokens_per_s=number(tokens_per_s, file, "output_throughput") if tokens_per_s is not None else None,
         statistic=statistic, run_kind=run_kind, notes=tuple(notes), requests=int(completed),
     )  # fmt: skip

@@ -21,6 +21,8 @@ import dataclasses
 import numpy as np
 
 from planner.catalog import Catalog
+from planner.metrics import LABELS, percentile_label
+from planner.metrics import limits as metric_limits
 from planner.perf.anchor import AnchorSet, anchor_rows, build_anchors
 from planner.perf.calibration import efficiency_for, fit_kernels
 from planner.perf.interpolate import concurrency_grid, over_concurrency, over_lengths
@@ -32,7 +34,14 @@ from planner.perf.roofline import (
     steady_state_curve,
     supports_roofline,
 )
-from planner.perf.tables import group_by_engine, instance_memory, matching_rows, result_from_row, running_capacity
+from planner.perf.tables import (
+    answers_at,
+    group_by_engine,
+    instance_memory,
+    matching_rows,
+    result_from_row,
+    running_capacity,
+)
 from planner.perf.types import Layout, MemoryFit, PerfMiss, PerfQuery, PerfResult
 
 __all__ = [
@@ -59,20 +68,17 @@ def is_modeled(provenance: str) -> bool:
     return provenance.startswith("modeled") or provenance == "extrapolated"
 
 
-def limit_violation(result: PerfResult, ttft_ms: float | None, itl_ms: float | None, e2e_ms: float | None) -> str | None:
-    """None when the point meets every given limit, else why not. A value the source did not record meets a
-    limit only when the source states a bound at or below it (e.g. 'TTFT < 500 ms')."""
+def limit_violation(result: PerfResult, limits) -> str | None:
+    """None when the point meets every limit `limits` sets (an object with ttft_ms, tpot_ms, itl_ms, e2e_ms: a
+    PerfQuery or an Slo), else why not. A value the source did not record meets a limit only when the source states
+    a bound at or below it (e.g. 'TTFT < 500 ms')."""
     e2e_bound = None
-    if result.ttft_ms_bound is not None and result.itl_ms_bound is not None and result.osl:
-        e2e_bound = result.ttft_ms_bound + (result.osl - 1) * result.itl_ms_bound
-    checks = (
-        ("TTFT", ttft_ms, result.ttft_ms, result.ttft_ms_bound),
-        ("ITL", itl_ms, result.itl_ms, result.itl_ms_bound),
-        ("E2E", e2e_ms, result.e2e_ms, e2e_bound),
-    )
-    for name, limit, value, bound in checks:
-        if limit is None:
-            continue
+    if result.ttft_ms_bound is not None and result.tpot_ms_bound is not None and result.osl:
+        e2e_bound = result.ttft_ms_bound + (result.osl - 1) * result.tpot_ms_bound
+    bounds = {"ttft_ms": result.ttft_ms_bound, "tpot_ms": result.tpot_ms_bound, "itl_ms": result.itl_ms_bound,
+              "e2e_ms": e2e_bound}  # fmt: skip
+    for metric, limit in metric_limits(limits):
+        name, value, bound = LABELS[metric], getattr(result, metric), bounds[metric]
         if value is not None:
             if value > limit:
                 return f"{name} {value:.5g} ms > limit {limit:g} ms"
@@ -95,13 +101,13 @@ def _best(results: list[PerfResult], query: PerfQuery) -> PerfResult | str:
     usable = [r for r in results if r.memory is None or r.memory.fits]
     if not usable:
         return f"does not fit in memory: {results[0].memory.reason}"
-    meeting = [r for r in usable if limit_violation(r, query.ttft_ms, query.itl_ms, query.e2e_ms) is None]
+    meeting = [r for r in usable if limit_violation(r, query) is None]
     if not meeting:
         lowest = min(usable, key=lambda r: (r.concurrency or 0, r.ttft_ms or 0))
         what = "modeled" if is_modeled(lowest.provenance) else "measured"
         return (
             f"no {what} point meets the limits; at the lowest concurrency ({lowest.concurrency or 'not stated'}): "
-            f"{limit_violation(lowest, query.ttft_ms, query.itl_ms, query.e2e_ms)}"
+            f"{limit_violation(lowest, query)}"
         )
     return max(meeting, key=lambda r: (throughput_key(r), -(r.concurrency or 0)))
 
@@ -184,7 +190,7 @@ def _curve(
     catalog: Catalog,
     tp: int,
     precision: str,
-    percentile: float,
+    percentile: float | None,
     beyond_capacity: bool = False,
     engine_lengths: tuple[int, int] | None = None,
     anchored: bool = True,
@@ -218,73 +224,94 @@ def _curve(
     eff = efficiency_for(catalog, gpu.architecture)
     anchors = _anchors(catalog, shape, eff) if anchored else None
     measured = anchor_rows(catalog, shape) if anchored else []
-    exact = {r.concurrency: r for r in measured if (r.isl, r.osl) == (query.isl, query.osl) and r.concurrency}
+    # a row stands in for the model at its concurrency where its statistic is the percentile asked for
+    exact = {r.concurrency: r for r in measured
+             if (r.isl, r.osl) == (query.isl, query.osl) and r.concurrency and answers_at(r, percentile)}  # fmt: skip
     capacity = memory.running_limit(query.isl, query.osl)
     top = 2 * capacity if (beyond_capacity and capacity) else capacity
     ladder = [query.concurrency] if query.concurrency else sorted(set(concurrency_ladder(top)) | set(exact))
-    states = steady_state_curve(shape, eff, query.isl, query.osl, ladder, capacity, percentile)
-    means = steady_state_curve(shape, eff, query.isl, query.osl, ladder, capacity) if percentile > 50 and anchors else states
+    states = steady_state_curve(shape, eff, query.isl, query.osl, ladder, capacity, percentile, query.token_budget)
+    means = steady_state_curve(shape, eff, query.isl, query.osl, ladder, capacity, None, query.token_budget) if anchors else states
     factors = _anchor_factors(anchors, shape, eff, query, means)
     provenance, why = _provenance(catalog, shape, eff, query.isl)
     notes = (
         f"{gpu.architecture} factors: {eff.describe()}",
-        f"latencies at percentile {percentile:g} (Gamma tails of the queueing)" if percentile > 50 else "latencies are means",
+        "latencies are means (ITL, one token gap, averages to TPOT)" if percentile is None else
+        f"latencies at {percentile_label(percentile)}: TTFT and TPOT with Gamma tails of the queueing, ITL (one token "
+        f"gap) the decode step plus the prompt chunks of a {query.token_budget}-token budget (Poisson)",
         *([speculation.describe()] if speculation is not None else []),
     )  # fmt: skip
     source = f"roofline ({eff.source})" + (f"; {anchors.describe()}" if anchors else "") + (
         f"; speculative decoding, acceptance {speculation.acceptance:g} assumed" if speculation is not None else "")
-    points = [
-        result_from_row(exact[state.concurrency], catalog) if state.concurrency in exact
-        else _modeled_result(query, state, mean, factors[i] if factors else None, anchors, provenance, why, source,
-                             notes, memory, tp, precision, layout)
+    modeled = [
+        _modeled_result(query, state, mean, factors[i] if factors else None, anchors, provenance, why, source,
+                        notes, memory, tp, precision, layout, percentile)
         for i, (state, mean) in enumerate(zip(states, means))
     ]  # fmt: skip
+    points = [_row_point(exact[p.concurrency], p, catalog) if p.concurrency in exact else p for p in modeled]
     return _between_rows(points, measured, query)
 
 
+def _row_point(row, model: PerfResult, catalog: Catalog) -> PerfResult:
+    """A measured row at the model's point: the row's own figures, and the model's (anchored on the rows) for a
+    metric the row does not record (one token gap, ITL, where a tool reports a request's mean gap only)."""
+    point = result_from_row(row, catalog)
+    filled = [m for m in ("itl_ms", "tpot_ms", "ttft_ms") if getattr(point, m) is None and getattr(model, m) is not None]
+    if not filled:
+        return point
+    return dataclasses.replace(
+        point, **{m: getattr(model, m) for m in filled}, percentile=model.percentile,
+        derivations=point.derivations + (f"{', '.join(filled)} from the roofline anchored on the rows (the row does not record it)",),
+    )  # fmt: skip
+
+
 def _anchor_factors(anchors: AnchorSet | None, shape: EngineShape, eff, query: PerfQuery, means) -> list | None:
-    """(TTFT, ITL) factors the anchors put on the model's means, per point. Beyond the KV capacity the batch stops
+    """(TTFT, TPOT) factors the anchors put on the model's means, per point. Beyond the KV capacity the batch stops
     growing: the correction is the one at the running batch."""
     if anchors is None:
         return None
-    model_means = {m: np.array([getattr(p, m) for p in means]) for m in ("ttft_ms", "itl_ms")}
+    model_means = {m: np.array([getattr(p, m) for p in means]) for m in ("ttft_ms", "tpot_ms")}
     corrected = anchors.correct(shape, eff, query.isl, query.osl, [p.running for p in means], model_means)
-    return list(zip(corrected["ttft_ms"] / model_means["ttft_ms"], corrected["itl_ms"] / model_means["itl_ms"]))
+    return list(zip(corrected["ttft_ms"] / model_means["ttft_ms"], corrected["tpot_ms"] / model_means["tpot_ms"]))
 
 
 def _modeled_result(query, state, mean, factors, anchors, provenance, why, source, notes, memory, tp, precision,
-                    layout: Layout | None = None) -> PerfResult:  # fmt: skip
-    """One roofline point as a PerfResult, corrected by the anchors' (TTFT, ITL) factors if any."""
+                    layout: Layout | None = None, percentile: float | None = None) -> PerfResult:  # fmt: skip
+    """One roofline point as a PerfResult, corrected by the anchors' (TTFT, TPOT) factors if any (the TPOT factor
+    corrects the decode step, so it moves the token gaps, ITL, too)."""
     decode_tokens = max(query.osl - 1, 0)
     if factors:
-        ttft_factor, itl_factor = factors
+        ttft_factor, tpot_factor = factors
         # the rows moved the engine's latencies: its throughput follows by Little's law on the corrected means,
         # and the wait for a KV slot (beyond the capacity) with it
         engine_ttft = (mean.ttft_ms - mean.slot_wait_ms) * ttft_factor
-        rps = mean.running / ((engine_ttft + decode_tokens * mean.itl_ms * itl_factor) / 1e3)
+        rps = mean.running / ((engine_ttft + decode_tokens * mean.tpot_ms * tpot_factor) / 1e3)
         slot_scale = mean.request_throughput_rps / rps
     else:
-        ttft_factor = itl_factor = slot_scale = 1.0
+        ttft_factor = tpot_factor = slot_scale = 1.0
         rps = state.request_throughput_rps
     ttft = (state.ttft_ms - state.slot_wait_ms) * ttft_factor + state.slot_wait_ms * slot_scale
-    itl = state.itl_ms * itl_factor
+    tpot, itl = state.tpot_ms * tpot_factor, state.itl_ms * tpot_factor
     derivations = [
         f"prefill {state.prefill_ms:.1f} ms, decode step {state.decode_step_ms:.2f} ms at batch {state.decoding:.1f}, "
-        f"prefills take {state.prefill_share:.0%} of the time"
+        f"prefills take {state.prefill_share:.0%} of the time, {state.chunks_per_step:.3g} prompt chunks per step "
+        f"of {state.chunk_ms:.3g} ms each"
         + (f", {state.concurrency - state.running} queued (KV cache full)" if state.concurrency > state.running else ""),
         *notes,
     ]
     if factors:
-        derivations.append(f"{anchors.describe()}: TTFT x{ttft_factor:.3f}, ITL x{itl_factor:.3f}")
+        derivations.append(f"{anchors.describe()}: TTFT x{ttft_factor:.3f}, TPOT and ITL x{tpot_factor:.3f}")
     if why:
         derivations.append(f"extrapolated: {why}")
     return PerfResult(
         model=query.model, gpu=query.gpu, tp=tp, precision=precision, isl=query.isl, osl=query.osl,
         concurrency=state.concurrency, gpus_per_instance=layout.gpus if layout else tp, ttft_ms=float(ttft),
-        itl_ms=float(itl), e2e_ms=float(ttft + decode_tokens * itl), ttft_ms_bound=None, itl_ms_bound=None,
+        itl_ms=float(itl), e2e_ms=float(ttft + decode_tokens * tpot), ttft_ms_bound=None, itl_ms_bound=None,
         request_throughput_rps=float(rps), output_tokens_per_s=float(rps * query.osl), provenance=provenance,
         source=source, memory=memory, derivations=tuple(derivations),
         dp=layout.dp if layout else 1, ep=layout.ep if layout else 1, pp=layout.pp if layout else 1,
+        tpot_ms=float(tpot), percentile=percentile,
+        statistic="mean" if percentile is None else "median" if percentile == 50 else f"p{percentile:g}",
     )  # fmt: skip
 
 
@@ -307,7 +334,7 @@ def modeled_points(
     catalog: Catalog,
     tp: int,
     precision: str,
-    percentile: float = 50.0,
+    percentile: float | None = None,
     engine_lengths: tuple[int, int] | None = None,
     aic_where_extrapolated: bool = False,
     layout: Layout | None = None,
@@ -327,7 +354,7 @@ def best_points_by_cap(points: list[PerfResult], query: PerfQuery, caps) -> dict
     """best_point for every batch cap at once: each point's limits are checked once (candidate enumeration asks
     for every cap of the ladder on the same curve)."""
     usable = [p for p in points if p.memory is None or p.memory.fits]
-    meets = [limit_violation(p, query.ttft_ms, query.itl_ms, query.e2e_ms) is None for p in usable]
+    meets = [limit_violation(p, query) is None for p in usable]
     out: dict[int, PerfResult | str] = {}
     for cap in caps:
         within = [p for p in usable if (p.concurrency or 0) <= cap]
@@ -348,14 +375,14 @@ def best_point(points: list[PerfResult], query: PerfQuery, max_concurrency: int 
     return _best(points, query)
 
 
-def modeled_curve(query: PerfQuery, catalog: Catalog, percentile: float = 50.0, anchored: bool = True) -> list[PerfResult] | PerfMiss:
+def modeled_curve(query: PerfQuery, catalog: Catalog, percentile: float | None = None, anchored: bool = True) -> list[PerfResult] | PerfMiss:
     """The roofline's latency-throughput curve over the concurrency ladder for one TP and precision, on to twice
     the KV-cache capacity to show the queueing beyond it."""
     points = _curve(query, catalog, query.tp or 1, query.precision or "bf16", percentile, beyond_capacity=True, anchored=anchored)
     return PerfMiss(query, points) if isinstance(points, str) else points
 
 
-def estimate(query: PerfQuery, catalog: Catalog, sources: tuple[str, ...] = SOURCES, percentile: float = 50.0) -> PerfResult | PerfMiss:
+def estimate(query: PerfQuery, catalog: Catalog, sources: tuple[str, ...] = SOURCES, percentile: float | None = None) -> PerfResult | PerfMiss:
     """Answer one query: at the given concurrency, or the highest-throughput point meeting the limits."""
     answer = operating_points(query, catalog, sources=sources, percentile=percentile)
     if isinstance(answer, PerfMiss):
@@ -384,7 +411,7 @@ def operating_points(
     tps: tuple[int, ...] | None = None,
     precisions: tuple[str, ...] | None = None,
     sources: tuple[str, ...] = SOURCES,
-    percentile: float = 50.0,
+    percentile: float | None = None,
     model_without_rows: bool = True,
     max_concurrency: int | None = None,
 ) -> list[PerfResult] | PerfMiss:
@@ -400,6 +427,7 @@ def operating_points(
     """
     reasons: list[str] = []
     modeled = "modeled" in sources
+    other_statistic = ""  # rows at the query's lengths that hold another statistic than the percentile asked for
 
     def allowed(point) -> bool:
         """A table point of an engine the caller allows (a row that states no TP passes the TP filter)."""
@@ -410,6 +438,16 @@ def operating_points(
         groups = [g for g in group_by_engine(matching_rows(catalog, dataclasses.replace(query, concurrency=None))) if allowed(g[0])]
         if modeled:  # estimates (aic tables) stand in for nothing the calibrated roofline does not answer better
             groups = [g for g in groups if any(r.is_measurement for r in g)]
+        # rows of another statistic speak only through the roofline anchored on them: without it they are no data
+        # for this percentile, and the next layers (the roofline for the model) answer
+        unusable = [g for g in groups if not answers_at(g[0], percentile)
+                    and not (modeled and query.isl and query.osl and _modelable(g, catalog))]  # fmt: skip
+        if unusable:
+            statistics = ", ".join(sorted({g[0].statistic for g in unusable}))
+            other_statistic = (f"no benchmark row at {percentile_label(percentile)} for {query.model} on {query.gpu} at "
+                               f"ISL {query.isl} / OSL {query.osl}: the rows there give the {statistics} "
+                               f"({unusable[0][0].citation})")  # fmt: skip
+            groups = [g for g in groups if not any(g is u for u in unusable)]
         if groups:
             variants = []
             for group in groups:
@@ -420,7 +458,7 @@ def operating_points(
             points = _pick(variants, query, reasons, max_concurrency)
             return points if points else PerfMiss(query, "; ".join(sorted(set(reasons))) or _no_data_reason(query, sources))
     if "interpolated" in sources:
-        between = [p for p in over_lengths(query, catalog) if allowed(p)]
+        between = [p for p in over_lengths(query, catalog, percentile) if allowed(p)]
         if modeled:  # the anchored roofline interpolates where it can model the engine
             between = [p for p in between if p.tp is None or p.precision is None or not supports_roofline(catalog.models[query.model])]
         if query.concurrency is not None:
@@ -447,7 +485,7 @@ def operating_points(
                     points.append(best)
         if points:
             return points
-    return PerfMiss(query, "; ".join(dict.fromkeys(reasons)) or _no_data_reason(query, sources))
+    return PerfMiss(query, "; ".join(dict.fromkeys(reasons)) or other_statistic or _no_data_reason(query, sources))
 
 
 def _aic_instead(query: PerfQuery, catalog: Catalog, tp: int, precision: str, curve):

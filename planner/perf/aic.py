@@ -226,7 +226,7 @@ def aic_points(query: PerfQuery, gpu_memory_gb: float, tp: int, precision: str, 
         point = estimate_point(query.model, query.gpu, tp, precision, batch, query.isl, query.osl, backend, cache)
         if point.error:
             return f"aic TP{tp} {precision}: {point.error}" if not points else points
-        if points and (point.ttft_ms, point.tpot_ms) == (points[-1].ttft_ms, points[-1].itl_ms):
+        if points and (point.ttft_ms, point.tpot_ms) == (points[-1].ttft_ms, points[-1].tpot_ms):
             break  # the package capped the batch (memory or engine limit): the same point again
         if point.oom:
             if not points:
@@ -236,13 +236,13 @@ def aic_points(query: PerfQuery, gpu_memory_gb: float, tp: int, precision: str, 
         memory = MemoryFit(True, 0.0, gpu_memory_gb, None, f"aic: {point.memory_gb_per_gpu:.1f} GB per GPU at batch {batch}")
         points.append(PerfResult(
             model=query.model, gpu=query.gpu, tp=tp, precision=precision, isl=query.isl, osl=query.osl,
-            concurrency=batch, gpus_per_instance=tp, ttft_ms=point.ttft_ms, itl_ms=point.tpot_ms, e2e_ms=e2e,
+            concurrency=batch, gpus_per_instance=tp, ttft_ms=point.ttft_ms, itl_ms=None, e2e_ms=e2e, tpot_ms=point.tpot_ms,
             ttft_ms_bound=None, itl_ms_bound=None, request_throughput_rps=point.tokens_per_s / query.osl,
             output_tokens_per_s=point.tokens_per_s, provenance=label,
             source=f"{PACKAGE} {package_version()} {backend} db {database_version(SYSTEM_NAMES[query.gpu], backend)} on "
                    f"{SYSTEM_NAMES[query.gpu]}: {MODEL_NAMES[query.model]} TP{tp} {precision} batch {batch}",
             memory=memory,
-            derivations=("request_throughput_rps = output tokens/s / OSL", "itl_ms = aiconfigurator TPOT"),
+            derivations=("request_throughput_rps = output tokens/s / OSL", "tpot_ms = aiconfigurator TPOT (it gives no single token gap, ITL)"),
         ))  # fmt: skip
     return points
 
@@ -274,7 +274,7 @@ def table_rows(catalog, models: list[str], gpus: list[str], tps: tuple[int, ...]
             rows.append(BenchmarkRow(
                 table="aic", line=len(rows) + 2, source=point.source, model=model, gpu=gpu, gpus=tp, tp=tp,
                 precision=precision, isl=isl, osl=osl, concurrency=point.concurrency, run_kind="online",
-                ttft_ms=round(point.ttft_ms, 4), itl_ms=round(point.itl_ms, 4),
+                ttft_ms=round(point.ttft_ms, 4), tpot_ms=round(point.tpot_ms, 4),
                 request_throughput_rps=round(point.request_throughput_rps, 6),
                 output_tokens_per_s=round(point.output_tokens_per_s, 4), per="instance",
                 notes=f"estimate, not a measurement: {point.memory.reason}", provenance=point.provenance,

@@ -1,7 +1,7 @@
 """Anchoring the roofline on benchmark rows: exact at the rows, the model's shape between, fading away from them.
 
 For one engine (model, GPU, TP, precision) the rows are grouped by their lengths (ISL, OSL). Per group g and metric
-(TTFT, ITL) a row curve R_g(c) over concurrency runs through the rows' values; between two rows it follows the
+(TTFT, TPOT) a row curve R_g(c) over concurrency runs through the rows' values; between two rows it follows the
 roofline's own progress m_g(c) (so that a knee the model knows, the KV cache filling up, shows between rows):
 
     ln R_g(c) = ln v_k + s (ln v_k+1 - ln v_k),   s = (ln m_g(c) - ln m_g(c_k)) / (ln m_g(c_k+1) - ln m_g(c_k))
@@ -18,8 +18,9 @@ stays put.
 Only measurements anchor. Estimates (aic tables) do not: the roofline is calibrated on aiconfigurator's kernel
 database itself, and anchoring it on the package's aggregated estimates made it worse on the measured
 max-throughput rows (median error 3.4% -> 12%, worst 5% -> 44%: the estimates' TTFT carries the package's queueing
-heuristic and their TPOT its own scheduling). A row that records only throughput (a max-throughput run) anchors
-ITL at the model's best point, scaled so that the throughput matches.
+heuristic and their TPOT its own scheduling). Rows of a statistic other than the mean (a run's p99) are compared
+with the model at that percentile. A row that records only throughput (a max-throughput run) anchors
+TPOT at the model's best point, scaled so that the throughput matches.
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.catalog import BenchmarkRow, Catalog
+from planner.metrics import statistic_percentile
 from planner.perf.roofline import Efficiency, EngineShape, concurrency_ladder, steady_state_curve
 from planner.perf.tables import rows_for
 
 LENGTH_SCALE = math.log(4.0)
-METRICS = ("ttft_ms", "itl_ms")
+METRICS = ("ttft_ms", "tpot_ms")
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class RowGroup:
     capacity: int
     points: dict  # metric -> (concurrencies, values) as tuples
     citations: tuple[str, ...]
+    percentile: float | None = None  # the rows' statistic (None: means): the model is compared at it
 
 
 @dataclass(frozen=True)
@@ -61,14 +64,14 @@ class AnchorSet:
         return f"anchored on {len(citations)} rows: {'; '.join(sources)}"
 
     def correct(self, shape: EngineShape, eff: Efficiency, isl: int, osl: int, ladder, model: dict) -> dict:
-        """Corrected TTFT and ITL over `ladder` (running batches) at (isl, osl); `model` holds the roofline's means
+        """Corrected TTFT and TPOT over `ladder` (running batches) at (isl, osl); `model` holds the roofline's means
         there."""
         ladder = np.asarray(ladder, dtype=float)
         distance = np.array([math.hypot(math.log(isl / g.isl), math.log(osl / g.osl)) / LENGTH_SCALE for g in self.groups])
         closeness = np.exp(-0.5 * distance**2)
         exact = distance < 1e-12
         phi = closeness / np.maximum(1.0 - closeness, 1e-300)
-        weights = exact.astype(float) if exact.any() else closeness.max() * phi / phi.sum()
+        weights = exact / exact.sum() if exact.any() else closeness.max() * phi / phi.sum()  # several statistics: their mean
         out = {}
         for metric in METRICS:
             log_ratio = np.zeros_like(ladder)
@@ -84,7 +87,8 @@ class AnchorSet:
         rows_c, rows_v = (np.asarray(v, dtype=float) for v in group.points[metric])
         at = np.clip(ladder, rows_c[0], rows_c[-1])
         wanted = np.concatenate([at, rows_c])
-        states = steady_state_curve(shape, eff, group.isl, group.osl, np.maximum(np.round(wanted), 1), group.capacity)
+        states = steady_state_curve(shape, eff, group.isl, group.osl, np.maximum(np.round(wanted), 1), group.capacity,
+                                    group.percentile)  # fmt: skip
         m = np.log([getattr(s, metric) for s in states])
         m_at, m_rows = m[: len(at)], m[len(at):]
         log_v = np.log(rows_v)
@@ -114,7 +118,7 @@ def build_anchors(catalog: Catalog, shape: EngineShape, eff: Efficiency, capacit
     """The anchor set of one engine from its rows; None without rows. `capacity_of(isl, osl)` is the KV capacity
     an engine built for those lengths has (None where it does not fit)."""
     groups = []
-    for (isl, osl), rows in _by_lengths(anchor_rows(catalog, shape)).items():
+    for (isl, osl, statistic), rows in _by_lengths(anchor_rows(catalog, shape)).items():
         capacity = capacity_of(isl, osl)
         if not capacity:
             continue
@@ -132,15 +136,16 @@ def build_anchors(catalog: Catalog, shape: EngineShape, eff: Efficiency, capacit
                 if best is None:
                     curve = steady_state_curve(shape, eff, isl, osl, concurrency_ladder(capacity), capacity)
                     best = max(curve, key=lambda p: p.request_throughput_rps)
-                points["itl_ms"].setdefault(float(best.concurrency), best.itl_ms * best.request_throughput_rps / rps)
+                points["tpot_ms"].setdefault(float(best.concurrency), best.tpot_ms * best.request_throughput_rps / rps)
         kept = {m: (tuple(sorted(v)), tuple(v[c] for c in sorted(v))) for m, v in points.items() if v}
         if kept:
-            groups.append(RowGroup(isl, osl, capacity, kept, tuple(r.citation for r in rows)))
+            groups.append(RowGroup(isl, osl, capacity, kept, tuple(r.citation for r in rows), statistic_percentile(statistic)))
     return AnchorSet(tuple(groups)) if groups else None
 
 
-def _by_lengths(rows: list[BenchmarkRow]) -> dict[tuple[int, int], list[BenchmarkRow]]:
-    groups: dict[tuple[int, int], list[BenchmarkRow]] = {}
+def _by_lengths(rows: list[BenchmarkRow]) -> dict[tuple[int, int, str], list[BenchmarkRow]]:
+    """Rows by lengths and statistic (a run's p99 and its mean anchor apart, each against the model at it)."""
+    groups: dict[tuple[int, int, str], list[BenchmarkRow]] = {}
     for row in rows:
-        groups.setdefault((row.isl, row.osl), []).append(row)
+        groups.setdefault((row.isl, row.osl, row.statistic), []).append(row)
     return {k: groups[k] for k in sorted(groups)}

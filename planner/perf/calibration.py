@@ -10,6 +10,18 @@
 A generation without measured rows keeps its own kernel factors and borrows the engine factors of the generation
 with the most rows (basis 'aic kernels', or 'timed kernels' for a user's own timings); one without timed iterations
 borrows everything (basis 'extrapolated'). Fits are cached with the catalog, and by content across catalogs.
+
+User catalogs' rows (`--catalog`; any row whose origin is not the bottom layer's, usually 'shipped') are bounded by
+one rule (`engine_fit_rows`): they refit the engine factors of a generation they measured only when they speak for
+that generation, at least OVERLAY_MIN_ROWS calibrating rows across at least OVERLAY_MIN_MODELS models of it (all
+user layers together). Fewer rows, or rows of one model, leave the generation's factors as its bottom layer's rows
+fit them: the rows still answer and anchor the roofline of the engines they measured (planner.perf.anchor), which
+is where a few rows of one engine carry information; they do not set three overheads shared by every model of the
+generation. Three factors fitted to a handful of points of one model and one client (often at p95/p99, often with
+HTTP and tokenization in TTFT) absorb what is particular to that model and client: two real runs moved Hopper's
+per-request overhead from 14.7 to 141 ms. And a generation that borrows engine factors borrows the donor's
+bottom-layer fit, the donor chosen by bottom-layer rows, so user rows never move the factors of a generation they
+did not measure. What the user rows did, or would have done, to each fit is in planner.perf.fit_report.
 """
 
 from __future__ import annotations
@@ -24,6 +36,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from planner.catalog import BenchmarkRow, Catalog
+from planner.metrics import statistic_percentile
 from planner.perf.roofline import (
     ENGINE_FACTORS,
     KERNEL_FACTORS,
@@ -51,6 +64,9 @@ KERNEL_BOUNDS = {
 # Engine factors: bounds, start, and the weak prior (centre, scale) they are pulled to
 ENGINE_BOUNDS = {"step_overhead_ms": (0.0, 50.0, 0.5), "ttft_overhead_ms": (0.0, 2000.0, 10.0), "queue_factor": (0.25, 8.0, 1.0)}
 ENGINE_PRIOR = {"step_overhead_ms": (0.0, 2.0), "ttft_overhead_ms": (0.0, 100.0), "queue_factor": (1.0, 0.5)}
+# user catalogs' rows refit a generation's shared engine factors only from this many rows across this many models
+OVERLAY_MIN_ROWS = 8
+OVERLAY_MIN_MODELS = 2
 PRECISION_FACTORS = {"fp8": ("gemm_fp8", "layer_latency_fp8_us"), "fp4": ("gemm_fp4", "layer_latency_fp4_us")}
 
 PRIOR = Efficiency(
@@ -103,6 +119,7 @@ class EngineFit:
     residual_count: int
     median_abs_rel_error: float | None
     worst_abs_rel_error: float | None
+    origins: tuple[tuple[str, int], ...] = ()  # (catalog layer, rows) of the rows fitted: whose data it rests on
 
 
 @dataclass(frozen=True)
@@ -212,34 +229,38 @@ def predict_row(row: BenchmarkRow, shape: EngineShape, eff: Efficiency, catalog:
         batch = row.concurrency or 1
         if "ttft_ms" in measured:
             predicted["ttft_ms"] = prefill_ms(shape, eff, row.isl, batch)
-        if "itl_ms" in measured:
-            predicted["itl_ms"] = decode_step_ms(shape, eff, batch, row.isl)
+        for gap in ("tpot_ms", "itl_ms"):
+            if gap in measured:
+                predicted[gap] = decode_step_ms(shape, eff, batch, row.isl)
         return predicted
     capacity = running_capacity(catalog, row.model, row.gpu, shape.tp, shape.precision, row.isl, row.osl)
     if not capacity:
         return {}
+    percentile = statistic_percentile(row.statistic)  # each row at its own statistic (its p99 against the model's)
     if row.concurrency is not None:
-        point = steady_state_curve(shape, eff, row.isl, row.osl, [row.concurrency], capacity)[0]
+        point = steady_state_curve(shape, eff, row.isl, row.osl, [row.concurrency], capacity, percentile)[0]
     else:  # max-throughput / offline: the best point the engine reaches
-        points = steady_state_curve(shape, eff, row.isl, row.osl, concurrency_ladder(capacity), capacity)
+        points = steady_state_curve(shape, eff, row.isl, row.osl, concurrency_ladder(capacity), capacity, percentile)
         point = max(points, key=lambda p: p.request_throughput_rps)
     values = {
-        "ttft_ms": point.ttft_ms, "itl_ms": point.itl_ms,
+        "ttft_ms": point.ttft_ms, "tpot_ms": point.tpot_ms, "itl_ms": point.itl_ms,
         "request_throughput_rps": point.request_throughput_rps, "output_tokens_per_s": point.output_tokens_per_s,
     }  # fmt: skip
     return {k: values[k] for k in measured}
 
 
 def measured_metrics(row: BenchmarkRow) -> dict[str, float]:
-    """TTFT, ITL and one throughput figure (requests/s when recorded, else output tokens/s). A run that sent every
+    """TTFT, TPOT, ITL and one throughput figure (requests/s when recorded, else output tokens/s), each at the row's
+    statistic. A run that sent every
     request at once (no concurrency; vLLM's rate inf) calibrates by its throughput only: its latencies depend on
     how many requests the burst held, which the row does not say."""
     metrics = {}
     burst = row.concurrency is None and row.osl is not None
     if row.ttft_ms is not None and not burst:
         metrics["ttft_ms"] = row.ttft_ms
-    if row.itl_ms is not None and not burst:
-        metrics["itl_ms"] = row.itl_ms
+    for gap in ("tpot_ms", "itl_ms"):
+        if getattr(row, gap) is not None and not burst:
+            metrics[gap] = getattr(row, gap)
     if row.request_throughput_rps is not None:
         metrics["request_throughput_rps"] = row.request_throughput_rps
     elif row.output_tokens_per_s is not None and row.osl is not None:
@@ -258,12 +279,63 @@ def calibration_rows(catalog: Catalog, architecture: str, exclude: frozenset = f
     ]  # fmt: skip
 
 
-def fit_engine(catalog: Catalog, architecture: str, kernel: Efficiency, exclude: frozenset = frozenset()) -> EngineFit | None:
-    """Stage 2: the engine factors of one generation, fitted to its measured rows (a MAP fit: weak prior)."""
+def base_layer_rows(catalog: Catalog, rows: list[BenchmarkRow]) -> list[BenchmarkRow]:
+    """The rows of the catalog's bottom layer ('shipped', or the first user catalog when it says `base: none`)."""
+    return [row for row in rows if row.origin == catalog.layers[0]]
+
+
+def overlay_rows(catalog: Catalog, rows: list[BenchmarkRow]) -> list[BenchmarkRow]:
+    """The rows of the user layers above the bottom one."""
+    return [row for row in rows if row.origin != catalog.layers[0]]
+
+
+def overlay_shortfall(rows: list[BenchmarkRow]) -> str | None:
+    """Why user rows do not speak for their generation (module docstring), or None when they do."""
+    models = {row.model for row in rows}
+    if len(rows) >= OVERLAY_MIN_ROWS and len(models) >= OVERLAY_MIN_MODELS:
+        return None
+    return (f"{len(rows)} row{'s' if len(rows) != 1 else ''} of {len(models)} model{'s' if len(models) != 1 else ''}, "
+            f"fewer than {OVERLAY_MIN_ROWS} rows across {OVERLAY_MIN_MODELS} models")  # fmt: skip
+
+
+def engine_fit_rows(catalog: Catalog, architecture: str, exclude: frozenset = frozenset()) -> list[BenchmarkRow]:
+    """The rows a generation's engine factors are fitted to: its bottom layer's, and the user layers' only when they
+    speak for the generation (module docstring)."""
     rows = calibration_rows(catalog, architecture, exclude)
+    overlay = overlay_rows(catalog, rows)
+    return rows if overlay and overlay_shortfall(overlay) is None else base_layer_rows(catalog, rows)
+
+
+def engine_residuals(rows: list[BenchmarkRow], shapes: list[EngineShape], eff: Efficiency, catalog: Catalog) -> list[float]:
+    """log(model / measured) of every metric the rows recorded, each at the row's statistic (5.0 where the model has
+    no answer)."""
+    out = []
+    for row, shape in zip(rows, shapes):
+        predicted = predict_row(row, shape, eff, catalog)
+        for metric, value in measured_metrics(row).items():
+            guess = predicted.get(metric)
+            out.append(math.log(guess / value) if guess and guess > 0 else 5.0)
+    return out
+
+
+def median_error(rows: list[BenchmarkRow], eff: Efficiency, catalog: Catalog) -> float | None:
+    """The median relative error, over the metrics of `rows`, of the roofline with factors `eff`; None without rows."""
     if not rows:
         return None
-    key = ("engine", architecture, kernel, tuple((r.point_key, tuple(measured_metrics(r).items())) for r in rows))
+    residuals = engine_residuals(rows, [shape_for_row(row, catalog) for row in rows], eff, catalog)
+    return float(np.median(np.abs(np.expm1(residuals))))
+
+
+def fit_engine(
+    catalog: Catalog, architecture: str, kernel: Efficiency, exclude: frozenset = frozenset(),
+    rows: list[BenchmarkRow] | None = None,
+) -> EngineFit | None:  # fmt: skip
+    """Stage 2: the engine factors of one generation, fitted to its measured rows (a MAP fit: weak prior); `rows`
+    defaults to `engine_fit_rows` (the user-catalog rule)."""
+    rows = engine_fit_rows(catalog, architecture, exclude) if rows is None else rows
+    if not rows:
+        return None
+    key = ("engine", architecture, kernel, tuple((r.point_key, r.origin, tuple(measured_metrics(r).items())) for r in rows))
     if key in _CACHE:
         return _CACHE[key]
     shapes = [shape_for_row(row, catalog) for row in rows]
@@ -271,12 +343,7 @@ def fit_engine(catalog: Catalog, architecture: str, kernel: Efficiency, exclude:
 
     def residuals(values) -> np.ndarray:
         eff = dataclasses.replace(kernel, **dict(zip(names, values)))
-        out = []
-        for row, shape in zip(rows, shapes):
-            predicted = predict_row(row, shape, eff, catalog)
-            for metric, value in measured_metrics(row).items():
-                guess = predicted.get(metric)
-                out.append(math.log(guess / value) if guess and guess > 0 else 5.0)
+        out = engine_residuals(rows, shapes, eff, catalog)
         data = len(out)
         for name, value in zip(names, values):
             centre, scale = ENGINE_PRIOR[name]
@@ -292,9 +359,18 @@ def fit_engine(catalog: Catalog, architecture: str, kernel: Efficiency, exclude:
     fit = EngineFit(
         architecture, {n: _rounded(v) for n, v in zip(names, result.x)},
         tuple(sorted({f"{r.table}:{r.line}" for r in rows})), len(data), float(np.median(data)), float(data.max()),
+        _origin_counts(rows),
     )  # fmt: skip
     _CACHE[key] = fit
     return fit
+
+
+def _origin_counts(rows: list[BenchmarkRow]) -> tuple[tuple[str, int], ...]:
+    """(origin, rows) of each catalog layer among `rows`, the shipped layer first."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row.origin] = counts.get(row.origin, 0) + 1
+    return tuple(sorted(counts.items(), key=lambda item: (item[0] != "shipped", item[0])))
 
 
 _CACHE: dict = {}
@@ -309,8 +385,9 @@ def _architectures(catalog: Catalog) -> list[str]:
     return sorted({gpu.architecture for gpu in catalog.gpus.values()})
 
 
-def fit_architecture(catalog: Catalog, architecture: str, exclude: frozenset = frozenset()) -> CalibrationFit:
-    """Both stages for one generation, borrowing what it lacks (module docstring)."""
+def kernel_efficiency(catalog: Catalog, architecture: str) -> tuple[Efficiency, KernelFit | None, list[str]]:
+    """Stage 1 of a generation, or the kernel factors it borrows: the efficiency without engine factors (basis
+    'measured' when fitted, else 'extrapolated'), the fit, and notes saying where the factors come from."""
     kernel = fit_kernels(catalog, architecture)
     basis, notes = "measured", []
     if kernel is None:
@@ -333,38 +410,51 @@ def fit_architecture(catalog: Catalog, architecture: str, exclude: frozenset = f
             f"kernels fitted to {kernel.iterations} timed {architecture} iterations ({', '.join(kernel.tables)}; median "
             f"error {kernel.median_abs_rel_error:.1%}, worst {kernel.worst_abs_rel_error:.0%})"
         )
-    base = Efficiency(**kernel_factors, basis=basis)
+    return Efficiency(**kernel_factors, basis=basis), kernel, notes
+
+
+def fit_architecture(catalog: Catalog, architecture: str, exclude: frozenset = frozenset()) -> CalibrationFit:
+    """Both stages for one generation, borrowing what it lacks (module docstring)."""
+    base, kernel, notes = kernel_efficiency(catalog, architecture)
+    basis = base.basis
     engine = fit_engine(catalog, architecture, base, exclude)
     if engine is not None:
+        users = [f"{n} of catalog '{origin}'" for origin, n in engine.origins if origin != catalog.layers[0]]
         notes.append(
             f"engine overheads fitted to {len(engine.rows_used)} measured {architecture} rows ({engine.residual_count} "
-            f"metrics; median error {engine.median_abs_rel_error:.0%}, worst {engine.worst_abs_rel_error:.0%})"
-        )
+            f"metrics; {'; '.join(users) + '; ' if users else ''}median error {engine.median_abs_rel_error:.0%}, "
+            f"worst {engine.worst_abs_rel_error:.0%})"
+        )  # fmt: skip
         engine_factors = engine.factors
     else:
-        donor = _engine_donor(catalog, architecture, exclude)
-        if donor is None:
-            engine_factors = {name: ENGINE_PRIOR[name][0] for name in ENGINE_FACTORS}
-            notes.append("no measured rows: engine overheads at their prior")
-        else:
-            engine_factors = donor.factors
-            notes.append(f"no measured {architecture} rows: engine overheads of {donor.architecture} ({len(donor.rows_used)} rows)")
+        engine_factors, note = borrowed_engine_factors(catalog, architecture, exclude)
+        notes.append(note)
         if basis == "measured":
             basis = kernel.basis
+    kernel_factors = {name: getattr(base, name) for name in KERNEL_FACTORS}
     efficiency = Efficiency(**kernel_factors, **engine_factors, source="; ".join(notes), basis=basis)
     return CalibrationFit(architecture, kernel, engine, efficiency)
 
 
+def borrowed_engine_factors(catalog: Catalog, architecture: str, exclude: frozenset = frozenset()) -> tuple[dict, str]:
+    """The engine factors of a generation without its own fit, and a note saying whose: the donor's bottom-layer fit
+    (user rows never move a generation they did not measure), else the prior."""
+    donor = _engine_donor(catalog, architecture, exclude)
+    if donor is None:
+        return {name: ENGINE_PRIOR[name][0] for name in ENGINE_FACTORS}, "no measured rows: engine overheads at their prior"
+    return donor.factors, f"no measured {architecture} rows: engine overheads of {donor.architecture} ({len(donor.rows_used)} rows)"
+
+
 def _engine_donor(catalog: Catalog, architecture: str, exclude: frozenset) -> EngineFit | None:
-    """The engine fit of the generation with the most measured rows."""
-    counts = {a: len(calibration_rows(catalog, a, exclude)) for a in _architectures(catalog) if a != architecture}
-    counts = {a: n for a, n in counts.items() if n}
-    if not counts:
+    """The engine fit of the generation with the most measured rows of the bottom layer, fitted to those rows."""
+    rows = {a: base_layer_rows(catalog, calibration_rows(catalog, a, exclude)) for a in _architectures(catalog) if a != architecture}
+    rows = {a: r for a, r in rows.items() if r}
+    if not rows:
         return None
-    donor = max(counts, key=lambda a: (counts[a], a))
+    donor = max(rows, key=lambda a: (len(rows[a]), a))
     kernel = fit_kernels(catalog, donor)
     base = Efficiency(**(kernel.factors if kernel else {n: getattr(PRIOR, n) for n in KERNEL_FACTORS}))
-    return fit_engine(catalog, donor, base, exclude)
+    return fit_engine(catalog, donor, base, exclude, rows[donor])
 
 
 def efficiency_for(catalog: Catalog, architecture: str, exclude: frozenset = frozenset()) -> Efficiency:
@@ -377,7 +467,10 @@ def efficiency_for(catalog: Catalog, architecture: str, exclude: frozenset = fro
 
 def calibration_entries(catalog: Catalog) -> list[dict]:
     """One record per GPU generation of the catalog: the fitted factors, what they rest on and how well they fit
-    (`planner catalog calibration`)."""
+    (`planner catalog calibration`), with what user catalogs' rows did to it (planner.perf.fit_report)."""
+    from planner.perf.fit_report import catalog_fit_effects
+
+    effects = {effect.architecture: effect for effect in catalog_fit_effects(catalog)}
     entries = []
     for architecture in _architectures(catalog):
         fit = fit_architecture(catalog, architecture)
@@ -389,6 +482,8 @@ def calibration_entries(catalog: Catalog) -> list[dict]:
             "kernel_worst_error": None if kernel is None else round(kernel.worst_abs_rel_error, 4),
             "engine_rows": len(engine.rows_used) if engine else 0,
             "engine_median_error": None if engine is None else round(engine.median_abs_rel_error, 4),
+            "engine_rows_by_catalog": dict(engine.origins) if engine else {},
+            "user_catalogs": effects[architecture].record() if architecture in effects else None,
             "factors": {
                 name: getattr(fit.efficiency, name) for name in (*KERNEL_FACTORS, *ENGINE_FACTORS)
                 if kernel is None or name in kernel.fitted or name in ENGINE_FACTORS

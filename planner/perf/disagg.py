@@ -30,6 +30,7 @@ import numpy as np
 from scipy.stats import poisson
 
 from planner.catalog import Catalog
+from planner.metrics import percentile_label
 from planner.perf.calibration import efficiency_for
 from planner.perf.roofline import EngineShape, Efficiency, Speculation, gamma_quantile, step_ms
 from planner.perf.tables import instance_memory
@@ -47,15 +48,15 @@ def kv_transfer_ms(shape: EngineShape, isl: int, network_bytes_per_s: float, eff
 
 def _prefill_ttft(rho, service_ms, fixed_ms, queue_factor, percentile):
     mean_wait = queue_factor * rho * service_ms / (2 * (1 - rho))
-    if percentile <= 50:
+    if percentile is None:
         return fixed_ms + service_ms + mean_wait
     batch_rate = rho / service_ms
     var = mean_wait**2 + queue_factor * batch_rate * service_ms**3 / (3 * (1 - rho))
-    return fixed_ms + service_ms + np.maximum(gamma_quantile(mean_wait, var, percentile), mean_wait)
+    return fixed_ms + service_ms + gamma_quantile(mean_wait, var, percentile)
 
 
 def prefill_capacity(shape: EngineShape, eff: Efficiency, isl: int, transfer_ms: float, ttft_limit_ms: float | None,
-                     percentile: float = 50.0) -> dict | str:  # fmt: skip
+                     percentile: float | None = None) -> dict | str:  # fmt: skip
     """The prefill instance's best operating point: requests/s within the TTFT limit (module docstring), or why
     there is none. Keys: rps, ttft_ms, batch, service_ms, utilization."""
     fixed = eff.ttft_overhead_ms + transfer_ms
@@ -88,16 +89,15 @@ def prefill_capacity(shape: EngineShape, eff: Efficiency, isl: int, transfer_ms:
 
 
 def decode_capacity(shape: EngineShape, eff: Efficiency, isl: int, osl: int, itl_limit_ms: float | None,
-                    max_running: int, percentile: float = 50.0) -> dict | str:  # fmt: skip
+                    max_running: int, percentile: float | None = None) -> dict | str:  # fmt: skip
     """The decode instance's best operating point: requests/s within the ITL limit with the batch's p-quantile
     within `max_running` (module docstring), or why there is none. Keys: rps, itl_ms, batch, step_ms."""
     per_step = shape.speculation.tokens_per_step if shape.speculation is not None else 1.0
     steps = max(osl - 1, 1) / per_step
     context = isl + osl / 2
-    q = min(max(percentile, 50.0), 99.999) / 100
-
     def at(mean_batch: float) -> tuple[float, float, float]:
-        high_batch = max(float(poisson.ppf(q, mean_batch)), 1.0)
+        high_batch = mean_batch if percentile is None else float(poisson.ppf(min(percentile, 99.999) / 100, mean_batch))
+        high_batch = max(high_batch, 1.0)
         itl = float(step_ms(shape, eff, high_batch, context)) / per_step
         step = float(step_ms(shape, eff, max(mean_batch, 1.0), context))
         return itl, high_batch, step
@@ -122,7 +122,7 @@ def decode_capacity(shape: EngineShape, eff: Efficiency, isl: int, osl: int, itl
 
 
 def stage_points(query: PerfQuery, catalog: Catalog, layout: Layout, precision: str, network_bytes_per_s: float,
-                 engine_lengths: tuple[int, int], max_batch: int, percentile: float = 50.0,
+                 engine_lengths: tuple[int, int], max_batch: int, percentile: float | None = None,
                  speculation: Speculation | None = None, hop_bytes_per_s: float = 0.0,
                  ) -> tuple[PerfResult | str, PerfResult | str]:  # fmt: skip
     """(prefill instance, decode instance) of this layout and precision for the query's lengths and limits, each
@@ -141,7 +141,10 @@ def stage_points(query: PerfQuery, catalog: Catalog, layout: Layout, precision: 
     eff = efficiency_for(catalog, gpu.architecture)
     provenance, why = _provenance(catalog, shape, eff, query.isl)
     transfer = kv_transfer_ms(shape, query.isl, network_bytes_per_s, eff)
-    itl_limit = query.itl_ms
+    # a decode-only step carries no prompt: one request's gaps are the steps of its batch, so TPOT and ITL are both
+    # the step of the batch's quantile (a bound on TPOT, whose mean over a request's life varies less)
+    gap_limits = [v for v in (query.itl_ms, query.tpot_ms) if v is not None]
+    itl_limit = min(gap_limits) if gap_limits else None
     if query.e2e_ms is not None:
         if query.ttft_ms is None:
             why_not = "an E2E limit without a TTFT limit does not say how much of it the prefill may take"
@@ -164,7 +167,7 @@ def stage_points(query: PerfQuery, catalog: Catalog, layout: Layout, precision: 
             source=f"{source}, prefill-only instance",
             derivations=(
                 f"prefill-only: {prefill['batch']} prompt(s) of {query.isl} tokens per step of {prefill['service_ms']:.1f} ms, "
-                f"{prefill['utilization']:.0%} busy (M/D/1 wait, latencies at percentile {percentile:g}), KV transfer "
+                f"{prefill['utilization']:.0%} busy (M/D/1 wait, latencies at {percentile_label(percentile)}), KV transfer "
                 f"{transfer:.1f} ms at {network_bytes_per_s / 1e9:.0f} GB/s",
                 f"{gpu.architecture} factors: {eff.describe()}", *extra,
             ),
@@ -174,12 +177,13 @@ def stage_points(query: PerfQuery, catalog: Catalog, layout: Layout, precision: 
     if not isinstance(decode, str):
         decode = PerfResult(
             **common, concurrency=max(1, round(decode["batch"])), ttft_ms=None, itl_ms=decode["itl_ms"], e2e_ms=None,
+            tpot_ms=decode["itl_ms"],
             request_throughput_rps=decode["rps"], output_tokens_per_s=decode["rps"] * query.osl, stage="decode",
             source=f"{source}, decode-only instance"
             + (f"; speculative decoding, acceptance {speculation.acceptance:g} assumed" if speculation else ""),
             derivations=(
                 f"decode-only: mean batch {decode['batch']:.1f} (cap {min(running, max_batch)}), step {decode['step_ms']:.2f} ms, "
-                f"ITL at percentile {percentile:g} of the batch (Poisson)",
+                f"ITL and TPOT: the step at {percentile_label(percentile)} of the batch (Poisson)",
                 *([speculation.describe()] if speculation else []),
                 f"{gpu.architecture} factors: {eff.describe()}", *extra,
             ),

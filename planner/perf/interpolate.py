@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 
 from planner.catalog import BenchmarkRow, Catalog
-from planner.perf.tables import instance_memory, measurements_first, result_from_row, rows_for
+from planner.perf.tables import answers_at, instance_memory, measurements_first, result_from_row, rows_for
 from planner.perf.types import PerfQuery, PerfResult
 
-_METRICS = ("ttft_ms", "itl_ms", "request_throughput_rps", "output_tokens_per_s")
+_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "request_throughput_rps", "output_tokens_per_s")
 
 
 def _log_interp(x: float, x0: float, x1: float, y0: float | None, y1: float | None) -> float | None:
@@ -27,13 +27,14 @@ def _blend(low: PerfResult, high: PerfResult, axis: str, value: float, low_x: fl
     metrics = {m: _log_interp(value, low_x, high_x, getattr(low, m), getattr(high, m)) for m in _METRICS}
     osl = fields.get("osl", low.osl)
     e2e = None
-    if metrics["ttft_ms"] is not None and metrics["itl_ms"] is not None and osl:
-        e2e = metrics["ttft_ms"] + (osl - 1) * metrics["itl_ms"]
+    if metrics["ttft_ms"] is not None and metrics["tpot_ms"] is not None and osl:
+        e2e = metrics["ttft_ms"] + (osl - 1) * metrics["tpot_ms"]
     return PerfResult(
         model=low.model, gpu=low.gpu, tp=low.tp, precision=low.precision,
         isl=fields.get("isl", low.isl), osl=osl, concurrency=fields.get("concurrency", low.concurrency),
         gpus_per_instance=low.gpus_per_instance, ttft_ms=metrics["ttft_ms"], itl_ms=metrics["itl_ms"], e2e_ms=e2e,
-        ttft_ms_bound=None, itl_ms_bound=None,
+        ttft_ms_bound=None, itl_ms_bound=None, tpot_ms=metrics["tpot_ms"], percentile=low.percentile,
+        statistic=low.statistic,
         request_throughput_rps=metrics["request_throughput_rps"], output_tokens_per_s=metrics["output_tokens_per_s"],
         # between estimates it is still an estimate: keep whose
         provenance=f"{low.provenance} interpolated" if low.provenance.startswith("aic:") else "interpolated",
@@ -65,14 +66,16 @@ def concurrency_grid(group: list[BenchmarkRow]) -> list[int]:
     return sorted(grid)
 
 
-def over_lengths(query: PerfQuery, catalog: Catalog) -> list[PerfResult]:
-    """Points at the query's ISL/OSL interpolated between rows that bracket it on one axis, per engine variant."""
+def over_lengths(query: PerfQuery, catalog: Catalog, percentile: float | None = None) -> list[PerfResult]:
+    """Points at the query's ISL/OSL interpolated between rows that bracket it on one axis, per engine variant,
+    from rows whose statistic is the percentile (`tables.answers_at`)."""
     if query.isl is None or query.osl is None:
         return []
     rows = [
         r for r in rows_for(catalog, query.model, query.gpu)
         if r.isl is not None and r.osl is not None
         and (query.tp is None or r.tp == query.tp) and (query.precision is None or r.precision == query.precision)
+        and answers_at(r, percentile)
     ]  # fmt: skip
     rows = measurements_first(rows)
     results: dict[tuple, PerfResult] = {}
@@ -81,7 +84,7 @@ def over_lengths(query: PerfQuery, catalog: Catalog) -> list[PerfResult]:
         same = [r for r in rows if getattr(r, fixed) == getattr(query, fixed)]
         keyed: dict[tuple, list[BenchmarkRow]] = {}
         for r in same:
-            keyed.setdefault((r.tp, r.precision, r.gpus, r.per, r.run_kind, r.concurrency, r.origin, r.table), []).append(r)
+            keyed.setdefault((r.tp, r.precision, r.gpus, r.per, r.run_kind, r.concurrency, r.origin, r.table, r.statistic), []).append(r)
         for key in sorted(keyed, key=str):
             line = sorted(keyed[key], key=lambda r: getattr(r, moving))
             for low, high in zip(line, line[1:]):

@@ -52,13 +52,14 @@ from dataclasses import dataclass, fields
 from functools import cached_property
 
 import numpy as np
-from scipy.stats import gamma
+from scipy.stats import gamma, poisson
 
 from planner.catalog import BYTES_PER_PARAM, Gpu, ModelArch
 
 ACTIVATION_BYTES = 2.0  # bf16 activations (all-reduce, norms, MLP activation)
 LM_HEAD_BYTES = 2.0  # quantized checkpoints keep the LM head in bf16
 NORM_PASSES = 8  # two fused add + RMSNorm per layer, each reading and writing the residual and the normed copy
+DEFAULT_TOKEN_BUDGET = 8192  # tokens per iteration (vLLM's max_num_batched_tokens, TensorRT-LLM's max_num_tokens)
 COMPUTE_BOUND_TOKENS = 1e6  # a step this large is compute-bound on any GPU: what a prompt adds to it is its full cost
 
 
@@ -449,9 +450,13 @@ def decode_step_ms(shape: EngineShape, eff: Efficiency, batch: int, context_toke
 
 @dataclass(frozen=True)
 class SteadyState:
+    """One operating point, each latency at the curve's percentile (means where none was asked): `tpot_ms` a
+    request's mean gap between tokens, `itl_ms` one token gap (planner/metrics.py)."""
+
     concurrency: int
     running: int
     ttft_ms: float
+    tpot_ms: float
     itl_ms: float
     e2e_ms: float
     request_throughput_rps: float
@@ -461,6 +466,8 @@ class SteadyState:
     decode_step_ms: float
     decoding: float  # mean sequences in a decode step
     slot_wait_ms: float = 0.0  # the part of TTFT spent waiting for a KV-cache slot (beyond the capacity)
+    chunks_per_step: float = 0.0  # mean prompt chunks a decode step carries (Poisson)
+    chunk_ms: float = 0.0  # what one prompt chunk adds to a step
 
 
 @dataclass(frozen=True)
@@ -562,23 +569,25 @@ def steady_state_curve(
     osl: int,
     concurrencies,
     max_running: int | None,
-    percentile: float = 50.0,
+    percentile: float | None = None,
+    token_budget: int = DEFAULT_TOKEN_BUDGET,
 ) -> list[SteadyState]:
-    """The steady state at each concurrency (module docstring), solved for all of them at once."""
+    """The steady state at each concurrency (module docstring), solved for all of them at once; latencies at
+    `percentile` (None: means)."""
     concurrency = np.asarray(concurrencies, dtype=float)
     running = np.maximum(np.minimum(concurrency, max_running) if max_running else concurrency, 1.0)
     # speculative decoding: the OSL - 1 decode tokens come in (OSL - 1) / e steps of e tokens each; the equations
-    # run over steps (a fractional count is a mean), the ITL a user sees is a step / e
+    # run over steps (a fractional count is a mean), the gaps a user sees are a step / e
     per_step = shape.speculation.tokens_per_step if shape.speculation is not None else 1.0
     real_osl, osl = osl, 1.0 + max(osl - 1, 0) / per_step
     s = _steps(shape, eff, isl, osl, running, isl + real_osl / 2)
     x, pinned = _root(s, running, osl, eff)
-    rho, others, decode, wait, ttft, itl, e2e = _latencies(x, s, running, osl, eff)
+    rho, others, decode, wait, ttft, tpot, e2e = _latencies(x, s, running, osl, eff)
     little = x * e2e / running
     # a root pinned to the last bit of X where E2E is that steep (prefills take all the time) is solved as well
     # as floating point can: its TTFT is what Little's law leaves of E2E
     steep = pinned & np.isfinite(little) & (np.abs(little - 1.0) > 1e-9) & (np.abs(little - 1.0) < 1e-3)
-    ttft = np.where(steep, running / x - max(osl - 1, 0) * itl, ttft)
+    ttft = np.where(steep, running / x - max(osl - 1, 0) * tpot, ttft)
     e2e = np.where(steep, running / x, e2e)
     little = x * e2e / running
     if not np.all(np.abs(little - 1.0) <= 1e-9):
@@ -589,22 +598,54 @@ def steady_state_curve(
         )
     queued = concurrency - running
     slot_wait = np.where(queued > 0, queued / x, 0.0)
-    ttft_at, itl_at = ttft + slot_wait, itl
-    if percentile > 50:
-        tail_ttft, tail_itl, slot_wait = _tails(x, s, running, osl, rho, decode, wait, ttft, itl, queued, percentile, eff)
-        ttft_at, itl_at = np.maximum(tail_ttft, ttft_at), np.maximum(tail_itl, itl_at)
-        slot_wait = np.minimum(slot_wait, ttft_at)
-    e2e_at = ttft_at + max(osl - 1, 0) * itl_at
-    itl_at = itl_at / per_step
+    gaps = token_gaps(x, s, running, isl, others, tpot, token_budget)
+    ttft_at, tpot_at, itl_at = ttft + slot_wait, tpot, gaps.quantile(decode, None)
+    if percentile is not None:
+        ttft_at, tpot_at, slot_wait = _tails(x, s, running, osl, rho, decode, wait, ttft, tpot, queued, percentile, eff)
+        itl_at = gaps.quantile(decode, percentile)
+    e2e_at = ttft_at + max(osl - 1, 0) * tpot_at
     return [
         SteadyState(
-            concurrency=int(concurrency[i]), running=int(running[i]), ttft_ms=float(ttft_at[i]), itl_ms=float(itl_at[i]),
-            e2e_ms=float(e2e_at[i]), request_throughput_rps=float(x[i] * 1e3), output_tokens_per_s=float(x[i] * 1e3 * real_osl),
+            concurrency=int(concurrency[i]), running=int(running[i]), ttft_ms=float(ttft_at[i]),
+            tpot_ms=float(tpot_at[i] / per_step), itl_ms=float(itl_at[i] / per_step), e2e_ms=float(e2e_at[i]),
+            request_throughput_rps=float(x[i] * 1e3), output_tokens_per_s=float(x[i] * 1e3 * real_osl),
             prefill_share=float(rho[i]), prefill_ms=float(s.prefill[i]), decode_step_ms=float(decode[i]),
             decoding=float(1.0 + others[i]), slot_wait_ms=float(slot_wait[i]),
+            chunks_per_step=float(gaps.chunks_per_step[i]), chunk_ms=float(gaps.chunk_ms[i]),
         )  # fmt: skip
         for i in range(len(concurrency))
     ]
+
+
+@dataclass(frozen=True)
+class TokenGaps:
+    """The gaps between one request's tokens under chunked prefill: a decode step D of the running batch, plus
+    c for each prompt chunk the step carries. An iteration takes `token_budget` tokens: one per decoding sequence,
+    the rest for prompt chunks, so a prompt of ISL tokens is cut into k = ceil(ISL / (budget - decoding)) chunks of
+    Delta / k each (Delta: what the whole prompt adds to a step). The others' prompts arrive at X (B-1)/B, so a
+    step of mean length tau (the mean gap, D / (1 - rho)) carries M ~ Poisson(mu) chunks, mu = X (B-1)/B k tau:
+
+        gap = D + c M,   c = Delta / k,   mean gap = D + rho tau = D / (1 - rho) = the mean TPOT.
+
+    Its p-th percentile is D + c x (the Poisson p-quantile of M): the decode step while fewer than 1 - p of the
+    steps carry a chunk, a step with one or more chunks beyond (the stalls vLLM's ITL percentiles show)."""
+
+    chunks_per_step: np.ndarray  # mu
+    chunk_ms: np.ndarray  # c
+
+    def quantile(self, decode: np.ndarray, percentile: float | None) -> np.ndarray:
+        """The gap at a percentile (None: the mean)."""
+        if percentile is None:
+            return decode + self.chunk_ms * self.chunks_per_step
+        return decode + self.chunk_ms * poisson.ppf(percentile / 100.0, np.maximum(self.chunks_per_step, 1e-300))
+
+
+def token_gaps(x, s: _Steps, running, isl: int, others, tpot, token_budget: int) -> TokenGaps:
+    """The chunks per step and their cost (`TokenGaps`) at each operating point."""
+    room = np.maximum(token_budget - (1.0 + others), 1.0)  # prompt tokens a step takes beside the decoders
+    chunks = np.ceil(isl / room)
+    rate = x * (running - 1.0) / running  # the others' prompts per ms
+    return TokenGaps(rate * chunks * tpot, s.delta / chunks)
 
 
 def gamma_quantile(mean, var, percentile: float) -> np.ndarray:
@@ -615,8 +656,9 @@ def gamma_quantile(mean, var, percentile: float) -> np.ndarray:
     return np.where(spread, gamma.ppf(percentile / 100, safe_mean**2 / safe_var, scale=safe_var / safe_mean), mean)
 
 
-def _tails(x, s: _Steps, running, osl, rho, decode, wait, ttft, itl, queued, percentile, eff: Efficiency):
-    """TTFT and ITL at a percentile: deterministic part + the Gamma quantile of the random part."""
+def _tails(x, s: _Steps, running, osl, rho, decode, wait, ttft, tpot, queued, percentile, eff: Efficiency):
+    """TTFT and TPOT at a percentile: the deterministic part + the Gamma quantile of the random part; and the
+    slot wait's share of the TTFT quantile."""
     rate = x * (running - 1.0) / running  # the others' prompts per ms
     gap = np.maximum(1.0 - rho, 1e-300)
     busy = running > 1
@@ -631,11 +673,11 @@ def _tails(x, s: _Steps, running, osl, rho, decode, wait, ttft, itl, queued, per
     ttft_at = (ttft - wait) + random_at
     # the slot wait's share of the quantile, in proportion to its share of the mean
     slot_at = np.where(random_mean > 0, random_at * slot_mean / np.where(random_mean > 0, random_mean, 1.0), 0.0)
-    # ITL of one request: prompts fused into its OSL-1 decode steps, a branching count of mean m and variance m/(1-rho)^2
+    # TPOT of one request: prompts fused into its OSL-1 decode steps, a branching count of mean m and variance m/(1-rho)^2
     steps = max(osl - 1, 1)
-    fused = rate * steps * itl
-    itl_at = decode + gamma_quantile(fused * s.delta / steps, fused / gap**2 * (s.delta / steps) ** 2, percentile)
-    return ttft_at, itl_at, slot_at
+    fused = rate * steps * tpot
+    tpot_at = decode + gamma_quantile(fused * s.delta / steps, fused / gap**2 * (s.delta / steps) ** 2, percentile)
+    return ttft_at, tpot_at, slot_at
 
 
 def steady_state(
@@ -645,10 +687,11 @@ def steady_state(
     osl: int,
     concurrency: int,
     max_running: int | None,
-    percentile: float = 50.0,
+    percentile: float | None = None,
+    token_budget: int = DEFAULT_TOKEN_BUDGET,
 ) -> SteadyState:
     """In-flight batching at one concurrency: see the module docstring for the equations."""
-    return steady_state_curve(shape, eff, isl, osl, [concurrency], max_running, percentile)[0]
+    return steady_state_curve(shape, eff, isl, osl, [concurrency], max_running, percentile, token_budget)[0]
 
 
 def concurrency_ladder(max_running: int | None, limit: int = 4096) -> list[int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from planner.catalog import BenchmarkRow, Catalog
+from planner.metrics import statistic_percentile
 from planner.perf.memory import memory_fit
 from planner.perf.roofline import kv_bytes_for
 from planner.perf.types import PerfQuery, PerfResult
@@ -47,7 +48,7 @@ def measurements_first(rows: list[BenchmarkRow]) -> list[BenchmarkRow]:
 
 def engine_key(row: BenchmarkRow) -> tuple:
     """Rows of one engine variant differ only in load (concurrency / run kind)."""
-    return (row.tp or 0, row.precision or "", row.gpus, row.per, row.origin, row.table)
+    return (row.tp or 0, row.precision or "", row.gpus, row.per, row.origin, row.table, row.statistic)
 
 
 def group_by_engine(rows: list[BenchmarkRow]) -> list[list[BenchmarkRow]]:
@@ -76,6 +77,14 @@ def running_capacity(catalog: Catalog, model: str, gpu: str, tp: int, precision:
     return fit.running_limit(isl, osl) if fit.fits else None
 
 
+def answers_at(row: BenchmarkRow, percentile: float | None) -> bool:
+    """Whether a row's latencies are those of `percentile` (None: means): its own statistic, or its mean for the
+    median (latency distributions are skewed right, so the median is at or below the mean: a conservative
+    stand-in)."""
+    own = statistic_percentile(row.statistic)
+    return own == percentile or (own is None and percentile == 50)
+
+
 def result_from_row(row: BenchmarkRow, catalog: Catalog) -> PerfResult:
     """A measured row as a PerfResult for one engine instance, filling what follows from the row itself."""
     derivations: list[str] = []
@@ -91,9 +100,11 @@ def result_from_row(row: BenchmarkRow, catalog: Catalog) -> PerfResult:
         tokens_per_s = rps * row.osl
         derivations.append(f"output_tokens_per_s = request_throughput_rps x OSL = {rps:g} x {row.osl}")
     e2e = None
-    if row.ttft_ms is not None and row.itl_ms is not None and row.osl:
-        e2e = row.ttft_ms + (row.osl - 1) * row.itl_ms
-        derivations.append("e2e_ms = ttft_ms + (OSL - 1) x itl_ms")
+    if row.ttft_ms is not None and row.tpot_ms is not None and row.osl:
+        e2e = row.ttft_ms + (row.osl - 1) * row.tpot_ms
+        derivations.append("e2e_ms = ttft_ms + (OSL - 1) x tpot_ms")
+    if row.statistic != "mean":
+        derivations.append(f"latencies are the run's {row.statistic}")
     precision = row.precision
     if precision is None:
         derivations.append("precision not stated by the source: memory fit checked at bf16 (conservative)")
@@ -101,8 +112,9 @@ def result_from_row(row: BenchmarkRow, catalog: Catalog) -> PerfResult:
     return PerfResult(
         model=row.model, gpu=row.gpu, tp=row.tp, precision=row.precision, isl=row.isl, osl=row.osl,
         concurrency=row.concurrency, gpus_per_instance=gpus_per_instance,
-        ttft_ms=row.ttft_ms, itl_ms=row.itl_ms, e2e_ms=e2e,
-        ttft_ms_bound=row.ttft_ms_bound, itl_ms_bound=row.itl_ms_bound,
+        ttft_ms=row.ttft_ms, itl_ms=row.itl_ms, e2e_ms=e2e, tpot_ms=row.tpot_ms,
+        ttft_ms_bound=row.ttft_ms_bound, itl_ms_bound=None, tpot_ms_bound=row.tpot_ms_bound,
+        percentile=statistic_percentile(row.statistic), statistic=row.statistic,
         request_throughput_rps=rps, output_tokens_per_s=tokens_per_s,
         provenance=row.provenance or "measured", source=row.citation,
         memory=fit, derivations=tuple(derivations),

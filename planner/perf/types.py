@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from planner.perf.roofline import DEFAULT_TOKEN_BUDGET
+
 
 @dataclass(frozen=True)
 class PerfQuery:
@@ -16,9 +18,11 @@ class PerfQuery:
     tp: int | None = None
     precision: str | None = None
     concurrency: int | None = None
-    ttft_ms: float | None = None
+    ttft_ms: float | None = None  # limits (planner/metrics.py), at the percentile the caller gives
     itl_ms: float | None = None
     e2e_ms: float | None = None
+    tpot_ms: float | None = None
+    token_budget: int = DEFAULT_TOKEN_BUDGET  # tokens per engine iteration (chunked prefill)
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,8 @@ class PerfResult:
     Throughput is per instance (one engine of `gpus_per_instance` GPUs); a node holds
     `gpus_per_node // gpus_per_instance` of them. `provenance` is 'measured' (a benchmark row matched exactly),
     'interpolated' or 'modeled'; `source` names the table row(s), `derivations` what was computed from them.
+    Latencies (planner/metrics.py: `tpot_ms` a request's mean gap, `itl_ms` one token gap) are at `percentile`
+    (None: means, or a row's own statistic, `statistic`); a `_bound` says only 'below this' (a seed's TTFT < 500 ms).
     """
 
     model: str
@@ -95,6 +101,10 @@ class PerfResult:
     dp: int = 1
     ep: int = 1
     pp: int = 1
+    tpot_ms: float | None = None
+    tpot_ms_bound: float | None = None
+    percentile: float | None = None
+    statistic: str = "mean"  # what the latencies are: mean, median, pNN (planner/metrics.py STATISTICS)
 
     def instances_per_node(self, gpus_per_node: int) -> float:
         """Whole instances a node holds; an instance over several whole nodes (pipeline stages) is a fraction."""

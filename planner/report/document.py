@@ -18,6 +18,8 @@ from matplotlib.figure import Figure
 
 from planner.api import PlannedScenario, curve_in_catalog, output_tokens_per_year, workload_landscapes
 from planner.landscape import Landscape, main_assignment
+from planner.metrics import LABELS, LATENCY_METRICS
+from planner.metrics import limits as metric_limits
 from planner.perf import PerfQuery, is_modeled
 from planner.perf.roofline import supports_roofline
 from planner.report import plots
@@ -53,7 +55,7 @@ def requirements_section(planned: PlannedScenario) -> Section:
     rows = []
     for w in planned.scenario.workloads:
         slo = w.slo
-        limits = ", ".join(f"{n} <= {v:g} ms" for n, v in (("TTFT", slo.ttft_ms), ("ITL", slo.itl_ms), ("E2E", slo.e2e_ms)) if v) or "none"
+        limits = ", ".join(f"{LABELS[m]} P{slo.percentile:g} <= {v:g} ms" for m, v in metric_limits(slo)) or "none"
         lengths = "; ".join(f"{b.isl_tokens}/{b.osl_tokens} ({b.share:.0%})" for b in w.buckets)
         rows.append({"Workload": w.name, "Model": w.model, "ISL/OSL tokens (share)": lengths, "Mode": w.mode,
                      "Peak requests/s": f"{w.peak_rps:g}", "Demand": w.demand_note, "Latency limits": limits})  # fmt: skip
@@ -102,7 +104,8 @@ def operating_points_section(planned: PlannedScenario) -> Section:
                 "Workload": w.name, "Bucket ISL/OSL": f"{a.bucket_isl}/{a.bucket_osl}", "System": a.system,
                 "How paid": a.pricing, "TP": a.tp or "not stated", "Precision": a.precision or "not stated",
                 "Concurrency": a.concurrency or "not stated",
-                "TTFT (ms)": _ms(a.ttft_ms), "ITL (ms)": _ms(a.itl_ms), "E2E (ms)": _ms(a.e2e_ms),
+                "At": f"P{w.percentile:g}",
+                **{f"{LABELS[m]} (ms)": _ms(getattr(a, m)) for m in LATENCY_METRICS},
                 "Requests/s per node": f"{a.rps_per_node:,.4g}", "Provenance": a.provenance,
             })  # fmt: skip
     return Section(
@@ -164,7 +167,7 @@ def curve_plot(planned: PlannedScenario, workload_name: str, landscape: Landscap
     workload = next(w for w in planned.scenario.workloads if w.name == workload_name)
     slo, system = workload.slo, catalog.systems[main.system]
     query = PerfQuery(workload.model, system.gpu, main.bucket_isl, main.bucket_osl, main.tp, main.precision, None,
-                      slo.ttft_ms, slo.itl_ms, slo.e2e_ms)  # fmt: skip
+                      slo.ttft_ms, slo.itl_ms, slo.e2e_ms, slo.tpot_ms, planned.scenario.token_budget)  # fmt: skip
     sources, percentile = planned.scenario.perf_sources, slo.percentile
     answer = curve_in_catalog(query, catalog, system.gpus_per_node, sources, percentile)
     note = None
@@ -193,7 +196,8 @@ def curve_plot(planned: PlannedScenario, workload_name: str, landscape: Landscap
             no_model = "the scenario reads benchmark rows only (perf.sources)"
         else:
             no_model = answer.miss_reason or "no modeled engine meets the limits"
-    y_axis = "ttft" if slo.ttft_ms is not None or slo.itl_ms is None else "itl"
+    limited = [m for m, _ in metric_limits(slo)]
+    y_axis = "ttft" if "ttft_ms" in limited or not limited else limited[0].removesuffix("_ms")
     caption = (f"Latency-throughput curve of {workload_name} on {main.system} ({engine}), ISL {main.bucket_isl} / "
                f"OSL {main.bucket_osl}: the modeled curve over concurrency, the measured points, the limit and the "
                f"chosen operating point.")  # fmt: skip

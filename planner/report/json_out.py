@@ -47,7 +47,8 @@ def perf_document(answer: PerfAnswer, gpus_per_node: int) -> dict:
         return {
             "model": answer.query.model, "gpu": answer.query.gpu, "tp": answer.query.tp,
             "precision": answer.query.precision, "isl": answer.query.isl, "osl": answer.query.osl,
-            "concurrency": answer.query.concurrency, "ttft_ms": None, "itl_ms": None, "e2e_ms": None,
+            "concurrency": answer.query.concurrency, "percentile": answer.percentile, "statistic": None,
+            "ttft_ms": None, "tpot_ms": None, "itl_ms": None, "e2e_ms": None,
             "request_throughput_rps": None, "output_tokens_per_s": None, "instances_per_node": None,
             "rps_per_node": None, "fits": None, "max_concurrency_by_memory": None,
             "provenance": "none", "reason": answer.miss_reason,
@@ -57,9 +58,10 @@ def perf_document(answer: PerfAnswer, gpus_per_node: int) -> dict:
         "model": result.model, "gpu": result.gpu, "tp": result.tp, "precision": result.precision,
         "isl": result.isl, "osl": result.osl, "concurrency": result.concurrency,
         "gpus_per_instance": result.gpus_per_instance,
-        "ttft_ms": result.ttft_ms, "itl_ms": result.itl_ms,
+        "percentile": result.percentile, "statistic": result.statistic,
+        "ttft_ms": result.ttft_ms, "tpot_ms": result.tpot_ms, "itl_ms": result.itl_ms,
         "e2e_ms": None if result.e2e_ms is None else round(result.e2e_ms, 3),
-        "ttft_ms_bound": result.ttft_ms_bound, "itl_ms_bound": result.itl_ms_bound,
+        "ttft_ms_bound": result.ttft_ms_bound, "tpot_ms_bound": result.tpot_ms_bound, "itl_ms_bound": result.itl_ms_bound,
         "request_throughput_rps": _round(result.request_throughput_rps),
         "output_tokens_per_s": _round(result.output_tokens_per_s),
         "gpus_per_node": gpus_per_node,
@@ -74,7 +76,8 @@ def perf_document(answer: PerfAnswer, gpus_per_node: int) -> dict:
 
 def point_record(point: PerfResult, gpus_per_node: int) -> dict:
     return {
-        "concurrency": point.concurrency, "ttft_ms": _round(point.ttft_ms, 3), "itl_ms": _round(point.itl_ms, 3),
+        "concurrency": point.concurrency, "statistic": point.statistic, "ttft_ms": _round(point.ttft_ms, 3),
+        "tpot_ms": _round(point.tpot_ms, 3), "itl_ms": _round(point.itl_ms, 3),
         "e2e_ms": _round(point.e2e_ms, 3), "request_throughput_rps": _round(point.request_throughput_rps),
         "output_tokens_per_s": _round(point.output_tokens_per_s),
         "output_tokens_per_s_per_gpu": _round((point.output_tokens_per_s or 0) / point.gpus_per_instance),
@@ -86,7 +89,8 @@ def curve_document(answer: CurveAnswer) -> dict:
     q = answer.query
     return {
         "model": q.model, "gpu": q.gpu, "tp": q.tp, "precision": q.precision, "isl": q.isl, "osl": q.osl,
-        "limits": {"ttft_ms": q.ttft_ms, "itl_ms": q.itl_ms, "e2e_ms": q.e2e_ms},
+        "percentile": answer.percentile, "token_budget": q.token_budget,
+        "limits": {"ttft_ms": q.ttft_ms, "tpot_ms": q.tpot_ms, "itl_ms": q.itl_ms, "e2e_ms": q.e2e_ms},
         "gpus_per_node": answer.gpus_per_node,
         "data_points": [point_record(p, answer.gpus_per_node) for p in answer.data_points],
         "modeled_points": [point_record(p, answer.gpus_per_node) for p in answer.modeled_points],
@@ -96,9 +100,9 @@ def curve_document(answer: CurveAnswer) -> dict:
 
 
 def landscape_document(landscape) -> dict:
-    """Every engine point (tokens/s per GPU, tokens/s per user = 1000/ITL), the Pareto front, the chosen point."""
+    """Every engine point (tokens/s per GPU, tokens/s per user = 1000/TPOT), the Pareto front, the chosen point."""
     return {
-        "isl": landscape.isl, "osl": landscape.osl, "itl_limit_ms": landscape.itl_limit_ms,
+        "isl": landscape.isl, "osl": landscape.osl, "tpot_limit_ms": landscape.tpot_limit_ms,
         "points": [asdict(p) for p in landscape.points], "pareto_front": [asdict(p) for p in landscape.front],
         "chosen": None if landscape.chosen is None else asdict(landscape.chosen), "chosen_note": landscape.chosen_note,
     }  # fmt: skip
@@ -139,20 +143,27 @@ def compare_document(results: tuple[DeploymentResult, ...]) -> dict:
 
 
 def simulation_document(checks) -> dict:
-    """`planner simulate --json`: per workload and period, the run, its statistics and the verdict per limit."""
+    """`planner simulate --json`: per workload and period, the run, its statistics and the verdict per limit
+    (`verdict` on each check and workload: holds | misses | inconclusive | not simulated; `extra_seeds` and
+    `seeds_note`: what was done about inconclusive verdicts); `verdict` over all of them; `all_ok` (every simulated
+    check holds) kept for older readers."""
+    from planner.simulate.verify import overall_verdict
+
     items = []
     for check in checks:
         item = asdict(check)
         item["rate_rps"] = round(check.rate_rps, 6)
         del item["wall_s"]  # machine time: the same inputs give the same bytes
         items.append(item)
-    return {"workloads": items, "all_ok": all(c.ok for c in checks if c.ok is not None)}
+    return {"workloads": items, "verdict": overall_verdict(checks), "all_ok": all(c.ok for c in checks if c.ok is not None)}
 
 
 def repair_document(repair) -> dict:
-    """`planner plan --verify --repair --json`: what was raised, why, and the cost before and after."""
+    """`planner plan --verify --repair --json`: what was raised, why (each step's conclusive `misses`), the cost
+    before and after, the final `verdict`, why the repair `stopped` and the `inconclusive` checks it left alone."""
     return {
-        "steps": [asdict(step) for step in repair.steps], "all_ok": repair.all_ok,
+        "steps": [asdict(step) for step in repair.steps], "verdict": repair.verdict, "stopped": repair.stopped,
+        "inconclusive": list(repair.inconclusive), "all_ok": repair.all_ok,
         "original_annual_cost_usd": repair.original_annual_cost_usd, "original_nodes": repair.original_nodes,
         "annual_cost_usd": repair.plan.totals.annual_cost_usd, "nodes": repair.plan.totals.nodes,
     }  # fmt: skip

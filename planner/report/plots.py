@@ -21,12 +21,13 @@ X_AXES = {
 # y axis: label, the point's value (None: not stated), the value of a latency limit in the axis's units
 Y_AXES = {
     "ttft": ("TTFT (ms)", lambda p: p.ttft_ms, lambda limit: limit),
-    "itl": ("ITL (ms)", lambda p: p.itl_ms, lambda limit: limit),
+    "tpot": ("TPOT: a request's mean gap between tokens (ms)", lambda p: p.tpot_ms, lambda limit: limit),
+    "itl": ("ITL: one gap between tokens (ms)", lambda p: p.itl_ms, lambda limit: limit),
     "e2e": ("E2E latency (ms)", lambda p: p.e2e_ms, lambda limit: limit),
-    "tokens-per-user": ("output tokens/s per user (1000 / ITL ms)", lambda p: 1000.0 / p.itl_ms if p.itl_ms else None,
+    "tokens-per-user": ("output tokens/s per user (1000 / TPOT ms)", lambda p: 1000.0 / p.tpot_ms if p.tpot_ms else None,
                         lambda limit: 1000.0 / limit),
 }
-Y_LIMITS = {"ttft": "ttft_ms", "itl": "itl_ms", "e2e": "e2e_ms", "tokens-per-user": "itl_ms"}
+Y_LIMITS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2e": "e2e_ms", "tokens-per-user": "tpot_ms"}
 MARKED_CONCURRENCIES = (1, 8, 64, 256, 1024)
 
 
@@ -180,9 +181,9 @@ def landscape_figure(landscape, highlight_engine: str | None = None) -> Figure:
                 axes.annotate(point.engine.split(" ", 1)[-1], (point.tokens_per_gpu, point.tokens_per_user),
                               textcoords="offset points", xytext=(-offset[0], offset[1]) if leftwards else offset,
                               ha="right" if leftwards else "left", fontsize=7, color="tab:orange")  # fmt: skip
-    if landscape.itl_limit_ms:
-        axes.axhline(1000.0 / landscape.itl_limit_ms, color="tab:red", linestyle="--",
-                     label=f"ITL limit {landscape.itl_limit_ms:g} ms = {1000.0 / landscape.itl_limit_ms:.4g} tokens/s per user")  # fmt: skip
+    if landscape.tpot_limit_ms:
+        axes.axhline(1000.0 / landscape.tpot_limit_ms, color="tab:red", linestyle="--",
+                     label=f"TPOT limit {landscape.tpot_limit_ms:g} ms = {1000.0 / landscape.tpot_limit_ms:.4g} tokens/s per user")  # fmt: skip
     if landscape.chosen is not None:
         c = landscape.chosen
         axes.plot([c.tokens_per_gpu], [c.tokens_per_user], "*", markersize=16, color="black", zorder=5,
@@ -201,8 +202,8 @@ def landscape_figure(landscape, highlight_engine: str | None = None) -> Figure:
     _si_axis(axes.xaxis)
     values_x = [p.tokens_per_gpu for p in landscape.points] + ([landscape.chosen.tokens_per_gpu] if landscape.chosen else [])
     values_y = [p.tokens_per_user for p in landscape.points] + ([landscape.chosen.tokens_per_user] if landscape.chosen else [])
-    if landscape.itl_limit_ms:
-        values_y.append(1000.0 / landscape.itl_limit_ms)
+    if landscape.tpot_limit_ms:
+        values_y.append(1000.0 / landscape.tpot_limit_ms)
     axes.set_xlim(0, max(values_x + [1e-9]) * 1.12)
     axes.set_ylim(0, max(values_y + [1e-9]) * 1.12)
     axes.grid(True, alpha=0.3)

@@ -16,6 +16,8 @@ from planner.api import (
     PerfAnswer,
     UsersAnswer,
 )
+from planner.metrics import LABELS, LATENCY_METRICS, percentile_label
+from planner.metrics import limits as metric_limits
 from planner.plan import Plan
 from planner.scenario import Scenario
 
@@ -68,12 +70,13 @@ def print_plan(plan: Plan, console: Console) -> None:
     if len(parts) > 1:
         console.print("  = " + " + ".join(f"{value:,.0f} {name.removesuffix('_usd').replace('_', ' ')}" for name, value in parts))
     loads = Table(title="Capacity vs demand per workload (busiest period)", title_justify="left")
-    for column in ("workload", "ISL/OSL", "demand rps", "capacity rps", "TTFT ms", "ITL ms", "E2E ms", "provenance"):
+    for column in ("workload", "ISL/OSL", "demand rps", "capacity rps", "at", "TTFT ms", "TPOT ms", "ITL ms", "E2E ms",
+                   "provenance"):  # fmt: skip
         loads.add_column(column, justify="left" if column in ("workload", "provenance") else "right")
     for w in plan.workloads:
         loads.add_row(
             w.name, f"{w.isl_tokens}/{w.osl_tokens}", f"{w.demand_rps:,.4g}", f"{w.capacity_rps:,.4g}",
-            _ms(w.ttft_ms), _ms(w.itl_ms), _ms(w.e2e_ms), w.provenance + _origins(w),
+            percentile_label(w.percentile), *(_ms(getattr(w, m)) for m in LATENCY_METRICS), w.provenance + _origins(w),
         )
     console.print(loads)
     if plan.robustness is not None:
@@ -116,12 +119,12 @@ def print_plan(plan: Plan, console: Console) -> None:
 
 def print_validation(scenario: Scenario, console: Console) -> None:
     console.print(f"{scenario.file}: OK - scenario '{scenario.name}', deployment {scenario.deployment}")
+    for note in scenario.metrics_notes:
+        console.print(f"- metrics: {note}", soft_wrap=True, markup=False)
     for w in scenario.workloads:
         limits = ", ".join(
-            f"{name} <= {value:g} ms"
-            for name, value in (("TTFT", w.slo.ttft_ms), ("ITL", w.slo.itl_ms), ("E2E", w.slo.e2e_ms))
-            if value is not None
-        ) or "no latency limit"
+            f"{LABELS[metric]} P{w.slo.percentile:g} <= {value:g} ms" for metric, value in metric_limits(w.slo)
+        ) or f"no latency limit (percentile {w.slo.percentile:g})"
         console.print(
             f"- {w.name}: {w.model}, ISL {w.isl_tokens} / OSL {w.osl_tokens} tokens, peak {w.peak_rps:g} rps "
             f"({w.demand_note}), {w.mode}, {limits}", soft_wrap=True,
@@ -142,6 +145,11 @@ def print_validation(scenario: Scenario, console: Console) -> None:
     console.print("- limits: " + ", ".join(given), soft_wrap=True)
 
 
+def _latencies(point) -> str:
+    """'TTFT 1.2 ms, TPOT ..., ITL ..., E2E ...' of a point."""
+    return ", ".join(f"{LABELS[m]} {_ms(getattr(point, m))} ms" for m in LATENCY_METRICS)
+
+
 def print_perf(answer: PerfAnswer, gpus_per_node: int, console: Console) -> None:
     result = answer.result
     if result is None:
@@ -151,7 +159,8 @@ def print_perf(answer: PerfAnswer, gpus_per_node: int, console: Console) -> None
         f"{result.model} on {result.gpu}, TP {result.tp or 'not stated'}, {result.precision or 'precision not stated'}, "
         f"ISL {result.isl} / OSL {result.osl}, concurrency {result.concurrency or 'not stated'}"
     )
-    console.print(f"TTFT {_ms(result.ttft_ms)} ms, ITL {_ms(result.itl_ms)} ms, E2E {_ms(result.e2e_ms)} ms")
+    console.print(f"{_latencies(result)} (at {percentile_label(result.percentile) if result.statistic != 'mean' else 'the mean'}"
+                  f"{'' if result.statistic in ('mean', 'median') or result.percentile is not None else ', the row states its ' + result.statistic})")
     rps_node = result.rps_per_node(gpus_per_node)
     console.print(
         f"{result.request_throughput_rps or 0:,.4g} requests/s and {result.output_tokens_per_s or 0:,.5g} output tokens/s "
@@ -184,10 +193,10 @@ _CATALOG_COLUMNS = {
     "gpus": ("id", "memory_gb", "mem_bw_tb_per_s", "tflops_by_precision", "link", "tdp_w", "aliases"),
     "systems": ("id", "kind", "gpu", "gpus_per_node", "price_usd", "usd_per_hour", "power_kw", "rack_units"),
     "models": ("id", "params_b", "layers", "hidden", "heads", "kv_heads", "head_dim", "max_context", "moe", "aliases"),
-    "benchmarks": ("origin", "model", "gpu", "tp", "precision", "isl", "osl", "concurrency", "ttft_ms", "itl_ms",
-                   "request_throughput_rps", "output_tokens_per_s", "per", "table"),
+    "benchmarks": ("origin", "model", "gpu", "tp", "precision", "isl", "osl", "concurrency", "statistic", "ttft_ms",
+                   "tpot_ms", "itl_ms", "request_throughput_rps", "output_tokens_per_s", "per", "table"),
     "calibration": ("architecture", "basis", "kernel_iterations", "kernel_median_error", "kernel_worst_error",
-                    "engine_rows", "engine_median_error"),
+                    "engine_rows", "engine_median_error", "engine_rows_by_catalog"),
 }  # fmt: skip
 
 
@@ -197,6 +206,8 @@ def _catalog_cell(column: str, value) -> str:
     if column == "aliases":
         names = list(value)
         return ", ".join(names[:2]) + (f" (+{len(names) - 2})" if len(names) > 2 else "")
+    if column == "engine_rows_by_catalog":  # {'shipped': 14, 'lab': 7}: whose rows the engine fit rests on
+        return ", ".join(f"{name} {count}" for name, count in value.items())
     if column == "moe":
         shared = f" + {value['shared_experts']} shared" if value.get("shared_experts") else ""
         return f"{value['experts']} top-{value['experts_per_token']}{shared}, {value['active_params_b']:g} B active"
@@ -211,20 +222,25 @@ def print_catalog(kind: str, entries: list[dict], console: Console) -> None:
     for entry in entries:
         table.add_row(*(escape(_catalog_cell(c, entry.get(c))) for c in columns))
     console.print(table)
+    for entry in entries:  # calibration: what user catalogs' rows did to each generation's engine factors
+        if entry.get("user_catalogs"):
+            console.print(f"{escape(entry['architecture'])}: {escape(entry['user_catalogs']['note'])}", soft_wrap=True)
     console.print("Each entry names its source: see --json.")
 
 
 def print_curve(answer: CurveAnswer, console: Console) -> None:
     q = answer.query
-    table = Table(title=f"{q.model} on {q.gpu}, TP{q.tp} {q.precision}, ISL {q.isl} / OSL {q.osl}", title_justify="left")
-    for column in ("concurrency", "TTFT ms", "ITL ms", "E2E ms", "tok/s per GPU", "tok/s per user", "rps per node", "provenance"):
+    table = Table(title=f"{q.model} on {q.gpu}, TP{q.tp} {q.precision}, ISL {q.isl} / OSL {q.osl}, latencies at "
+                        f"{percentile_label(answer.percentile)}", title_justify="left")  # fmt: skip
+    for column in ("concurrency", "TTFT ms", "TPOT ms", "ITL ms", "E2E ms", "tok/s per GPU", "tok/s per user",
+                   "rps per node", "provenance"):  # fmt: skip
         table.add_column(column, justify="left" if column == "provenance" else "right")
     points = sorted(answer.data_points + answer.modeled_points, key=lambda p: (p.concurrency or 0, p.provenance))
     for p in points:
         mark = " <- chosen" if answer.chosen is not None and p == answer.chosen else ""
         table.add_row(
-            str(p.concurrency or "not stated"), _ms(p.ttft_ms), _ms(p.itl_ms), _ms(p.e2e_ms),
-            f"{(p.output_tokens_per_s or 0) / p.gpus_per_instance:,.0f}", f"{1000 / p.itl_ms:,.1f}" if p.itl_ms else "-",
+            str(p.concurrency or "not stated"), *(_ms(getattr(p, m)) for m in LATENCY_METRICS),
+            f"{(p.output_tokens_per_s or 0) / p.gpus_per_instance:,.0f}", f"{1000 / p.tpot_ms:,.1f}" if p.tpot_ms else "-",
             f"{p.rps_per_node(answer.gpus_per_node) or 0:,.3g}",
             p.provenance + mark,
         )
@@ -232,7 +248,7 @@ def print_curve(answer: CurveAnswer, console: Console) -> None:
     if answer.chosen is not None:
         c = answer.chosen
         console.print(f"chosen under the limits: concurrency {c.concurrency or 'not stated'} ({c.provenance}), "
-                      f"TTFT {_ms(c.ttft_ms)} ms, ITL {_ms(c.itl_ms)} ms, {c.rps_per_node(answer.gpus_per_node) or 0:,.4g} rps per node")  # fmt: skip
+                      f"{_latencies(c)}, {c.rps_per_node(answer.gpus_per_node) or 0:,.4g} rps per node")  # fmt: skip
     elif answer.miss_reason:
         console.print(f"no point meets the limits: {answer.miss_reason}", soft_wrap=True)
     if answer.landscape is not None:
@@ -274,13 +290,11 @@ def print_compare(results: tuple[DeploymentResult, ...], console: Console) -> No
     console.print("Output tokens per year use each workload's mean rate where the scenario gives one, else its peak.")
 
 
-def _interval(check) -> str:
-    if check.ci_low_ms is None:
-        return ""
-    return f" (95% {check.ci_low_ms:,.0f}-{check.ci_high_ms:,.0f})"
-
-
 def print_simulation(checks, console: Console, wall_s: float | None = None) -> None:
+    """The table of workload checks (statistics and the verdict of each limit: holds, MISSES, inconclusive), then
+    per workload its engines, run and what was done about inconclusive verdicts, then the overall verdict."""
+    from planner.simulate.verify import NOT_SIMULATED, VERDICT_WORDS, describe_check, unserved
+
     table = Table(title="Simulation (each period at its peak, or the trace)", title_justify="left")
     for column in ("workload", "period", "rps", "engines", "TTFT P50/P95/P99 ms", "token gap P50/P99 ms", "E2E P99 ms",
                    "within limits", "verdict"):  # fmt: skip
@@ -289,15 +303,13 @@ def print_simulation(checks, console: Console, wall_s: float | None = None) -> N
         stats = check.stats
         if stats is None:
             table.add_row(check.workload, check.period, f"{check.rate_rps:,.4g}", str(check.instances), "-", "-", "-", "-",
-                          "not simulated")  # fmt: skip
+                          VERDICT_WORDS[NOT_SIMULATED])  # fmt: skip
             continue
-        verdicts = [f"{c.metric} P{c.percentile:g} {c.simulated_ms:,.0f}{_interval(c)} {'<=' if c.ok else 'vs'} {c.limit_ms:g} ms"
-                    + ("" if c.ok else " MISSES") for c in check.checks]  # fmt: skip
-        if stats.rejected:
-            verdicts.append(f"{stats.rejected:,} requests refused")
-        if stats.completed + stats.rejected < stats.requests:
-            verdicts.append(f"{stats.requests - stats.completed - stats.rejected:,} requests unfinished")
-        verdict = ("ok" if check.ok else "MISSES SLO") + (": " + "; ".join(verdicts) if verdicts else "")
+        verdicts = [describe_check(c, check.extra_seeds) for c in check.checks]
+        lost = unserved(check)
+        if lost:
+            verdicts.append(lost + ": MISSES")
+        verdict = VERDICT_WORDS.get(check.verdict, check.verdict) + (": " + "; ".join(verdicts) if verdicts else "")
         table.add_row(
             check.workload, check.period, f"{check.rate_rps:,.4g}", str(check.instances),
             f"{stats.ttft_ms.p50:,.0f} / {stats.ttft_ms.p95:,.0f} / {stats.ttft_ms.p99:,.0f}",
@@ -314,27 +326,49 @@ def print_simulation(checks, console: Console, wall_s: float | None = None) -> N
                    f"throughput {stats.throughput_rps:,.4g} rps completed, {stats.mean_in_system:,.1f} requests in system and "
                    f"{stats.mean_queue_length:,.1f} waiting on average, {stats.preemptions:,} preemptions")  # fmt: skip
             console.print(run, soft_wrap=True)
+        if check.seeds_note:
+            console.print(f"  {check.seeds_note}", soft_wrap=True)
         if check.note:
             console.print(f"  {check.note}", soft_wrap=True)
     simulated = sum(c.requests_simulated for c in checks)
     if wall_s and simulated:
         console.print(f"{simulated:,} requests simulated in {wall_s:.1f} s ({simulated / wall_s:,.0f} per second)")
+    console.print(verdict_line(checks), soft_wrap=True)
+
+
+def verdict_line(checks) -> str:
+    """One line: the overall verdict and what it means ('inconclusive: ... not a conclusive miss')."""
+    from planner.simulate.verify import HOLDS, INCONCLUSIVE, MISSES, overall_verdict
+
+    verdict = overall_verdict(checks)
+    named = lambda v: ", ".join(f"{c.workload} ({c.period})" for c in checks if c.verdict == v)  # noqa: E731
+    if verdict == MISSES:
+        return f"Verdict: MISSES: a limit is conclusively missed by {named(MISSES)} (the interval's lower end is above it)"
+    if verdict == INCONCLUSIVE:
+        return (f"Verdict: inconclusive: no conclusive miss, but {named(INCONCLUSIVE)} could not be decided (an interval "
+                "straddles its limit; see the notes above); not repaired, and not a failure of --verify")  # fmt: skip
+    if verdict == HOLDS:
+        return "Verdict: holds: every simulated limit holds (estimate and the interval's upper end within it)"
+    return "Verdict: nothing could be simulated"
 
 
 def print_repair(repair, console: Console) -> None:
-    """What --repair added and why."""
+    """What --repair added and why, and why it stopped."""
+    stopped = repair.stopped
     if not repair.steps:
-        console.print("Repair: nothing to add, every simulated limit holds.")
-        return
-    plan = repair.plan
-    console.print(
-        f"Repair: {len(repair.steps)} change(s); annual cost {repair.original_annual_cost_usd:,.0f} -> "
-        f"{plan.totals.annual_cost_usd:,.0f} USD, nodes {repair.original_nodes} -> {plan.totals.nodes}"
-        + ("" if repair.all_ok else "; limits STILL MISSED after the last round"), soft_wrap=True,
-    )  # fmt: skip
+        console.print(f"Repair: nothing to add ({stopped}).", soft_wrap=True)
+    else:
+        plan = repair.plan
+        console.print(
+            f"Repair: {len(repair.steps)} change(s); annual cost {repair.original_annual_cost_usd:,.0f} -> "
+            f"{plan.totals.annual_cost_usd:,.0f} USD, nodes {repair.original_nodes} -> {plan.totals.nodes}; {stopped}",
+            soft_wrap=True,
+        )  # fmt: skip
     for step in repair.steps:
-        console.print(f"- round {step.round}: {step.workload} ({step.period}) sized for {step.demand_rps_before:,.4g} -> "
-                      f"{step.demand_rps_after:,.4g} rps because {step.why}", soft_wrap=True)  # fmt: skip
+        console.print(f"- round {step.round}: {step.workload} ({step.period}) because {step.why}: {step.added}",
+                      soft_wrap=True)  # fmt: skip
+    for line in repair.inconclusive:
+        console.print(f"- not repaired (inconclusive): {line}", soft_wrap=True)
 
 
 def print_trace_analysis(answer, console: Console, block_yaml: str, written_to: str | None) -> None:
@@ -389,11 +423,12 @@ def print_trace_analysis(answer, console: Console, block_yaml: str, written_to: 
 def print_ingest(result, written_to: str, console: Console) -> None:
     """The rows written, and how to plan with them."""
     table = Table(title=f"{len(result.rows)} benchmark rows -> {written_to}")
-    for column in ("ISL/OSL", "concurrency", "TTFT ms", "ITL ms", "rps", "output tok/s", "source"):
+    for column in ("ISL/OSL", "concurrency", "statistic", "TTFT ms", "TPOT ms", "ITL ms", "rps", "output tok/s", "source"):
         table.add_column(column, justify="left" if column == "source" else "right")
     for row in result.rows:
         table.add_row(
-            f"{row.isl}/{row.osl}", str(row.concurrency or row.run_kind), _ms(row.ttft_ms), _ms(row.itl_ms),
+            f"{row.isl}/{row.osl}", str(row.concurrency or row.run_kind), row.statistic, _ms(row.ttft_ms),
+            _ms(row.tpot_ms), _ms(row.itl_ms),
             f"{row.request_throughput_rps:.4g}", f"{row.output_tokens_per_s:,.0f}" if row.output_tokens_per_s else "-",
             row.source,
         )  # fmt: skip

@@ -260,10 +260,15 @@ class ServingEngine:
     iteration F holds isl + osl - (F - i) tokens, so the decoding context is S0 + n x i with S0 = sum(isl + osl - F).
     """
 
-    def __init__(self, steps, max_batch: int, kv_tokens: float | None = None, token_budget: int = 8192):
-        if max_batch < 1 or token_budget < 1:
-            raise ValueError("max_batch and token_budget must be >= 1")
+    def __init__(self, steps, max_batch: int, kv_tokens: float | None = None, token_budget: int = 8192,
+                 request_overhead_ms: float = 0.0):  # fmt: skip
+        if max_batch < 1 or token_budget < 1 or not request_overhead_ms >= 0:
+            raise ValueError("max_batch and token_budget must be >= 1, request_overhead_ms >= 0")
         self.steps, self.max_batch, self.token_budget = steps, int(max_batch), int(token_budget)
+        # what every request spends outside the engine's iterations (the performance model's per-request overhead
+        # t0: tokenization, the HTTP round trip): a constant delay of every arrival shifts the whole run by it, so
+        # it is added to the first token's and the finish time and changes nothing else
+        self.request_overhead_s = request_overhead_ms / 1e3
         self.kv_capacity = math.inf if kv_tokens is None else float(kv_tokens)
         self.book: Book | None = None
         self.clock = 0.0
@@ -374,11 +379,20 @@ class ServingEngine:
         decoding = len(self.running)
         budget = self.token_budget - decoding
         work_ms = 0.0
+        alone = not decoding  # a step of prompts only: its first chunk reads the weights, the others ride along
+
+        def chunk_ms(start: int, end: int) -> float:
+            nonlocal alone
+            if alone:
+                alone = False
+                return steps.prompt_work_ms(end) - steps.prompt_work_ms(start)
+            return steps.fused_work_ms(end) - steps.fused_work_ms(start)
+
         for entry in self.prefilling:  # chunks of prompts already started go first
             if budget <= 0:
                 break
             take = min(entry[2] - entry[1], budget)
-            work_ms += steps.prompt_work_ms(entry[1] + take) - steps.prompt_work_ms(entry[1])
+            work_ms += chunk_ms(entry[1], entry[1] + take)
             entry[1] += take
             budget -= take
         queue = self.queue
@@ -397,7 +411,7 @@ class ServingEngine:
                 book.admitted[request] = self.clock
             self.prefill_reserved += tokens
             take = min(tokens, budget)
-            work_ms += steps.prompt_work_ms(take)
+            work_ms += chunk_ms(0, take)
             self.prefilling.append([request, take, tokens])
             budget -= take
         if decoding:
@@ -424,7 +438,7 @@ class ServingEngine:
         self.prefill_reserved -= tokens
         resumed = self.resume.pop(request, None)
         if resumed is None:
-            book.first[request] = self.clock
+            book.first[request] = self.clock + self.request_overhead_s
             generated = 1
         else:
             generated = resumed[0] + 1
@@ -449,7 +463,7 @@ class ServingEngine:
 
     def _finish(self, request: int) -> None:
         book = self.book
-        book.finish[request] = self.clock
+        book.finish[request] = self.clock + self.request_overhead_s
         self.requests_outstanding -= 1
         self.tokens_outstanding -= book.isl[request] + book.osl[request]
 

@@ -1,8 +1,8 @@
 """Statistics of a simulated run over its measured window (after the warm-up).
 
-- Latencies of the requests arriving in the window: TTFT, E2E, per-request TPOT ((finish - first token) /
-  (OSL - 1)), and ITL as the gaps between consecutive tokens (every decode iteration is one gap for each sequence
-  it carries; a preempted sequence's gap spans its wait and recompute).
+- Latencies of the requests arriving in the window (planner/metrics.py): TTFT, E2E, per-request TPOT ((finish -
+  first token) / (OSL - 1)), and ITL as the gaps between consecutive tokens (every decode iteration is one gap for
+  each sequence it carries; a preempted sequence's gap spans its wait and recompute).
 - Throughput: completions inside the window / window length (not the offered rate).
 - Time averages over the window from the requests' own intervals: number in system (arrival -> finish) and queue
   length (arrival -> admission).
@@ -49,7 +49,7 @@ class RunStats:
     max_queue_length: int
     queue_timeline: tuple[tuple[float, int], ...]  # (start of each of 20 time bins in s, longest queue in it)
     preemptions: int
-    slo_attainment: float | None  # share of the window's requests within every limit (TTFT, TPOT, E2E)
+    slo_attainment: float | None  # share of the window's requests within every per-request limit (TTFT, TPOT, E2E)
 
 
 def percentiles(values: np.ndarray, weights: np.ndarray | None = None) -> Percentiles:
@@ -172,9 +172,14 @@ def gap_arrays(gaps, window) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def run_statistics(requests, gaps, window: tuple[float, float], preemptions: int = 0, slo=None) -> RunStats:
-    """Statistics of the requests arriving in `window` (see the module docstring). `slo` (ttft_ms, itl_ms, e2e_ms
-    attributes) gives SLO attainment: the share of those requests finished within every limit it sets (ITL per
-    request is its TPOT)."""
+    """Statistics of the requests arriving in `window` (see the module docstring). `slo` (planner.scenario.Slo)
+    gives SLO attainment: the share of those requests finished within every per-request limit it sets, TTFT, TPOT
+    ((finish - first token) / (OSL - 1); a request of one output token has none and passes it) and E2E, or None
+    when it sets none of them. A token-gap ITL limit is left out: it is a percentile over every gap of every
+    request pooled, not a property of one request (the verdicts check it)."""
+    from planner.metrics import LABELS, PER_REQUEST
+    from planner.metrics import limits as slo_limits
+
     low, high = window
     arriving = (requests.arrival_s >= low) & (requests.arrival_s < high)
     done = arriving & ~np.isnan(requests.finish_s)
@@ -187,12 +192,12 @@ def run_statistics(requests, gaps, window: tuple[float, float], preemptions: int
     completions = int(((requests.finish_s >= low) & (requests.finish_s < high)).sum())
     longest, timeline = _queue_profile(requests.arrival_s, admitted, window)
     attainment = None
-    if slo is not None and any(getattr(slo, n) is not None for n in ("ttft_ms", "itl_ms", "e2e_ms")):
+    per_request = [(LABELS[m], limit) for m, limit in slo_limits(slo) if m in PER_REQUEST] if slo is not None else []
+    if per_request:
         within = np.zeros(int(arriving.sum()), dtype=bool)
         ok = np.ones(int(done.sum()), dtype=bool)
-        for metric, limit in (("TTFT", slo.ttft_ms), ("TPOT", slo.itl_ms), ("E2E", slo.e2e_ms)):
-            if limit is not None:
-                ok &= latencies[metric] <= limit
+        for metric, limit in per_request:
+            ok &= latencies[metric] <= limit
         within[np.flatnonzero(done[arriving])] = ok
         attainment = float(within.mean()) if len(within) else None
     return RunStats(

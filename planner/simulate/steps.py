@@ -3,12 +3,17 @@
 An iteration decodes one token for each running sequence and prefills chunks of prompts. Its time is
 
     iteration_ms = decode_ms(b, mean context)                  if b sequences decode (fixed latencies included)
-                 + sum over chunks [W(end) - W(start)]           prefill work of prompt tokens start..end
-    (+ prefill_base_ms when nothing decodes: the fixed latencies are paid by the prefill alone)
+                 + sum over chunks [F(end) - F(start)]           what prompt tokens start..end add to the step
+    or, when nothing decodes,
+    iteration_ms = prefill_base_ms + W(end) - W(start)           the first chunk alone (it reads the weights)
+                 + sum over the other chunks [F(end) - F(start)]
 
-`W(m)` is the work of prefilling an m-token prompt, cumulative, so the chunks of one prompt add up to the whole
-prompt's work (later chunks attend to more tokens and cost more). The roofline's decode time is linear in the
-context at a fixed batch (the KV read term), so `decode_ms = base[b] + slope[b] x context` is exact.
+`W(m)` is the work of prefilling an m-token prompt alone, `F(m)` what it adds to a step that already runs (the
+performance model's Delta: its FLOPs at the compute-bound rate, causal attention included, the weights already
+read), both cumulative so that the chunks of one prompt add up to the whole prompt (later chunks attend to more
+tokens and cost more). These are the roofline's own costs (planner/perf/roofline.py), so the simulator's steps
+are the steady state's. The roofline's decode time is linear in the context at a fixed batch (the KV read term),
+so `decode_ms = base[b] + slope[b] x context` is exact.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from planner.perf.roofline import Efficiency, EngineShape, fixed_ms, step_ms
+from planner.perf.roofline import COMPUTE_BOUND_TOKENS, Efficiency, EngineShape, fixed_ms, step_ms
 
 PROMPT_GRID_TOKENS = 16  # W is tabulated every 16 tokens and interpolated between
 
@@ -38,6 +43,8 @@ class FixedSteps:
     def prompt_work_ms(self, tokens: float) -> float:
         return self.prefill_per_token_ms * tokens
 
+    fused_work_ms = prompt_work_ms  # linear work: a prompt adds the same beside decoders as alone
+
     def decode_ms(self, batch: int, mean_context: float) -> float:
         return self.decode_base_ms + self.decode_per_sequence_ms * batch
 
@@ -54,6 +61,7 @@ class RooflineSteps:
     _decode_base: list = field(default_factory=list, repr=False)
     _decode_slope: list = field(default_factory=list, repr=False)
     _work: list = field(default_factory=list, repr=False)
+    _fused: list = field(default_factory=list, repr=False)
 
     @property
     def prefill_base_ms(self) -> float:
@@ -73,6 +81,12 @@ class RooflineSteps:
         work = (step_ms(self.shape, self.efficiency, 0.0, 0.0, 1.0, lengths) - overhead) * self.scale
         work[0] = 0.0
         self._work = np.maximum.accumulate(work).tolist()  # cumulative work never decreases
+        # beside a compute-bound step (the steady state's Delta): the prompt's FLOPs, the weights already read
+        busy = COMPUTE_BOUND_TOKENS
+        fused = (step_ms(self.shape, self.efficiency, busy, 0.0, 1.0, lengths)
+                 - step_ms(self.shape, self.efficiency, busy, 0.0, 0.0, 0.0)) * self.scale  # fmt: skip
+        fused[0] = 0.0
+        self._fused = np.maximum.accumulate(fused).tolist()
 
     def decode_ms(self, batch: int, mean_context: float) -> float:
         if batch >= len(self._decode_base):
@@ -80,11 +94,19 @@ class RooflineSteps:
         return self._decode_base[batch] + self._decode_slope[batch] * mean_context
 
     def prompt_work_ms(self, tokens: float) -> float:
+        """W: the first `tokens` of a prompt prefilled alone."""
+        return self._interpolate(tokens, False)
+
+    def fused_work_ms(self, tokens: float) -> float:
+        """F: what the first `tokens` of a prompt add to a step that runs anyway."""
+        return self._interpolate(tokens, True)
+
+    def _interpolate(self, tokens: float, fused: bool) -> float:
         position = tokens / PROMPT_GRID_TOKENS
         low = int(position)
         if low + 1 >= len(self._work):
             self._grow_work(tokens)
-        w = self._work
+        w = self._fused if fused else self._work
         return w[low] + (w[low + 1] - w[low]) * (position - low)
 
     def prefill_ms(self, isls: list[int]) -> float:
@@ -98,13 +120,14 @@ class RooflineSteps:
 def saturated_rps(steps, batch: int, isl: float, osl: float) -> float:
     """Requests/s of an engine kept full at `batch` sequences of isl/osl tokens, in closed form.
 
-    Each request needs its prompt's work W(isl) and OSL decode iterations (its first token comes with the prefill);
-    with `batch` sequences always running, an iteration decodes `batch` tokens and carries batch / OSL prompts'
-    work, so a request's time in the engine is OSL x decode_ms(batch, isl + OSL / 2) + batch x W(isl) and
+    Each request needs its prompt's work F(isl) beside the decoders and OSL decode iterations (its first token comes
+    with the prefill); with `batch` sequences always running, an iteration decodes `batch` tokens and carries
+    batch / OSL prompts' work, so a request's time in the engine is OSL x decode_ms(batch, isl + OSL / 2) +
+    batch x F(isl) and
 
-        X = batch / (OSL x decode_ms(batch, isl + OSL/2) + batch x W(isl))    [requests per ms]
+        X = batch / (OSL x decode_ms(batch, isl + OSL/2) + batch x F(isl))    [requests per ms]
     """
-    e2e_ms = osl * steps.decode_ms(batch, isl + osl / 2) + batch * steps.prompt_work_ms(isl)
+    e2e_ms = osl * steps.decode_ms(batch, isl + osl / 2) + batch * steps.fused_work_ms(isl)
     return batch / e2e_ms * 1e3 if e2e_ms > 0 else math.inf
 
 
@@ -125,6 +148,8 @@ class PointSteps:
 
     def prompt_work_ms(self, tokens: float) -> float:
         return self.prefill_per_token_ms * tokens
+
+    fused_work_ms = prompt_work_ms
 
     def decode_ms(self, batch: int, mean_context: float) -> float:
         return self.decode_step_ms

@@ -7,23 +7,32 @@ Each route (a workload bucket on one configuration) runs on its share of the con
 - configurations from a measured or interpolated point: the same roofline step shapes scaled by one factor so that
   an engine kept full at the point's concurrency delivers exactly the measured requests/s (`steps.saturated_rps`);
   the concurrency is the point's own when it records one, else Little's law over its decode time (requests/s x
-  OSL x ITL), else the roofline's smallest batch reaching the measured rate. Rows measured on a whole node are run
-  as the smallest tensor-parallel engine the model fits, that many per node. Models without an architecture get
-  `steps.PointSteps` fitted to the point.
+  OSL x TPOT, a request's mean gap), else the roofline's smallest batch reaching the measured rate. Rows measured
+  on a whole node are run as the smallest tensor-parallel engine the model fits, that many per node. Models
+  without an architecture get `steps.PointSteps` fitted to the point.
 
-Verdicts: each limit at the scenario's percentile (TTFT, E2E, and ITL as gaps between tokens) over the requests of
-the measured window, with a confidence interval; the run length doubles until every interval is within 5% of its
-value (or a cap), and `seeds` repeats the run with other arrivals.
+Verdicts: each limit the SLO sets (planner.metrics: TTFT, TPOT and E2E per request, ITL as gaps between tokens) at
+the scenario's percentile over the measured window, with a 95% interval; the run length doubles until every interval
+is within 5% of its value (or a cap), and `seeds` repeats the run at that length with other arrivals. A limit
+`holds` (estimate and the interval's upper end within it), `misses` (the interval's lower end above it: conclusive)
+or is `inconclusive` (the interval straddles it); see `classify`. When a verdict is inconclusive and neither
+`duration_s` nor a trace fixed the run, more seeds are run at the same length (at least 4 in all, then doubling, at
+most `MAX_SEEDS` and `max_requests` requests over all seeds) until every verdict is conclusive or the bound is
+reached; the WorkloadCheck says what was done (`extra_seeds`, `seeds_note`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from planner.metrics import LABELS
+from planner.metrics import limits as slo_limits
+from planner.perf.roofline import DEFAULT_TOKEN_BUDGET
 from planner.plan import configuration_key
 from planner.simulate.balance import run
 from planner.simulate.engines import ServingEngine
@@ -40,6 +49,9 @@ from planner.simulate.steps import PointSteps, RooflineSteps, saturated_rps
 from planner.simulate.traffic import Requests, gamma_arrivals, lognormal_lengths
 
 SETTLED_RELATIVE_HALF_WIDTH = 0.05
+MAX_SEEDS = 8  # extra seeds for inconclusive verdicts stop here (a user's --seeds may be larger)
+MIN_SEEDS_ACROSS = 4  # the first extra round brings the seeds to at least this (a t-interval over 2 seeds is 12.7 sd wide)
+HOLDS, MISSES, INCONCLUSIVE, NOT_SIMULATED = "holds", "misses", "inconclusive", "not simulated"
 TP_CHOICES = (1, 2, 4, 8, 16, 32, 64, 72)
 
 
@@ -54,7 +66,7 @@ class SimulationOptions:
     balancer: str = "power-of-two"
     length_cv: float = 0.0
     arrival_cv: float = 1.0
-    token_budget: int = 8192
+    token_budget: int | None = None  # None: the scenario's engine.token_budget (the plan was sized with it)
     max_duration_s: float = 4 * 3600.0
     max_requests: int = 1_000_000
     trace: object | None = None
@@ -64,14 +76,15 @@ class SimulationOptions:
 
 @dataclass(frozen=True)
 class LimitCheck:
-    metric: str  # TTFT | ITL | E2E
+    metric: str  # TTFT | TPOT | ITL | E2E (planner.metrics.LABELS)
     limit_ms: float
     percentile: float
     simulated_ms: float
     ci_low_ms: float | None  # 95% interval (batch means with one seed, across seeds with several)
     ci_high_ms: float | None
     seeds_passed: int
-    ok: bool
+    ok: bool  # verdict == "holds" (kept for compatibility)
+    verdict: str = INCONCLUSIVE  # holds | misses | inconclusive (`classify`)
 
 
 @dataclass(frozen=True)
@@ -85,13 +98,16 @@ class WorkloadCheck:
     engines: str  # what was simulated
     stats: RunStats | None  # the first seed's run
     checks: tuple[LimitCheck, ...]
-    ok: bool | None  # None: could not be simulated (see note)
+    ok: bool | None  # verdict == "holds"; None: could not be simulated (see note)
     note: str
     duration_s: float = 0.0
-    seeds: int = 0
+    seeds: int = 0  # in all, extra seeds included
     settled: bool = True
     requests_simulated: int = 0
     wall_s: float = 0.0
+    verdict: str = NOT_SIMULATED  # holds | misses | inconclusive | not simulated (`workload_verdict`)
+    extra_seeds: int = 0  # seeds added because a verdict was inconclusive
+    seeds_note: str = ""  # what was done about inconclusive verdicts ("" when nothing was)
 
 
 @dataclass(frozen=True)
@@ -103,6 +119,7 @@ class EngineSetup:
     kv_tokens: float | None
     count: int
     description: str
+    request_overhead_ms: float = 0.0  # the performance model's per-request overhead t0, added to TTFT and E2E
 
 
 # ----------------------------------------------------------------------------------------------- engines
@@ -143,7 +160,9 @@ def engine_setup(route, assignment, instances: int, share: float, catalog, token
     tp, precision, memory = found
     gpu = catalog.gpus[system.gpu]
     shape = EngineShape(catalog.models[route.model], gpu, tp, precision, kv_bytes_for(precision))
-    base = RooflineSteps(shape, efficiency_for(catalog, gpu.architecture))
+    efficiency = efficiency_for(catalog, gpu.architecture)
+    base = RooflineSteps(shape, efficiency)
+    overhead = efficiency.ttft_overhead_ms
     kv_tokens = memory.kv_token_capacity or (memory.max_concurrency_by_memory * (route.engine_isl + route.engine_osl))
     kv_batch = memory.running_limit(route.bucket_isl, route.bucket_osl) or 1
     per_node = system.gpus_per_node // tp if route.tp is None else 1  # engines per plan instance
@@ -152,7 +171,8 @@ def engine_setup(route, assignment, instances: int, share: float, catalog, token
     if is_modeled(assignment.provenance):
         batch = route.max_batch or kv_batch
         return EngineSetup(base, batch, kv_tokens, count,
-                           f"{count} x {engine} engine, roofline steps, batch <= {batch}, budget {token_budget} tokens")
+                           f"{count} x {engine} engine, roofline steps, batch <= {batch}, budget {token_budget} tokens",
+                           overhead)  # fmt: skip
     rps = _rps_per_engine(route, system, per_node)
     isl, osl = route.bucket_isl, route.bucket_osl
     batch, how = _point_batch(assignment, rps, osl, per_node)
@@ -162,7 +182,7 @@ def engine_setup(route, assignment, instances: int, share: float, catalog, token
     scale = saturated_rps(base, batch, isl, osl) / rps
     return EngineSetup(base.scaled(scale), batch, kv_tokens, count, (
         f"{count} x {engine} engine, roofline steps x{scale:.3g} to deliver the {assignment.provenance} "
-        f"{rps:.4g} rps per engine at batch {batch} ({how}), budget {token_budget} tokens"))
+        f"{rps:.4g} rps per engine at batch {batch} ({how}), budget {token_budget} tokens"), overhead)
 
 
 def _rps_per_engine(route, system, engines_per_instance: int) -> float:
@@ -172,12 +192,15 @@ def _rps_per_engine(route, system, engines_per_instance: int) -> float:
 
 
 def _point_batch(assignment, rps: float, osl: int, engines_per_instance: int) -> tuple[int | None, str]:
-    """The concurrency of a measured point: its own, or Little's law over its decode time (OSL x ITL: what keeps
-    the engine's seats full; the point's TTFT includes the benchmark's queueing)."""
+    """The concurrency of a measured point: its own, or Little's law over its decode time (OSL x TPOT, a request's
+    mean gap between tokens: what keeps the engine's seats full; the point's TTFT includes the benchmark's queueing).
+    A point with only a token-gap ITL uses it as the mean gap."""
     if assignment.concurrency:
         return math.ceil(assignment.concurrency / engines_per_instance), "the point's concurrency"
-    if assignment.itl_ms is not None:
-        return math.ceil(rps * osl * assignment.itl_ms / 1e3 - 1e-9), "Little's law over OSL x ITL at the point"
+    for field, label in (("tpot_ms", "TPOT"), ("itl_ms", "ITL")):
+        gap = getattr(assignment, field, None)  # plans saved before metrics version 2 have no tpot_ms
+        if gap is not None:
+            return math.ceil(rps * osl * gap / 1e3 - 1e-9), f"Little's law over OSL x {label} at the point"
     return None, ""
 
 
@@ -194,7 +217,7 @@ def _point_setup(route, assignment, instances: int, share: float, catalog, token
     rps = _rps_per_engine(route, system, 1)
     batch, how = _point_batch(assignment, rps, route.bucket_osl, 1)
     if batch is None:
-        return f"the {assignment.provenance} point of {route.model} records neither ITL nor concurrency: no step times"
+        return f"the {assignment.provenance} point of {route.model} records neither TPOT/ITL nor concurrency: no step times"
     gpus = route.tp or system.gpus_per_node
     precision = route.precision or "bf16"
     efficiency = efficiency_for(catalog, gpu.architecture)
@@ -280,7 +303,8 @@ def _run_once(runs: list[_RouteRun], duration_s: float, seed: int, options: Simu
         parts.append(Requests(np.zeros(0), np.zeros(0), np.zeros(0)))
     gaps, preemptions = [], 0
     for r, requests in zip(runs, parts):
-        engines = [ServingEngine(r.setup.steps, r.setup.max_batch, r.setup.kv_tokens, options.token_budget)
+        budget = options.token_budget or DEFAULT_TOKEN_BUDGET
+        engines = [ServingEngine(r.setup.steps, r.setup.max_batch, r.setup.kv_tokens, budget, r.setup.request_overhead_ms)
                    for _ in range(r.setup.count)]  # fmt: skip
         if len(requests):
             run(engines, requests, options.balancer, seed)
@@ -292,13 +316,18 @@ def _run_once(runs: list[_RouteRun], duration_s: float, seed: int, options: Simu
 
 # ----------------------------------------------------------------------------------------------- verdicts
 def _values(requests, gaps, window):
+    """Per metric label: (values, weights or None, times for batching) over the window. TPOT is (E2E - TTFT) /
+    (OSL - 1), so requests of one output token have none (as in vLLM's `bench serve`)."""
     low, high = window
     mask = (requests.arrival_s >= low) & (requests.arrival_s < high) & ~np.isnan(requests.finish_s)
     latencies = request_latencies(requests, mask)
+    arrivals = requests.arrival_s[mask]
+    several = requests.osl[mask] > 1
     gap_times, gap_ms, gap_tokens = gap_arrays(gaps, window)
     return {
-        "TTFT": (latencies["TTFT"], None, requests.arrival_s[mask]),
-        "E2E": (latencies["E2E"], None, requests.arrival_s[mask]),
+        "TTFT": (latencies["TTFT"], None, arrivals),
+        "TPOT": (latencies["TPOT"][several], None, arrivals[several]),
+        "E2E": (latencies["E2E"], None, arrivals),
         "ITL": (gap_ms, gap_tokens, gap_times),
     }
 
@@ -314,15 +343,50 @@ def _estimate(values, weights, percentile: float) -> float:
 
 
 def _limits(slo) -> list[tuple[str, float]]:
-    return [(m, v) for m, v in (("TTFT", slo.ttft_ms), ("ITL", slo.itl_ms), ("E2E", slo.e2e_ms)) if v is not None]
+    """(label, limit ms) of every limit the SLO sets (planner.metrics.limits): TTFT, TPOT, ITL, E2E."""
+    return [(LABELS[metric], limit) for metric, limit in slo_limits(slo)]
+
+
+def classify(estimate: float, low: float | None, high: float | None, limit: float, settled: bool) -> str:
+    """The verdict of one limit from the simulated percentile and its 95% interval (low, high):
+    - `misses`: the interval's lower end is above the limit (conclusive);
+    - `holds`: the estimate and the interval's upper end are within the limit;
+    - `inconclusive`: otherwise (the interval straddles the limit).
+    Without an interval (too few values, or one seed whose batches could not be formed) the estimate decides only
+    in a settled run; otherwise, or with no value at all, the verdict is inconclusive."""
+    if estimate is None or not math.isfinite(estimate):
+        return INCONCLUSIVE
+    if low is None or high is None:
+        if not settled:
+            return INCONCLUSIVE
+        return HOLDS if estimate <= limit else MISSES
+    if low > limit:
+        return MISSES
+    if estimate <= limit and high <= limit:
+        return HOLDS
+    return INCONCLUSIVE
+
+
+def workload_verdict(checks, stats) -> str:
+    """`not simulated` without a run; `misses` when a check misses or a request of the window was refused or left
+    unfinished (the engines could not take or finish it: no statistic makes that a pass); `holds` when every check
+    holds; `inconclusive` otherwise."""
+    if stats is None:
+        return NOT_SIMULATED
+    if stats.completed < stats.requests:
+        return MISSES
+    verdicts = {c.verdict for c in checks}
+    if MISSES in verdicts:
+        return MISSES
+    return HOLDS if verdicts <= {HOLDS} else INCONCLUSIVE
 
 
 def _checks(seed_runs, slo) -> tuple[tuple[LimitCheck, ...], bool]:
     """Each limit at the SLO percentile, pooled over seeds; the interval from batch means (one seed) or across
-    seeds. Settled: every interval within 5% of its value."""
+    seeds. Settled: every interval within 5% of its value. Verdicts by `classify`."""
     from scipy import stats as scipy_stats
 
-    checks, settled = [], True
+    rows, settled = [], True
     for metric, limit in _limits(slo):
         per_seed, pooled_values, pooled_weights, interval = [], [], [], None
         for values in seed_runs:
@@ -344,10 +408,15 @@ def _checks(seed_runs, slo) -> tuple[tuple[LimitCheck, ...], bool]:
         if interval is None or not math.isfinite(estimate) or (interval[1] - interval[0]) / 2 > SETTLED_RELATIVE_HALF_WIDTH * abs(estimate):
             settled = False
         passed = sum(1 for p in per_seed if math.isfinite(p) and p <= limit)
-        # the verdict holds only if the interval's upper end is within the limit: an unsettled queue does not pass
-        ok = bool(math.isfinite(estimate) and estimate <= limit and (interval is None or interval[1] <= limit))
-        checks.append(LimitCheck(metric, limit, slo.percentile, estimate, interval[0] if interval else None,
-                                 interval[1] if interval else None, passed, ok))  # fmt: skip
+        rows.append((metric, limit, estimate, interval, passed))
+    checks = []
+    for metric, limit, estimate, interval, passed in rows:
+        low, high = interval if interval is not None else (None, None)
+        if low is not None:
+            low = max(0.0, low)  # a t-interval across few seeds may reach below zero; a latency does not
+        # an unsettled queue does not pass on a lucky run: the interval's upper end must be within the limit too
+        verdict = classify(estimate, low, high, limit, settled)
+        checks.append(LimitCheck(metric, limit, slo.percentile, estimate, low, high, passed, verdict == HOLDS, verdict))
     return tuple(checks), bool(settled)
 
 
@@ -356,8 +425,45 @@ def _start_duration(rate_rps: float) -> float:
     return min(3600.0, max(300.0, 6000.0 / max(rate_rps, 1e-9)))
 
 
-def simulate_workload(runs: list[_RouteRun], workload_spec, rate_rps: float, options: SimulationOptions):
-    """Runs of one workload in one period: the settled duration (or the given one / the trace), then more seeds."""
+@dataclass(frozen=True)
+class WorkloadRun:
+    """What `simulate_workload` found: the first seed's statistics, the verdicts over every seed, and what was done
+    about inconclusive ones."""
+
+    stats: RunStats
+    checks: tuple[LimitCheck, ...]
+    settled: bool
+    duration_s: float
+    requests_simulated: int
+    seeds: int
+    extra_seeds: int = 0
+    seeds_note: str = ""
+
+
+def _undecided(checks) -> list[str]:
+    """Why each inconclusive check is (for the note): 'the interval straddled the TTFT limit', 'too few values'."""
+    out = []
+    for c in checks:
+        if c.verdict != INCONCLUSIVE:
+            continue
+        if not math.isfinite(c.simulated_ms):
+            out.append(f"no {c.metric} value")
+        elif c.ci_low_ms is None:
+            out.append(f"no interval for the {c.metric} limit (too few values)")
+        else:
+            out.append(f"the interval straddled the {c.metric} limit")
+    return out
+
+
+def _more_seeds_helps(checks) -> bool:
+    """More seeds can decide an inconclusive check that has a value (an interval from more runs)."""
+    return any(c.verdict == INCONCLUSIVE and math.isfinite(c.simulated_ms) for c in checks)
+
+
+def simulate_workload(runs: list[_RouteRun], workload_spec, rate_rps: float, options: SimulationOptions) -> WorkloadRun:
+    """Runs of one workload in one period: the first seed's settled duration (or the given one / the trace), the
+    other seeds at that length, then, while a verdict is inconclusive and neither `duration_s` nor a trace fixed the
+    run, more seeds (module docstring)."""
     slo = workload_spec.slo
     simulated = 0
     if options.trace is not None:
@@ -366,18 +472,17 @@ def simulate_workload(runs: list[_RouteRun], workload_spec, rate_rps: float, opt
         duration = options.duration_s
     else:
         duration = _start_duration(rate_rps)
-    seeds = [options.seed + k for k in range(max(1, options.seeds))]
+    fixed = options.duration_s is not None or options.trace is not None
     first = None
-    settled = True
     while True:
-        requests, gaps, preemptions = _run_once(runs, duration or 0.0, seeds[0], options, workload_spec)
+        requests, gaps, preemptions = _run_once(runs, duration or 0.0, options.seed, options, workload_spec)
         simulated += len(requests)
         length = duration if duration is not None else (float(requests.arrival_s.max()) if len(requests) else 0.0)
         # a trace is not stationary: its warm-up is the minimum, not a cut that MSER finds in its daily swings
         start = length * MIN_WARMUP_FRACTION if options.trace is not None else warmup_s(requests, length)
         window = (start, length)
         first = (requests, gaps, preemptions, window, length)
-        if options.duration_s is not None or options.trace is not None or options.seeds > 1:
+        if fixed:
             break
         _, settled = _checks([_values(requests, gaps, window)], slo)
         grown = duration * 2
@@ -385,14 +490,50 @@ def simulate_workload(runs: list[_RouteRun], workload_spec, rate_rps: float, opt
             break
         duration = grown
     requests, gaps, preemptions, window, length = first
+    per_seed = max(1, len(requests))
     seed_values = [_values(requests, gaps, window)]
-    for seed in seeds[1:]:
-        more, more_gaps, _ = _run_once(runs, length, seed, options, workload_spec)
-        simulated += len(more)
-        seed_values.append(_values(more, more_gaps, (warmup_s(more, length), length)))
+
+    def add_seeds(count: int) -> None:
+        nonlocal simulated
+        for k in range(len(seed_values), count):
+            more, more_gaps, _ = _run_once(runs, length, options.seed + k, options, workload_spec)
+            simulated += len(more)
+            seed_values.append(_values(more, more_gaps, (warmup_s(more, length), length)))
+
+    add_seeds(1 if options.trace is not None else max(1, options.seeds))
     checks, settled = _checks(seed_values, slo)
+    extra, note = 0, ""
+    if not fixed and _more_seeds_helps(checks):
+        why = "; ".join(_undecided(checks))
+        before = len(seed_values)
+        budget = max(1, options.max_requests // per_seed)  # seeds whose requests fit in max_requests
+        while _more_seeds_helps(checks):
+            target = min(MAX_SEEDS, budget, max(MIN_SEEDS_ACROSS, 2 * len(seed_values)))
+            if target <= len(seed_values):
+                break
+            add_seeds(target)
+            checks, settled = _checks(seed_values, slo)
+        extra = len(seed_values) - before
+        note = _seeds_note(why, extra, len(seed_values), checks, budget, options.max_requests)
+    elif fixed and _more_seeds_helps(checks):
+        fixed_by = ("a trace is replayed once" if options.trace is not None
+                    else "--duration fixed the run (more --seeds, or no --duration, may decide it)")  # fmt: skip
+        note = f"{'; '.join(_undecided(checks))}: no more seeds run, {fixed_by}"
     stats = run_statistics(requests, gaps, window, preemptions, slo)
-    return stats, checks, settled, length, simulated
+    return WorkloadRun(stats, checks, settled, length, simulated, len(seed_values), extra, note)
+
+
+def _seeds_note(why: str, extra: int, seeds: int, checks, budget: int, max_requests: int) -> str:
+    """'the interval straddled the ITL limit: 3 more seeds, 4 in all; now conclusive', or why it stopped."""
+    done = f"{extra} more seed{'s' if extra != 1 else ''}, {seeds} in all" if extra else "no more seeds"
+    if not any(c.verdict == INCONCLUSIVE for c in checks):
+        return f"{why}: {done}; now conclusive"
+    if seeds >= MAX_SEEDS:
+        return f"{why}: {done}; still inconclusive after {seeds} seeds"
+    if seeds >= budget:
+        return (f"{why}: {done}; still inconclusive after {seeds} seed{'s' if seeds != 1 else ''} "
+                f"(the {max_requests:,}-request budget over all seeds allows no more)")  # fmt: skip
+    return f"{why}: {done}; still inconclusive after {seeds} seeds"
 
 
 def simulate_plan(plan, scenario, catalog, options: SimulationOptions | None = None, progress=None) -> tuple[WorkloadCheck, ...]:
@@ -400,6 +541,8 @@ def simulate_plan(plan, scenario, catalog, options: SimulationOptions | None = N
     on the engines the plan gives it; see the module docstring. Configurations shared by several workloads are
     split by their routed share of requests."""
     options = options or SimulationOptions()
+    if options.token_budget is None:
+        options = dataclasses.replace(options, token_budget=scenario.token_budget)
     specs = {w.name: w for w in scenario.workloads}
     jobs = []
     for period in scenario.periods:
@@ -441,12 +584,19 @@ def _trace_jobs(jobs, options):
     return [max(mine, key=lambda j: sum(r.rps for r in j[2]))]
 
 
+def _instance_load(route) -> float:
+    """Instances of its configuration a route keeps busy (its requests/s where its rate per instance is unknown)."""
+    return route.rps / route.rps_per_instance if route.rps_per_instance else route.rps
+
+
 def _simulate_job(plan, catalog, spec, workload, period, mine, routes, options) -> WorkloadCheck:
     started = time.perf_counter()
     rate = sum(r.rps for r in mine if r.stage != "decode")  # a disaggregated request is routed twice
+    # a configuration several routes share is split by the instances each route's load takes (its rate over what
+    # one instance serves at its lengths), not by requests/s: a long-prompt route needs more engines per request
     config_total: dict[tuple, float] = {}
     for r in routes:
-        config_total[configuration_key(r)] = config_total.get(configuration_key(r), 0.0) + r.rps
+        config_total[configuration_key(r)] = config_total.get(configuration_key(r), 0.0) + _instance_load(r)
     runs, notes = [], []
     for route in mine:
         unsupported = _not_simulated(route)
@@ -454,7 +604,7 @@ def _simulate_job(plan, catalog, spec, workload, period, mine, routes, options) 
             notes.append(f"{route.system}: {unsupported}")
             continue
         assignment = next(a for a in workload.assignments if _assignment_matches(a, route))
-        share = route.rps / config_total[configuration_key(route)]
+        share = _instance_load(route) / config_total[configuration_key(route)]
         setup = engine_setup(route, assignment, _running_instances(plan, route, catalog), share, catalog, options.token_budget)
         if isinstance(setup, str):
             notes.append(f"{route.system}: {setup}")
@@ -462,21 +612,24 @@ def _simulate_job(plan, catalog, spec, workload, period, mine, routes, options) 
         notes.append(f"{route.system}: {setup.description}")
         runs.append(_RouteRun(route, setup))
     if not runs:
-        return WorkloadCheck(workload.name, period, rate, 0, "; ".join(notes), None, (), None, "not simulated")
+        return WorkloadCheck(workload.name, period, rate, 0, "; ".join(notes), None, (), None, "not simulated",
+                             verdict=NOT_SIMULATED)  # fmt: skip
     note = ""
     if options.trace is not None:
         trace = options.trace
         trace_rate = trace.requests / trace.duration_s if trace.duration_s > 0 else math.nan
         note = f"trace {trace.path}: {trace.requests:,} requests at {trace_rate:.4g} rps mean (the plan routes {rate:.4g} rps here)"
         rate = trace_rate
-    stats, checks, settled, length, simulated = simulate_workload(runs, spec, rate, options)
+    outcome = simulate_workload(runs, spec, rate, options)
+    stats = outcome.stats
     if stats.rejected:
         note = (note + "; " if note else "") + f"{stats.rejected} requests refused (prompt longer than any engine takes)"
-    ok = bool(all(c.ok for c in checks) and stats.completed == stats.requests)
+    verdict = workload_verdict(outcome.checks, stats)
     return WorkloadCheck(
-        workload.name, period, rate, sum(r.setup.count for r in runs), "; ".join(notes), stats, checks, ok, note,
-        duration_s=length, seeds=max(1, options.seeds) if options.trace is None else 1, settled=settled,
-        requests_simulated=simulated, wall_s=time.perf_counter() - started,
+        workload.name, period, rate, sum(r.setup.count for r in runs), "; ".join(notes), stats, outcome.checks,
+        verdict == HOLDS, note, duration_s=outcome.duration_s, seeds=outcome.seeds, settled=outcome.settled,
+        requests_simulated=outcome.requests_simulated, wall_s=time.perf_counter() - started, verdict=verdict,
+        extra_seeds=outcome.extra_seeds, seeds_note=outcome.seeds_note,
     )  # fmt: skip
 
 
@@ -513,3 +666,45 @@ def _not_simulated(route) -> str | None:
     if route.speculative:
         return "speculative decoding not simulated (the simulator has no draft/verify steps)"
     return None
+
+
+# ----------------------------------------------------------------------------------------------- wording
+VERDICT_WORDS = {HOLDS: "holds", MISSES: "MISSES", INCONCLUSIVE: "inconclusive", NOT_SIMULATED: "not simulated"}
+
+
+def _ms(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "-"
+    return f"{value:,.1f}" if abs(value) < 100 else f"{value:,.0f}"
+
+
+def describe_check(check: LimitCheck, extra_seeds: int = 0) -> str:
+    """'ITL P95 52.0 ms (95% 48.1-55.9) vs 50 ms: inconclusive (4 more seeds run)'."""
+    interval = "" if check.ci_low_ms is None else f" (95% {_ms(check.ci_low_ms)}-{_ms(check.ci_high_ms)})"
+    more = f" ({extra_seeds} more seed{'s' if extra_seeds != 1 else ''} run)" if extra_seeds else ""
+    return (f"{check.metric} P{check.percentile:g} {_ms(check.simulated_ms)} ms{interval} vs {check.limit_ms:,g} ms: "
+            f"{VERDICT_WORDS.get(check.verdict, check.verdict)}{more}")  # fmt: skip
+
+
+def unserved(check: WorkloadCheck) -> str:
+    """'12 requests refused; 3 left unfinished' for the window's requests the engines did not serve, or ''."""
+    stats = check.stats
+    if stats is None:
+        return ""
+    parts = []
+    if stats.rejected:
+        parts.append(f"{stats.rejected:,} requests refused")
+    unfinished = stats.requests - stats.completed - stats.rejected
+    if unfinished > 0:
+        parts.append(f"{unfinished:,} requests unfinished")
+    return "; ".join(parts)
+
+
+def overall_verdict(checks) -> str:
+    """Of several workload checks: `misses` if one misses, else `inconclusive` if one is, else `holds` if one was
+    simulated, else `not simulated`."""
+    verdicts = {c.verdict for c in checks}
+    for verdict in (MISSES, INCONCLUSIVE, HOLDS):
+        if verdict in verdicts:
+            return verdict
+    return NOT_SIMULATED
