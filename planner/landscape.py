@@ -4,7 +4,7 @@ The chart the field draws to compare serving configurations (NVIDIA's aiconfigur
 SemiAnalysis dashboards): each point is one engine (GPU, layout, precision) at one concurrency, placed at
 
     tokens_per_gpu  = output tokens/s of the instance / GPUs of the instance
-    tokens_per_user = 1000 / ITL_ms            (the decode speed one user sees)
+    tokens_per_user = 1000 / TPOT_ms           (the decode speed one user sees: a request's mean gap)
 
 Higher is better on both axes; the Pareto front is the set of points no other point beats on both. Raising the
 batch moves an engine along its curve: more tokens per GPU, fewer per user. The plan's operating point is placed
@@ -31,7 +31,7 @@ class LandscapePoint:
     precision: str | None
     concurrency: int | None
     tokens_per_gpu: float  # output tokens/s per GPU
-    tokens_per_user: float  # 1000 / ITL_ms
+    tokens_per_user: float  # 1000 / TPOT_ms
     meets_limits: bool
     provenance: str  # measured | interpolated | modeled | extrapolated ...
 
@@ -45,7 +45,7 @@ class Landscape:
     tpot_limit_ms: float | None  # the interactivity axis is 1000 / TPOT: a user's tokens/s
     points: tuple[LandscapePoint, ...]
     front: tuple[LandscapePoint, ...]  # Pareto-optimal points, by tokens_per_user descending
-    chosen: LandscapePoint | None  # the plan's operating point for this bucket, where its ITL is known
+    chosen: LandscapePoint | None  # the plan's operating point for this bucket, where its TPOT is known
     chosen_note: str  # what the chosen point is, or why it cannot be placed
     missing_note: str = ""  # why some engines are absent (no roofline for the model, rows only), if they are
 
@@ -82,7 +82,7 @@ def _engine_label(result: PerfResult) -> str:
 
 
 def measured_points(catalog: Catalog, model: str, gpu: str, isl: int, osl: int, limits) -> list[LandscapePoint]:
-    """The benchmark rows of the model on the GPU at these lengths that state an ITL."""
+    """The benchmark rows of the model on the GPU at these lengths that state a TPOT."""
     results = [result_from_row(row, catalog) for row in matching_rows(catalog, PerfQuery(model, gpu, isl, osl))]
     return [p for r in results if (p := _point(r, _engine_label(r), limits))]
 
@@ -197,5 +197,5 @@ def engine_landscape(query: PerfQuery, catalog: Catalog, gpus_per_node: int, sou
                                         model_precisions(catalog, query.gpu), percentile)  # fmt: skip
     point = _point(chosen, _engine_label(chosen), limits) if chosen is not None else None
     note = (f"chosen: {point.engine} at concurrency {chosen.concurrency} ({chosen.provenance})" if point
-            else "no point of the asked engine meets the limits" if chosen is None else "the chosen point states no ITL")  # fmt: skip
+            else "no point of the asked engine meets the limits" if chosen is None else "the chosen point states no TPOT")  # fmt: skip
     return landscape_of("", query.model, query.isl, query.osl, limits, points, point, note, catalog, sources)

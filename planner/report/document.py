@@ -219,7 +219,7 @@ def plots_section(planned: PlannedScenario) -> Section:
             section.figures.append((
                 _figure_name(section, f"engines-{slug(w.name, 'workload')}"), plots.landscape_figure(landscape),
                 f"Every engine {w.name} could run on (ISL {landscape.isl} / OSL {landscape.osl}): output tokens/s per "
-                f"GPU against tokens/s per user (1000 / ITL), {len(landscape.points)} points, the Pareto front and "
+                f"GPU against tokens/s per user (1000 / TPOT), {len(landscape.points)} points, the Pareto front and "
                 f"the plan's point ({landscape.chosen_note}).",
             ))  # fmt: skip
     section.figures.append(("demand-capacity.png", plots.demand_capacity_figure(plan, scenario),

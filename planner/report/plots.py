@@ -104,7 +104,7 @@ def curve_figure(answer: CurveAnswer, x_axis: str = "tokens-per-gpu", y_axis: st
     limit_ms = getattr(answer.query, Y_LIMITS[y_axis])
     limit = y_of_limit(limit_ms) if limit_ms is not None else None
     if limit is not None:
-        words = f"{limit:.4g} tokens/s per user (ITL {limit_ms:g} ms)" if y_axis == "tokens-per-user" else f"{limit:g} ms"
+        words = f"{limit:.4g} tokens/s per user (TPOT {limit_ms:g} ms)" if y_axis == "tokens-per-user" else f"{limit:g} ms"
         axes.axhline(limit, color="tab:red", linestyle="--", label=f"limit {words}")
         plotted_y.append(limit)
     chosen = answer.chosen
@@ -118,13 +118,15 @@ def curve_figure(answer: CurveAnswer, x_axis: str = "tokens-per-gpu", y_axis: st
                       label=f"chosen operating point: {where} ({chosen.provenance})", zorder=5)  # fmt: skip
             plotted_y.append(value)
         else:
-            bound_ms = {"ttft": chosen.ttft_ms_bound, "itl": chosen.itl_ms_bound, "tokens-per-user": chosen.itl_ms_bound}.get(y_axis)
+            bound_ms = {"ttft": chosen.ttft_ms_bound, "tpot": chosen.tpot_ms_bound, "itl": chosen.itl_ms_bound,
+                        "tokens-per-user": chosen.tpot_ms_bound}.get(y_axis)  # fmt: skip
             if bound_ms is not None:
                 bound = y_of_limit(bound_ms)
                 low, high = (0.0, bound) if y_axis != "tokens-per-user" else (bound, bound * 1.5)
                 axes.plot([x, x], [low, high], color="black", linewidth=3, solid_capstyle="butt", zorder=5,
                           label=f"chosen operating point ({chosen.provenance}, {where}): the row states only "
-                                f"{'TTFT' if y_axis == 'ttft' else 'ITL'} < {bound_ms:g} ms, so the value lies on this bar")  # fmt: skip
+                                f"{'TTFT' if y_axis == 'ttft' else 'ITL' if y_axis == 'itl' else 'TPOT'} < {bound_ms:g} ms, "
+                                "so the value lies on this bar")  # fmt: skip
                 plotted_y.append(high)
     q = answer.query
     engine = f"TP{q.tp} {q.precision or ''}".strip() if q.tp else "engine (TP, precision) not stated by the row"
@@ -147,8 +149,8 @@ def curve_figure(answer: CurveAnswer, x_axis: str = "tokens-per-gpu", y_axis: st
 
 
 def landscape_figure(landscape, highlight_engine: str | None = None) -> Figure:
-    """Throughput per GPU against interactivity (tokens/s per user = 1000/ITL) for every engine the workload could
-    run on, the Pareto front over them, the ITL limit and the plan's point (planner.landscape); the curve of
+    """Throughput per GPU against interactivity (tokens/s per user = 1000/TPOT, a request's mean pace) for every engine the workload could
+    run on, the Pareto front over them, the TPOT limit and the plan's point (planner.landscape); the curve of
     `highlight_engine` drawn as a line (`planner curve --y tokens-per-user`)."""
     figure, axes = plt.subplots(figsize=(7.5, 5.2), dpi=110)
     meets = [p for p in landscape.points if p.meets_limits]
@@ -196,7 +198,7 @@ def landscape_figure(landscape, highlight_engine: str | None = None) -> Figure:
     if landscape.missing_note:
         axes.text(0.02, 0.97, landscape.missing_note, transform=axes.transAxes, fontsize=7.5, va="top", color="dimgray")
     axes.set_xlabel("output tokens/s per GPU")
-    axes.set_ylabel("tokens/s per user (1000 / ITL ms)")
+    axes.set_ylabel("tokens/s per user (1000 / TPOT ms)")
     prefix = f"{landscape.workload}: " if landscape.workload else ""
     axes.set_title(f"{prefix}{landscape.model}, ISL {landscape.isl} / OSL {landscape.osl}: every engine", fontsize=9)
     _si_axis(axes.xaxis)
