@@ -169,7 +169,7 @@ def test_plans_point_never_lies_beyond_the_front(planned, path):
         slack = 1 - 1e-4  # plans round latencies to 3 decimals of a ms
         assert any(f.tokens_per_gpu >= c.tokens_per_gpu * slack and f.tokens_per_user >= c.tokens_per_user * slack
                    for f in landscape.front), f"{path} {landscape.workload}: chosen {c} beyond the front"
-        for p in landscape.points:  # 1000/ITL is tokens per user: the axes are the same physics
+        for p in landscape.points:  # 1000/TPOT is tokens per user: the axes are the same physics
             assert p.tokens_per_user > 0 and p.tokens_per_gpu > 0
 
 
@@ -181,7 +181,7 @@ def test_landscape_figure_draws_front_limit_and_chosen(planned):
     assert any(label.startswith("Pareto front") for label in labels)
     star = [line for line in axes.get_lines() if line.get_label().startswith("chosen")]
     assert star and _inside(axes, *_point_of(star[0]))
-    assert axes.get_xlabel() == "output tokens/s per GPU" and "1000 / ITL" in axes.get_ylabel()
+    assert axes.get_xlabel() == "output tokens/s per GPU" and "1000 / TPOT" in axes.get_ylabel()
     assert _legend_clear_of_axes(figure, axes)
     plt.close(figure)
 
