@@ -25,7 +25,6 @@ from planner.perf.calibration import (
     engine_fit_rows,
     median_error,
     overlay_shortfall,
-    shape_for_row,
 )
 from planner.perf.fit_report import catalog_fit_effects
 from planner.perf.roofline import ENGINE_FACTORS, EngineShape, kv_bytes_for, steady_state_curve

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import SCENARIOS, write_scenario
 from planner.catalog import load_catalog
-from planner.perf import PerfQuery, engine_shape, estimate, modeled_points
+from planner.perf import PerfQuery, engine_shape, estimate
 from planner.perf.calibration import efficiency_for
 from planner.perf.tables import instance_memory
 from planner.perf.types import Layout

@@ -9,7 +9,7 @@ Prefill instance, batches of k prompts of ISL tokens, one batch per step P(k) = 
                                             the batch is taken as full at every load, which overstates the wait
                                             when the queue is short
     TTFT = t0 + W + P(k) + KV transfer      t0: the engine's per-request overhead
-    at a percentile p > 50: W replaced by the Gamma quantile with W's mean and the M/D/1 variance
+    at a percentile p (50 to 99.9): W replaced by the Gamma quantile with W's mean and the M/D/1 variance
     W^2 + q lambda_b P^3 / (3 (1 - rho)), lambda_b = rho / P the batch rate.
     Capacity: the largest lambda with TTFT <= the limit (bisection on rho, TTFT rises with it), best over k.
 
@@ -26,7 +26,6 @@ speculative decoding, 1 without), a step of B sequences taking D(B) = step_ms(B 
 
 from __future__ import annotations
 
-import numpy as np
 from scipy.stats import poisson
 
 from planner.catalog import Catalog

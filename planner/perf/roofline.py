@@ -39,10 +39,11 @@ at every concurrency at once and raises `SteadyStateError` unless X x E2E = B to
 TTFT = t0 + prefill and ITL = one decode step of batch 1. Beyond the KV capacity the C - B waiting requests wait
 (C - B) / X for a slot (added to TTFT and E2E).
 
-These are means. At a percentile p > 50 each latency is its deterministic part plus the p-quantile of a Gamma
-distribution with the mean and variance of its random part (the step in progress, the M/D/1 wait, the wait for a
-slot; for ITL the number of prompts fused into one request's decode steps, per request as benchmark tools report
-TPOT), never below the mean.
+These are means (the ITL above is a request's mean gap, TPOT). At a percentile p (50 to 99.9, planner/metrics.py)
+TTFT and TPOT are their deterministic part plus the p-quantile of a Gamma distribution with the mean and variance of
+their random part (the step in progress, the M/D/1 wait, the wait for a slot; the number of prompts fused into one
+request's decode steps), and ITL, one gap between tokens, is the decode step plus the prompt chunks the step carries
+under the engine's token budget (`TokenGaps`).
 """
 
 from __future__ import annotations
