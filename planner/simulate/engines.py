@@ -258,10 +258,16 @@ class ServingEngine:
     token (`running`, in admission order, and a heap of the same for the next completion): an iteration costs O(1)
     plus O(log batch) per completion, whatever the batch. With `i` iterations done, a running sequence that ends at
     iteration F holds isl + osl - (F - i) tokens, so the decoding context is S0 + n x i with S0 = sum(isl + osl - F).
+
+    Classes (an engine shared by several workloads): with `classes` (the class, e.g. the workload, of every request
+    of the run, by request index) the engine keeps how many running sequences each class has and records, with every
+    gap, how many of its tokens each class received (`class_gaps(c)`), and counts preemptions per class. Without
+    `classes` nothing of this is kept (the inner loop pays one attribute test per gap and per sequence joining or
+    leaving the batch).
     """
 
     def __init__(self, steps, max_batch: int, kv_tokens: float | None = None, token_budget: int = 8192,
-                 request_overhead_ms: float = 0.0):  # fmt: skip
+                 request_overhead_ms: float = 0.0, classes: list[int] | None = None):  # fmt: skip
         if max_batch < 1 or token_budget < 1 or not request_overhead_ms >= 0:
             raise ValueError("max_batch and token_budget must be >= 1, request_overhead_ms >= 0")
         self.steps, self.max_batch, self.token_budget = steps, int(max_batch), int(token_budget)
@@ -289,6 +295,12 @@ class ServingEngine:
         self.tokens_outstanding = 0
         self.samples: list[int] = []  # requests in this engine seen by each arrival sent to it
         self._next_event: float | None = None
+        # per class (only with `classes`): running sequences, tokens of each gap (parallel to gap_ms), preemptions
+        self.classes = classes
+        count = (max(classes) + 1 if len(classes) else 0) if classes is not None else 0
+        self.class_running: list[int] | None = [0] * count if classes is not None else None
+        self.class_gap_tokens: list[list[int]] = [[] for _ in range(count)]
+        self.class_preemptions: list[int] = [0] * count
 
     # -- what balancers read
     def outstanding(self) -> int:
@@ -366,6 +378,10 @@ class ServingEngine:
             self.resume[victim] = (generated, self.clock)
             self.queue.appendleft(victim)
             self.preemptions += 1
+            if self.class_running is not None:
+                c = self.classes[victim]
+                self.class_running[c] -= 1
+                self.class_preemptions[c] += 1
 
     def _reject(self, request: int) -> None:
         """A prompt larger than the whole KV cache: the engine refuses it (the simulation counts it as failed)."""
@@ -424,6 +440,8 @@ class ServingEngine:
         if decoding:
             self.iteration += 1
             self._gap(duration_ms, decoding)
+            if self.class_running is not None:
+                self._class_gap(1)
         if self.prefilling:
             done = [entry for entry in self.prefilling if entry[1] >= entry[2]]
             if done:
@@ -443,6 +461,10 @@ class ServingEngine:
         else:
             generated = resumed[0] + 1
             self._gap((self.clock - resumed[1]) * 1e3, 1)
+            if self.class_running is not None:
+                c = self.classes[request]
+                for k, tokens in enumerate(self.class_gap_tokens):
+                    tokens.append(1 if k == c else 0)
         left = book.osl[request] - generated
         if left <= 0:
             self._finish(request)
@@ -451,15 +473,32 @@ class ServingEngine:
         self.running[request] = end
         self.s0 += book.isl[request] + book.osl[request] - end
         heapq.heappush(self.ends, (end, request))
+        if self.class_running is not None:
+            self.class_running[self.classes[request]] += 1
 
     def _gap(self, gap_ms: float, tokens: int) -> None:
         self.gap_end_s.append(self.clock)
         self.gap_ms.append(gap_ms)
         self.gap_tokens.append(tokens)
 
+    def _class_gap(self, steps: int) -> None:
+        """The gap just recorded, `steps` iterations long, carried each class's running sequences."""
+        for tokens, running in zip(self.class_gap_tokens, self.class_running):
+            tokens.append(running * steps)
+
     @property
     def gaps(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return np.array(self.gap_end_s), np.array(self.gap_ms), np.array(self.gap_tokens, dtype=float)
+
+    def class_gaps(self, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The gaps (end s, gap ms, tokens) that carried tokens of class `c`, with its tokens only (needs `classes`)."""
+        if self.class_running is None:
+            raise ValueError("the engine was not given request classes")
+        if c >= len(self.class_gap_tokens):
+            return np.zeros(0), np.zeros(0), np.zeros(0)
+        tokens = np.array(self.class_gap_tokens[c], dtype=float)
+        mine = tokens > 0
+        return np.array(self.gap_end_s)[mine], np.array(self.gap_ms)[mine], tokens[mine]
 
     def _finish(self, request: int) -> None:
         book = self.book
@@ -475,6 +514,8 @@ class ServingEngine:
                 continue
             del running[request]
             self.s0 -= book.isl[request] + book.osl[request] - end
+            if self.class_running is not None:
+                self.class_running[self.classes[request]] -= 1
             self._finish(request)
 
     def _jump(self, time_s: float) -> None:
@@ -497,4 +538,6 @@ class ServingEngine:
         self.clock += k * step_ms / 1e3
         self.iteration += k
         self._gap(step_ms, n * k)
+        if self.class_running is not None:
+            self._class_gap(k)
         self._retire()

@@ -1,8 +1,14 @@
 """Does a plan hold its latency limits under random or real traffic? Every workload in every period, on the engines
 the plan gives it (`simulate_plan`).
 
-Each route (a workload bucket on one configuration) runs on its share of the configuration's instances as
-`ServingEngine`s:
+Workloads are simulated as the deployment runs them: in each period the routes (a workload bucket on one
+configuration) form pools, the connected components of the graph linking workloads and the configurations their
+routes use (`_pools`). A pool runs once per seed: every route's requests (its own arrivals, lengths and caps) go
+through the balancer to the engines of its configuration (all its instances running in the period), mixed with the
+other routes there; each workload's statistics come from its own requests and its own token gaps (the engines count
+each class's running sequences, `ServingEngine(classes=...)`). A configuration that carries one route runs as
+before pools existed (same seed, same results); a workload's several length buckets on one configuration mix on all
+its engines too. The engines of a configuration are `ServingEngine`s:
 - modeled configurations: the calibrated roofline's step times, the plan's batch cap, the instance's KV cache;
 - configurations from a measured or interpolated point: the same roofline step shapes scaled by one factor so that
   an engine kept full at the point's concurrency delivers exactly the measured requests/s (`steps.saturated_rps`);
@@ -18,7 +24,8 @@ is within 5% of its value (or a cap), and `seeds` repeats the run at that length
 or is `inconclusive` (the interval straddles it); see `classify`. When a verdict is inconclusive and neither
 `duration_s` nor a trace fixed the run, more seeds are run at the same length (at least 4 in all, then doubling, at
 most `MAX_SEEDS` and `max_requests` requests over all seeds) until every verdict is conclusive or the bound is
-reached; the WorkloadCheck says what was done (`extra_seeds`, `seeds_note`).
+reached; the WorkloadCheck says what was done (`extra_seeds`, `seeds_note`). In a pool, settling and extra seeds
+look at every workload's verdicts (a seed is a run of the whole pool; each workload's verdicts are over all of them).
 """
 
 from __future__ import annotations
@@ -147,8 +154,10 @@ def _engine_shape(route, catalog):
     return None
 
 
-def engine_setup(route, assignment, instances: int, share: float, catalog, token_budget: int = 8192) -> EngineSetup | str:
-    """The engines that serve `route` (module docstring), or why it cannot be simulated."""
+def engine_setup(route, assignment, instances: int, share: float, catalog, token_budget: int = 8192,
+                 shared_with: str = "") -> EngineSetup | str:  # fmt: skip
+    """The engines that serve `route` (module docstring), or why it cannot be simulated. `shared_with`: the other
+    workloads whose requests the engines also take (said in the description: "3 x TP2 fp4 engines shared with code")."""
     from planner.perf import is_modeled
     from planner.perf.calibration import efficiency_for
     from planner.perf.roofline import EngineShape, kv_bytes_for
@@ -156,7 +165,7 @@ def engine_setup(route, assignment, instances: int, share: float, catalog, token
     system = catalog.systems[route.system]
     found = _engine_shape(route, catalog)
     if found is None:
-        return _point_setup(route, assignment, instances, share, catalog, token_budget)
+        return _point_setup(route, assignment, instances, share, catalog, token_budget, shared_with)
     tp, precision, memory = found
     gpu = catalog.gpus[system.gpu]
     shape = EngineShape(catalog.models[route.model], gpu, tp, precision, kv_bytes_for(precision))
@@ -167,11 +176,11 @@ def engine_setup(route, assignment, instances: int, share: float, catalog, token
     kv_batch = memory.running_limit(route.bucket_isl, route.bucket_osl) or 1
     per_node = system.gpus_per_node // tp if route.tp is None else 1  # engines per plan instance
     count = max(1, round(instances * per_node * share))
-    engine = f"TP{tp} {precision}"
+    engine = f"TP{tp} {precision} engine" + (f"s shared with {shared_with}" if shared_with else "")
     if is_modeled(assignment.provenance):
         batch = route.max_batch or kv_batch
         return EngineSetup(base, batch, kv_tokens, count,
-                           f"{count} x {engine} engine, roofline steps, batch <= {batch}, budget {token_budget} tokens",
+                           f"{count} x {engine}, roofline steps, batch <= {batch}, budget {token_budget} tokens",
                            overhead)  # fmt: skip
     rps = _rps_per_engine(route, system, per_node)
     isl, osl = route.bucket_isl, route.bucket_osl
@@ -181,7 +190,7 @@ def engine_setup(route, assignment, instances: int, share: float, catalog, token
     batch = max(1, min(batch, kv_batch))
     scale = saturated_rps(base, batch, isl, osl) / rps
     return EngineSetup(base.scaled(scale), batch, kv_tokens, count, (
-        f"{count} x {engine} engine, roofline steps x{scale:.3g} to deliver the {assignment.provenance} "
+        f"{count} x {engine}, roofline steps x{scale:.3g} to deliver the {assignment.provenance} "
         f"{rps:.4g} rps per engine at batch {batch} ({how}), budget {token_budget} tokens"), overhead)
 
 
@@ -204,7 +213,8 @@ def _point_batch(assignment, rps: float, osl: int, engines_per_instance: int) ->
     return None, ""
 
 
-def _point_setup(route, assignment, instances: int, share: float, catalog, token_budget: int) -> EngineSetup | str:
+def _point_setup(route, assignment, instances: int, share: float, catalog, token_budget: int,
+                 shared_with: str = "") -> EngineSetup | str:  # fmt: skip
     """A model without an architecture, from its measured point (`steps.PointSteps`): one engine per plan instance."""
     from planner.perf import is_modeled
     from planner.perf.calibration import efficiency_for
@@ -224,8 +234,9 @@ def _point_setup(route, assignment, instances: int, share: float, catalog, token
     steps = PointSteps.fitted(model.params_b, gpus, gpu.tflops_by_precision.get(precision, gpu.tflops_by_precision["bf16"]) * 1e12,
                               efficiency.gemm(precision), batch, rps, route.bucket_isl, route.bucket_osl)  # fmt: skip
     count = max(1, round(instances * share))
+    shared = f"s shared with {shared_with}" if shared_with else ""
     return EngineSetup(steps, batch, None, count, (
-        f"{count} x {gpus}-GPU engine from the {assignment.provenance} point ({route.model} has no architecture): "
+        f"{count} x {gpus}-GPU engine{shared} from the {assignment.provenance} point ({route.model} has no architecture): "
         f"prefill {steps.prefill_per_token_ms * 1e3:.3g} us/token from 2 x {model.params_b:g} B params at the GPUs' "
         f"calibrated GEMM rate, decode step {steps.decode_step_ms:.3g} ms at any batch, so that batch {batch} ({how}) "
         f"delivers {rps:.4g} rps; KV cache not limited; budget {token_budget} tokens"))
@@ -249,7 +260,7 @@ def _batch_reaching(steps, rps: float, isl: int, osl: int, cap: int) -> int:
 @dataclass(frozen=True)
 class _RouteRun:
     route: object
-    setup: EngineSetup
+    setup: EngineSetup  # the engines its requests run on (its configuration's, in a pool)
 
 
 def _route_requests(route, duration_s: float, options: SimulationOptions, rng, bucket_caps) -> Requests:
@@ -293,25 +304,106 @@ def _bucket_caps(workload_spec, route) -> tuple[int, int]:
     return route.engine_isl, route.engine_osl
 
 
-def _run_once(runs: list[_RouteRun], duration_s: float, seed: int, options: SimulationOptions, workload_spec):
-    """One run of every route of a workload; returns the merged requests, gaps and preemptions."""
+@dataclass(frozen=True)
+class _Group:
+    """The engines of one configuration and the routes (indices into the pool's `runs`) whose requests they take,
+    mixed through one balancer."""
+
+    setup: EngineSetup
+    members: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """Workloads that share engines in one period (`pools`): their routes (`runs`; `owners[i]`: the index of run i's
+    workload), the engine groups (one per configuration), each workload's spec and rate. With a trace, `traced` is
+    the workload that replays it; the others run at their own rates over the trace's span."""
+
+    runs: tuple[_RouteRun, ...]
+    owners: tuple[int, ...]
+    groups: tuple[_Group, ...]
+    specs: tuple
+    rates: tuple[float, ...]
+    traced: int = 0
+
+
+def _single_pool(runs: list[_RouteRun], workload_spec, rate_rps: float) -> _Pool:
+    """One workload whose routes each run on their own engines."""
+    return _Pool(tuple(runs), (0,) * len(runs), tuple(_Group(r.setup, (i,)) for i, r in enumerate(runs)),
+                 (workload_spec,), (rate_rps,))  # fmt: skip
+
+
+def _mixed(parts: list[Requests]) -> tuple[Requests, np.ndarray, np.ndarray]:
+    """Several routes' requests as one set sorted by arrival (stable), the index of the part of each, and where each
+    request of the parts (concatenated in order) sits in the set."""
+    arrival = np.concatenate([p.arrival_s for p in parts])
+    order = np.argsort(arrival, kind="stable")
+    mixed = Requests(arrival[order], np.concatenate([p.isl for p in parts])[order],
+                     np.concatenate([p.osl for p in parts])[order])  # fmt: skip
+    source = np.repeat(np.arange(len(parts)), [len(p) for p in parts])[order]
+    position = np.empty(len(order), dtype=np.int64)
+    position[order] = np.arange(len(order))
+    return mixed, source, position
+
+
+def _run_pool_once(pool: _Pool, duration_s: float, seed: int, options: SimulationOptions):
+    """One run of a pool: every route's requests (its own arrivals, lengths and caps) on the engines of its
+    configuration, mixed with the other routes there. Returns per workload (its requests, the gaps its sequences
+    received on each engine, its preemptions). A pool of one workload whose routes have their own engines draws and
+    runs exactly as before pools existed (same seed, same results)."""
     rng = np.random.default_rng(seed)
+    count = len(pool.specs)
+    parts: list[Requests | None] = [None] * len(pool.runs)
+    tails = [Requests(np.zeros(0), np.zeros(0), np.zeros(0)) for _ in range(count)]  # a trace's refused requests
     if options.trace is not None:
-        parts = _trace_split(options.trace, runs, rng)
-    else:
-        parts = [_route_requests(r.route, duration_s, options, rng, _bucket_caps(workload_spec, r.route)) for r in runs]
-        parts.append(Requests(np.zeros(0), np.zeros(0), np.zeros(0)))
-    gaps, preemptions = [], 0
-    for r, requests in zip(runs, parts):
-        budget = options.token_budget or DEFAULT_TOKEN_BUDGET
-        engines = [ServingEngine(r.setup.steps, r.setup.max_batch, r.setup.kv_tokens, budget, r.setup.request_overhead_ms)
-                   for _ in range(r.setup.count)]  # fmt: skip
+        mine = [i for i, owner in enumerate(pool.owners) if owner == pool.traced]
+        split = _trace_split(options.trace, [pool.runs[i] for i in mine], rng)
+        for i, part in zip(mine, split):
+            parts[i] = part
+        tails[pool.traced] = split[-1]
+        arrival = options.trace.arrival_s
+        duration_s = float(arrival.max() - arrival[0]) if len(arrival) else 0.0  # the others run over its span
+    for i, r in enumerate(pool.runs):
+        if parts[i] is None:
+            parts[i] = _route_requests(r.route, duration_s, options, rng, _bucket_caps(pool.specs[pool.owners[i]], r.route))
+    budget = options.token_budget or DEFAULT_TOKEN_BUDGET
+    gaps: list[list] = [[] for _ in range(count)]
+    preemptions = [0] * count
+    for group in pool.groups:
+        setup = group.setup
+        owners = list(dict.fromkeys(pool.owners[i] for i in group.members))  # its workloads, in order
+        classes = None
+        if len(group.members) == 1:
+            requests, source, position = parts[group.members[0]], None, None
+        else:
+            requests, source, position = _mixed([parts[i] for i in group.members])
+            if len(owners) > 1:
+                local = np.array([owners.index(pool.owners[i]) for i in group.members])
+                classes = local[source].tolist()
+        engines = [ServingEngine(setup.steps, setup.max_batch, setup.kv_tokens, budget, setup.request_overhead_ms,
+                                 classes=classes) for _ in range(setup.count)]  # fmt: skip
         if len(requests):
             run(engines, requests, options.balancer, seed)
-        for engine in engines:
-            gaps.append(engine.gaps)
-            preemptions += engine.preemptions
-    return Requests.merged(parts), gaps, preemptions
+        if position is not None:  # back to each route's own requests
+            offset = 0
+            for i in group.members:
+                at = position[offset:offset + len(parts[i])]
+                offset += len(parts[i])
+                for name in ("admitted_s", "first_token_s", "finish_s", "rejected"):
+                    setattr(parts[i], name, getattr(requests, name)[at])
+        for c, owner in enumerate(owners):
+            for engine in engines:
+                if classes is None:
+                    gaps[owner].append(engine.gaps)
+                    preemptions[owner] += engine.preemptions
+                else:
+                    gaps[owner].append(engine.class_gaps(c))
+                    preemptions[owner] += engine.class_preemptions[c] if c < len(engine.class_preemptions) else 0
+    out = []
+    for w in range(count):
+        mine = [parts[i] for i, owner in enumerate(pool.owners) if owner == w]
+        out.append((Requests.merged(mine + [tails[w]]), gaps[w], preemptions[w]))
+    return out
 
 
 # ----------------------------------------------------------------------------------------------- verdicts
@@ -461,66 +553,100 @@ def _more_seeds_helps(checks) -> bool:
 
 
 def simulate_workload(runs: list[_RouteRun], workload_spec, rate_rps: float, options: SimulationOptions) -> WorkloadRun:
-    """Runs of one workload in one period: the first seed's settled duration (or the given one / the trace), the
-    other seeds at that length, then, while a verdict is inconclusive and neither `duration_s` nor a trace fixed the
-    run, more seeds (module docstring)."""
-    slo = workload_spec.slo
-    simulated = 0
+    """Runs of one workload in one period whose routes each have their own engines (`simulate_pool` of one)."""
+    return simulate_pool(_single_pool(runs, workload_spec, rate_rps), options)[0]
+
+
+def simulate_pool(pool: _Pool, options: SimulationOptions) -> list[WorkloadRun]:
+    """Runs of the workloads of a pool (one per workload, in the pool's order), every run shared by all of them: the
+    first seed's settled duration (or the given one / the trace), the other seeds at that length, then, while a
+    verdict of any of them is inconclusive and neither `duration_s` nor a trace fixed the run, more seeds (module
+    docstring). Settling: about 6,000 requests of the slowest workload to start with, doubled until every workload's
+    intervals are settled, within `max_duration_s` and `max_requests` over the whole pool; the seed budget counts
+    the pool's requests."""
+    count = len(pool.specs)
+    slos = [spec.slo for spec in pool.specs]
+    simulated = [0] * count
     if options.trace is not None:
         duration = None
     elif options.duration_s is not None:
         duration = options.duration_s
     else:
-        duration = _start_duration(rate_rps)
+        duration = max(_start_duration(rate) for rate in pool.rates)
     fixed = options.duration_s is not None or options.trace is not None
-    first = None
-    while True:
-        requests, gaps, preemptions = _run_once(runs, duration or 0.0, options.seed, options, workload_spec)
-        simulated += len(requests)
-        length = duration if duration is not None else (float(requests.arrival_s.max()) if len(requests) else 0.0)
+    pool_rate = sum(pool.rates)
+
+    def window_of(requests, length: float) -> tuple[float, float]:
         # a trace is not stationary: its warm-up is the minimum, not a cut that MSER finds in its daily swings
-        start = length * MIN_WARMUP_FRACTION if options.trace is not None else warmup_s(requests, length)
-        window = (start, length)
-        first = (requests, gaps, preemptions, window, length)
+        return (length * MIN_WARMUP_FRACTION if options.trace is not None else warmup_s(requests, length)), length
+
+    while True:
+        outs = _run_pool_once(pool, duration or 0.0, options.seed, options)
+        for w, (requests, _, _) in enumerate(outs):
+            simulated[w] += len(requests)
+        if duration is not None:
+            length = duration
+        else:
+            traced = outs[pool.traced][0]
+            length = float(traced.arrival_s.max()) if len(traced) else 0.0
+        windows = [window_of(requests, length) for requests, _, _ in outs]
+        first = (outs, windows, length)
         if fixed:
             break
-        _, settled = _checks([_values(requests, gaps, window)], slo)
+        settled = all(_checks([_values(requests, gaps, window)], slo)[1]
+                      for (requests, gaps, _), window, slo in zip(outs, windows, slos))  # fmt: skip
         grown = duration * 2
-        if settled or grown > options.max_duration_s or grown * rate_rps > options.max_requests:
+        if settled or grown > options.max_duration_s or grown * pool_rate > options.max_requests:
             break
         duration = grown
-    requests, gaps, preemptions, window, length = first
-    per_seed = max(1, len(requests))
-    seed_values = [_values(requests, gaps, window)]
+    outs, windows, length = first
+    per_seed = max(1, sum(len(requests) for requests, _, _ in outs))
+    seed_values = [[_values(requests, gaps, window)] for (requests, gaps, _), window in zip(outs, windows)]
 
-    def add_seeds(count: int) -> None:
-        nonlocal simulated
-        for k in range(len(seed_values), count):
-            more, more_gaps, _ = _run_once(runs, length, options.seed + k, options, workload_spec)
-            simulated += len(more)
-            seed_values.append(_values(more, more_gaps, (warmup_s(more, length), length)))
+    def add_seeds(total: int) -> None:
+        for k in range(len(seed_values[0]), total):
+            for w, (more, more_gaps, _) in enumerate(_run_pool_once(pool, length, options.seed + k, options)):
+                simulated[w] += len(more)
+                seed_values[w].append(_values(more, more_gaps, (warmup_s(more, length), length)))
+
+    def all_checks():
+        return [_checks(values, slo) for values, slo in zip(seed_values, slos)]
 
     add_seeds(1 if options.trace is not None else max(1, options.seeds))
-    checks, settled = _checks(seed_values, slo)
-    extra, note = 0, ""
-    if not fixed and _more_seeds_helps(checks):
-        why = "; ".join(_undecided(checks))
-        before = len(seed_values)
+    results = all_checks()
+    extras, notes = [0] * count, [""] * count
+    helps = lambda: any(_more_seeds_helps(checks) for checks, _ in results)  # noqa: E731
+    if not fixed and helps():
+        undecided = [_more_seeds_helps(checks) for checks, _ in results]
+        whys = ["; ".join(_undecided(checks)) for checks, _ in results]
+        before = len(seed_values[0])
         budget = max(1, options.max_requests // per_seed)  # seeds whose requests fit in max_requests
-        while _more_seeds_helps(checks):
-            target = min(MAX_SEEDS, budget, max(MIN_SEEDS_ACROSS, 2 * len(seed_values)))
-            if target <= len(seed_values):
+        while helps():
+            target = min(MAX_SEEDS, budget, max(MIN_SEEDS_ACROSS, 2 * len(seed_values[0])))
+            if target <= len(seed_values[0]):
                 break
             add_seeds(target)
-            checks, settled = _checks(seed_values, slo)
-        extra = len(seed_values) - before
-        note = _seeds_note(why, extra, len(seed_values), checks, budget, options.max_requests)
-    elif fixed and _more_seeds_helps(checks):
+            results = all_checks()
+        extra, seeds = len(seed_values[0]) - before, len(seed_values[0])
+        for w in range(count):
+            extras[w] = extra
+            if undecided[w]:
+                notes[w] = _seeds_note(whys[w], extra, seeds, results[w][0], budget, options.max_requests)
+            elif extra:
+                others = ", ".join(pool.specs[v].name for v in range(count) if undecided[v])
+                notes[w] = (f"{extra} more seed{'s' if extra != 1 else ''}, {seeds} in all, run for {others} "
+                            "(inconclusive) on the engines they share; these verdicts are over all of them")  # fmt: skip
+    elif fixed:
         fixed_by = ("a trace is replayed once" if options.trace is not None
                     else "--duration fixed the run (more --seeds, or no --duration, may decide it)")  # fmt: skip
-        note = f"{'; '.join(_undecided(checks))}: no more seeds run, {fixed_by}"
-    stats = run_statistics(requests, gaps, window, preemptions, slo)
-    return WorkloadRun(stats, checks, settled, length, simulated, len(seed_values), extra, note)
+        for w, (checks, _) in enumerate(results):
+            if _more_seeds_helps(checks):
+                notes[w] = f"{'; '.join(_undecided(checks))}: no more seeds run, {fixed_by}"
+    runs = []
+    for w, ((requests, gaps, preemptions), window, (checks, settled)) in enumerate(zip(outs, windows, results)):
+        stats = run_statistics(requests, gaps, window, preemptions, slos[w])
+        runs.append(WorkloadRun(stats, checks, settled, length, simulated[w], len(seed_values[w]), extras[w], notes[w]))
+    return runs
 
 
 def _seeds_note(why: str, extra: int, seeds: int, checks, budget: int, max_requests: int) -> str:
@@ -538,8 +664,10 @@ def _seeds_note(why: str, extra: int, seeds: int, checks, budget: int, max_reque
 
 def simulate_plan(plan, scenario, catalog, options: SimulationOptions | None = None, progress=None) -> tuple[WorkloadCheck, ...]:
     """Every workload in every period (with a trace: the traced workload in its busiest period, or the one named),
-    on the engines the plan gives it; see the module docstring. Configurations shared by several workloads are
-    split by their routed share of requests."""
+    on the engines the plan gives it; see the module docstring. Workloads whose routes share a configuration are
+    simulated together, as the deployment runs them (`_pools`): every route's requests go to all the instances of its
+    configuration running in the period, mixed with the other workloads' there, and each workload's statistics and
+    verdicts come from its own requests and token gaps."""
     options = options or SimulationOptions()
     if options.token_budget is None:
         options = dataclasses.replace(options, token_budget=scenario.token_budget)
@@ -551,16 +679,52 @@ def simulate_plan(plan, scenario, catalog, options: SimulationOptions | None = N
             mine = [r for r in routes if r.workload == workload.name]
             if mine and sum(r.rps for r in mine) > 0:
                 jobs.append((period.name, workload, mine, routes))
+    pool_of = {(job[0], job[1].name): pool for pool in _pools(jobs) for job in pool}
     if options.trace is not None:
         jobs = _trace_jobs(jobs, options)
-    checks = []
-    for number, (period, workload, mine, routes) in enumerate(jobs):
+    checks, done = [], {}
+    for number, (period, workload, _, _) in enumerate(jobs):
         if progress is not None:
             progress(number, len(jobs))
-        checks.append(_simulate_job(plan, catalog, specs[workload.name], workload, period, mine, routes, options))
+        key = (period, workload.name)
+        if key not in done:
+            traced = workload.name if options.trace is not None else None
+            done.update(_simulate_pool_jobs(plan, catalog, specs, pool_of[key], options, traced))
+        checks.append(done[key])
     if progress is not None:
         progress(len(jobs), len(jobs))
     return tuple(checks)
+
+
+def _linking_keys(mine) -> set:
+    """The configurations through which a workload's routes share engines: those its simulated routes send requests
+    to (a route of no requests links nothing)."""
+    return {configuration_key(r) for r in mine if r.rps > 0 and _not_simulated(r) is None}
+
+
+def _pools(jobs) -> list[list]:
+    """The jobs (period, workload, its routes, the period's routes) grouped into pools: per period, the connected
+    components of the graph linking workloads and the configurations their routes use (a workload on A and B and
+    another on B form one pool). Each pool in job order; a workload alone on its configurations is a pool of one."""
+    keys = [_linking_keys(job[2]) for job in jobs]
+    assigned = [False] * len(jobs)
+    out = []
+    for i, job in enumerate(jobs):
+        if assigned[i]:
+            continue
+        component, reach = {i}, set(keys[i])
+        grown = True
+        while grown:
+            grown = False
+            for j, other in enumerate(jobs):
+                if j not in component and not assigned[j] and other[0] == job[0] and keys[j] & reach:
+                    component.add(j)
+                    reach |= keys[j]
+                    grown = True
+        for j in component:
+            assigned[j] = True
+        out.append([jobs[j] for j in sorted(component)])
+    return out
 
 
 def _trace_jobs(jobs, options):
@@ -589,48 +753,128 @@ def _instance_load(route) -> float:
     return route.rps / route.rps_per_instance if route.rps_per_instance else route.rps
 
 
-def _simulate_job(plan, catalog, spec, workload, period, mine, routes, options) -> WorkloadCheck:
+def _simulate_pool_jobs(plan, catalog, specs, jobs, options, traced: str | None = None) -> dict:
+    """The WorkloadChecks of one pool's workloads, by (period, workload): each configuration's engines (all its
+    instances running in the period, or the share of them its routes here take when routes of the pool's workloads
+    leave some to workloads outside the pool) take the requests of every route of the pool on it; each workload is
+    judged on its own requests and gaps. With a trace, `traced` replays it and only its check is meaningful."""
     started = time.perf_counter()
-    rate = sum(r.rps for r in mine if r.stage != "decode")  # a disaggregated request is routed twice
+    period, routes = jobs[0][0], jobs[0][3]
     # a configuration several routes share is split by the instances each route's load takes (its rate over what
-    # one instance serves at its lengths), not by requests/s: a long-prompt route needs more engines per request
+    # one instance serves at its lengths), not by requests/s: a long-prompt route needs more engines per request;
+    # the routes of one pool on one configuration take their shares together (all of it when they are all its routes)
     config_total: dict[tuple, float] = {}
     for r in routes:
         config_total[configuration_key(r)] = config_total.get(configuration_key(r), 0.0) + _instance_load(r)
-    runs, notes = [], []
-    for route in mine:
-        unsupported = _not_simulated(route)
-        if unsupported:
-            notes.append(f"{route.system}: {unsupported}")
-            continue
-        assignment = next(a for a in workload.assignments if _assignment_matches(a, route))
-        share = _instance_load(route) / config_total[configuration_key(route)]
-        setup = engine_setup(route, assignment, _running_instances(plan, route, catalog), share, catalog, options.token_budget)
+    names = [job[1].name for job in jobs]
+    rates = [sum(r.rps for r in job[2] if r.stage != "decode") for job in jobs]  # a disaggregated request is routed twice
+    routed = list(rates)  # a traced workload's rate becomes the trace's
+    entries: list[list] = [[] for _ in jobs]  # per workload, in route order: a note, or the index of a candidate
+    candidates = []  # (workload, route, assignment)
+    by_key: dict[tuple, list[int]] = {}
+    for w, (_, workload, mine, _) in enumerate(jobs):
+        for route in mine:
+            unsupported = _not_simulated(route)
+            if unsupported:
+                entries[w].append(f"{route.system}: {unsupported}")
+                continue
+            assignment = next(a for a in workload.assignments if _assignment_matches(a, route))
+            entries[w].append(len(candidates))
+            by_key.setdefault(configuration_key(route), []).append(len(candidates))
+            candidates.append((w, route, assignment))
+    setups, described = {}, {}  # candidate -> the setup of its group; (workload, candidate) -> the text
+    groups = []
+    for key, members in by_key.items():
+        total = config_total[key]
+        share = sum(_instance_load(candidates[i][1]) for i in members) / total if total > 0 else 0.0
+        lead = max(members, key=lambda i: _instance_load(candidates[i][1]))  # the first of the largest load
+        _, route, assignment = candidates[lead]
+        instances = _running_instances(plan, route, catalog)
+        setup = engine_setup(route, assignment, instances, share, catalog, options.token_budget)
+        owners = list(dict.fromkeys(candidates[i][0] for i in members))
         if isinstance(setup, str):
-            notes.append(f"{route.system}: {setup}")
+            for i in members:
+                described[(candidates[i][0], i)] = f"{candidates[i][1].system}: {setup}"
             continue
-        notes.append(f"{route.system}: {setup.description}")
-        runs.append(_RouteRun(route, setup))
-    if not runs:
-        return WorkloadCheck(workload.name, period, rate, 0, "; ".join(notes), None, (), None, "not simulated",
-                             verdict=NOT_SIMULATED)  # fmt: skip
-    note = ""
-    if options.trace is not None:
+        differs = len(members) > 1 and any(
+            _setup_signature(engine_setup(candidates[i][1], candidates[i][2], instances, share, catalog, options.token_budget))
+            != _setup_signature(setup) for i in members)  # fmt: skip
+        for w in owners:
+            others = ", ".join(names[v] for v in owners if v != w)
+            text = setup.description
+            if others:
+                text = engine_setup(route, assignment, instances, share, catalog, options.token_budget, others).description
+            buckets = sum(1 for i in members if candidates[i][0] == w)
+            if buckets > 1:
+                text += f" (its {buckets} length buckets mixed on them)"
+            if differs:
+                text += (f"; step times and batch from {names[candidates[lead][0]]}'s {route.bucket_isl}/{route.bucket_osl} "
+                         "route, the largest load on them")  # fmt: skip
+            first = next(i for i in members if candidates[i][0] == w)
+            described[(w, first)] = f"{route.system}: {text}"
+        for i in members:
+            setups[i] = setup
+        groups.append(members)
+    # the pool's runs: its simulated routes in workload and route order, each workload numbered among those that run
+    active = [w for w in range(len(jobs)) if any(isinstance(e, int) and e in setups for e in entries[w])]
+    number = {w: k for k, w in enumerate(active)}
+    index, runs, owners = {}, [], []
+    for w in active:
+        for e in entries[w]:
+            if isinstance(e, int) and e in setups:
+                index[e] = len(runs)
+                runs.append(_RouteRun(candidates[e][1], setups[e]))
+                owners.append(number[w])
+    pool_groups = tuple(_Group(setups[members[0]], tuple(index[i] for i in members)) for members in groups)
+    notes = ["" for _ in jobs]
+    if options.trace is not None and traced in names:
+        t = names.index(traced)
         trace = options.trace
         trace_rate = trace.requests / trace.duration_s if trace.duration_s > 0 else math.nan
-        note = f"trace {trace.path}: {trace.requests:,} requests at {trace_rate:.4g} rps mean (the plan routes {rate:.4g} rps here)"
-        rate = trace_rate
-    outcome = simulate_workload(runs, spec, rate, options)
-    stats = outcome.stats
-    if stats.rejected:
-        note = (note + "; " if note else "") + f"{stats.rejected} requests refused (prompt longer than any engine takes)"
-    verdict = workload_verdict(outcome.checks, stats)
-    return WorkloadCheck(
-        workload.name, period, rate, sum(r.setup.count for r in runs), "; ".join(notes), stats, outcome.checks,
-        verdict == HOLDS, note, duration_s=outcome.duration_s, seeds=outcome.seeds, settled=outcome.settled,
-        requests_simulated=outcome.requests_simulated, wall_s=time.perf_counter() - started, verdict=verdict,
-        extra_seeds=outcome.extra_seeds, seeds_note=outcome.seeds_note,
-    )  # fmt: skip
+        notes[t] = f"trace {trace.path}: {trace.requests:,} requests at {trace_rate:.4g} rps mean (the plan routes {rates[t]:.4g} rps here)"
+        rates[t] = trace_rate
+        if len(active) > 1:
+            notes[t] += f"; {', '.join(names[w] for w in active if w != t)} ran on the shared engines at the plan's rates"
+    outcomes = []
+    traced_number = number.get(names.index(traced)) if traced in names else 0  # None: the traced workload cannot run
+    if active and traced_number is not None:
+        pool = _Pool(tuple(runs), tuple(owners), pool_groups, tuple(specs[names[w]] for w in active),
+                     tuple(rates[w] for w in active), traced_number)  # fmt: skip
+        outcomes = simulate_pool(pool, options)
+    else:
+        number = {}
+    wall = time.perf_counter() - started
+    simulated = sum(o.requests_simulated for o in outcomes)
+    out = {}
+    for w, (_, workload, _, _) in enumerate(jobs):
+        texts = [e if isinstance(e, str) else described.get((w, e)) for e in entries[w]]
+        engines = "; ".join(t for t in texts if t)
+        if w not in number:
+            out[(period, workload.name)] = WorkloadCheck(workload.name, period, routed[w], 0, engines, None, (), None,
+                                                         "not simulated", verdict=NOT_SIMULATED)  # fmt: skip
+            continue
+        outcome = outcomes[number[w]]
+        stats, note = outcome.stats, notes[w]
+        if stats.rejected:
+            note = (note + "; " if note else "") + f"{stats.rejected} requests refused (prompt longer than any engine takes)"
+        verdict = workload_verdict(outcome.checks, stats)
+        mine = {index[e] for e in entries[w] if isinstance(e, int) and e in index}
+        instances = sum(g.setup.count for g in pool_groups if mine & set(g.members))
+        out[(period, workload.name)] = WorkloadCheck(
+            workload.name, period, rates[w], instances, engines, stats, outcome.checks, verdict == HOLDS, note,
+            duration_s=outcome.duration_s, seeds=outcome.seeds, settled=outcome.settled,
+            requests_simulated=outcome.requests_simulated,
+            wall_s=wall * outcome.requests_simulated / simulated if simulated else wall, verdict=verdict,
+            extra_seeds=outcome.extra_seeds, seeds_note=outcome.seeds_note,
+        )  # fmt: skip
+    return out
+
+
+def _setup_signature(setup) -> tuple:
+    """What makes two routes' engines the same engines (a string: why they cannot be simulated)."""
+    if isinstance(setup, str):
+        return (setup,)
+    return setup.max_batch, setup.kv_tokens, setup.request_overhead_ms, setup.count, setup.description
 
 
 def _running_instances(plan, route, catalog) -> int:
