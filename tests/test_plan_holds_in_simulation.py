@@ -1,0 +1,60 @@
+"""Issue 29's acceptance, as far as it holds today: a plan sized at percentile P holds at P in a settled multi-seed
+simulation of every shipped scenario (no conclusive miss: a limit whose whole interval lies above it), for P in 50,
+90, 95 and 99.
+
+Where it does not hold yet the case is marked `xfail(strict=True)` with the measured gap, so that it fails the day
+the model catches up (and the mark must go). Where no plan can exist by the rules (a model without a published
+architecture has only mean rows, which cannot answer at P90+), the diagnosis must say why.
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from conftest import SCENARIOS
+from planner import api
+from planner.errors import InfeasiblePlanError
+from planner.simulate import SimulationOptions, simulate_plan
+
+PERCENTILES = (50, 90, 95, 99)
+MEAN_ROWS_ONLY = {"contact-center", "daily-hybrid"}  # NeMo 43B: mean rows, no architecture to model a tail
+KNOWN_MISSES = {  # (scenario, percentile): what the simulator finds, against the plan's figure
+    ("chat-and-summarize", 90): "summarize TTFT P90 1,078 ms simulated vs 639 modeled (limit 1,000)",
+    ("chat-and-summarize", 95): "summarize TTFT P95 1,038 ms simulated vs 716 modeled (limit 1,000)",
+    ("chat-and-summarize", 99): "summarize TTFT P99 1,184 ms simulated vs 903 modeled (limit 1,000)",
+}
+SCENARIO_NAMES = ("chat-and-code-p95", "chat-and-summarize", "contact-center", "daily-hybrid", "disaggregated-serving",
+                  "llama3-8b-assistant")  # fmt: skip
+
+
+def _cases():
+    for name in SCENARIO_NAMES:
+        for percentile in PERCENTILES:
+            reason = KNOWN_MISSES.get((name, percentile))
+            marks = [pytest.mark.xfail(strict=True, reason=f"closed-loop model optimistic on TTFT under load: {reason}")] if reason else []
+            yield pytest.param(name, percentile, marks=marks, id=f"{name}-P{percentile}")
+
+
+@pytest.mark.parametrize("name, percentile", list(_cases()))
+def test_a_plan_sized_at_p_holds_at_p_in_simulation(tmp_path, name, percentile):
+    document = yaml.safe_load((SCENARIOS / f"{name}.yaml").read_text())
+    for workload in document["workloads"]:
+        if workload.get("mode") != "offline":
+            workload.setdefault("slo", {})["percentile"] = percentile
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    try:
+        planned = api.plan_in_context(path)
+    except InfeasiblePlanError as error:
+        assert name in MEAN_ROWS_ONLY and percentile > 50, str(error)
+        assert f"no benchmark row at P{percentile:g}" in str(error) and "give the mean" in str(error)
+        return
+    checks = simulate_plan(planned.plan, planned.scenario, planned.catalog, SimulationOptions(seeds=2))
+    simulated = [c for c in checks if c.verdict != "not simulated"]
+    assert simulated, "nothing of the plan was simulated"
+    misses = [f"{c.workload} ({c.period}): " + "; ".join(f"{k.metric} {k.simulated_ms:,.1f} ms (95% {k.ci_low_ms}-"
+                                                          f"{k.ci_high_ms}) vs {k.limit_ms:g}" for k in c.checks if k.verdict == "misses")
+              for c in simulated if c.verdict == "misses"]  # fmt: skip
+    assert not misses, misses
+    assert all(k.percentile == percentile for c in simulated for k in c.checks)
