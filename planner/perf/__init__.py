@@ -231,7 +231,8 @@ def _curve(
     top = 2 * capacity if (beyond_capacity and capacity) else capacity
     ladder = [query.concurrency] if query.concurrency else sorted(set(concurrency_ladder(top)) | set(exact))
     states = steady_state_curve(shape, eff, query.isl, query.osl, ladder, capacity, percentile, query.token_budget)
-    means = steady_state_curve(shape, eff, query.isl, query.osl, ladder, capacity, None, query.token_budget) if anchors else states
+    means = (steady_state_curve(shape, eff, query.isl, query.osl, ladder, capacity, None, query.token_budget)
+             if anchors and percentile is not None else states)  # the anchors correct means
     factors = _anchor_factors(anchors, shape, eff, query, means)
     provenance, why = _provenance(catalog, shape, eff, query.isl)
     notes = (
