@@ -22,6 +22,7 @@ from typer.core import TyperGroup
 
 from planner import api
 from planner.errors import InfeasiblePlanError, PlannerInputError, SolverStoppedError
+from planner.metrics import percentile_problem
 from planner.perf import PerfQuery
 from planner.perf.roofline import DEFAULT_TOKEN_BUDGET, SteadyStateError
 from planner.report import json_out, text
@@ -94,9 +95,9 @@ TimeLimitOption = Annotated[float | None, typer.Option("--time-limit", callback=
 def _percentile(value: float | None) -> float | None:
     """50 to 99.9, as a scenario's slo.percentile; a fraction (0.95) gets 'did you mean 95?'."""
     _finite(value)
-    if value is not None and not 50 <= value <= 99.9:
-        hint = f"; did you mean {value * 100:g}?" if 0 < value < 1 and 50 <= value * 100 <= 99.9 else ""
-        raise typer.BadParameter(f"must be a percentile from 50 to 99.9 (got {value:g}){hint}")
+    problem = percentile_problem(value) if value is not None else None
+    if problem:
+        raise typer.BadParameter(problem)
     return value
 
 

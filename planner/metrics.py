@@ -36,6 +36,15 @@ def limits(slo) -> list[tuple[str, float]]:
     return [(metric, getattr(slo, metric)) for metric in LATENCY_METRICS if getattr(slo, metric, None) is not None]
 
 
+def percentile_problem(value: float) -> str | None:
+    """Why `value` is no percentile a limit may be at (50 to 99.9), or None; a fraction (0.95) is the slip of writing
+    a quantile and gets 'did you mean 95?'. Scenarios and `--percentile` both ask this."""
+    if MIN_PERCENTILE <= value <= MAX_PERCENTILE:
+        return None
+    hint = f"; did you mean {value * 100:g}?" if 0 < value < 1 and MIN_PERCENTILE <= value * 100 <= MAX_PERCENTILE else ""
+    return f"must be a percentile from {MIN_PERCENTILE:g} to {MAX_PERCENTILE:g} (got {value:g}){hint}"
+
+
 def statistic_percentile(statistic: str) -> float | None:
     """The percentile a row's statistic is (median: 50), None for the mean."""
     if statistic == "mean":

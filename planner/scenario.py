@@ -17,7 +17,7 @@ from pydantic import Field, field_validator, model_validator
 from planner.catalog import Catalog, Precision
 from planner.errors import PlannerInputError, did_you_mean, unknown_id_message
 from planner.loading import StrictModel, read_yaml, validate_model
-from planner.metrics import MAX_PERCENTILE, METRICS_VERSION, MIN_PERCENTILE
+from planner.metrics import MAX_PERCENTILE, METRICS_VERSION, MIN_PERCENTILE, percentile_problem
 from planner.metrics import limits as slo_limits
 from planner.perf.roofline import DEFAULT_TOKEN_BUDGET
 from planner.requirements import peak_rps_from_mean, rps_from_users, words_to_tokens
@@ -57,10 +57,10 @@ class SloSpec(StrictModel):
         """50 to 99.9; a fraction (0.95) is the slip of writing a quantile, and gets 'did you mean 95?'."""
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ValueError(f"must be a number from {MIN_PERCENTILE:g} to {MAX_PERCENTILE:g} (got {str(value)[:80]})")
-        if MIN_PERCENTILE <= value <= MAX_PERCENTILE:
-            return float(value)
-        hint = f"; did you mean {value * 100:g}?" if 0 < value < 1 and MIN_PERCENTILE <= value * 100 <= MAX_PERCENTILE else ""
-        raise ValueError(f"must be a percentile from {MIN_PERCENTILE:g} to {MAX_PERCENTILE:g} (got {value:g}){hint}")
+        problem = percentile_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return float(value)
 
 
 class UsersSpec(StrictModel):
