@@ -1,9 +1,13 @@
 """Feeding requests to engine instances through a load balancer.
 
-- `power-of-two` (default): at each arrival, two engines drawn at random; the one with fewer outstanding tokens
-  (prompt + output of the requests it holds) takes the request. O(1) per arrival, and it does not herd: engines
-  that finish a batch together do not all take the next burst, because each arrival looks at only two of them.
-- `least-tokens` / `least-outstanding`: the engine with the fewest outstanding tokens / requests, kept in a heap;
+- `power-of-two` (default): at each arrival, two engines drawn at random; the one with less work left takes the
+  request: prompt tokens not yet prefilled and output tokens not yet made of the requests it holds (a prompt
+  waiting weighs its length, a request near its end little; counting whole requests instead sent long prompts to
+  engines that were about to be busy: summarize TTFT P95 1,038 ms against 268 with round-robin, issue 29). O(1)
+  per arrival, and it does not herd: engines that finish a batch together do not all take the next burst, because
+  each arrival looks at only two of them.
+- `least-tokens` / `least-outstanding`: the engine with the least work left (tokens, as above) / fewest requests,
+  kept in a heap;
   engines are advanced only when their next completion is due (a second heap), so an arrival costs O(log engines).
   With identical requests they herd: an engine that finished several requests at once takes the next ones together.
 - `round-robin`: engine i mod n.

@@ -292,7 +292,8 @@ class ServingEngine:
         self.gap_tokens: list[int] = []
         self.preemptions = 0
         self.requests_outstanding = 0
-        self.tokens_outstanding = 0
+        self.tokens_outstanding = 0  # prompt + output tokens of the requests held
+        self.tokens_done = 0  # of those, the prompt tokens prefilled and output tokens made so far
         self.samples: list[int] = []  # requests in this engine seen by each arrival sent to it
         self._next_event: float | None = None
         # per class (only with `classes`): running sequences, tokens of each gap (parallel to gap_ms), preemptions
@@ -308,7 +309,9 @@ class ServingEngine:
 
     @property
     def load_tokens(self) -> int:
-        return self.tokens_outstanding
+        """The work the engine still holds, in tokens: prompt tokens not yet prefilled and output tokens not yet
+        made (a request near its end weighs little, a prompt waiting weighs its whole length)."""
+        return self.tokens_outstanding - self.tokens_done
 
     def next_event_s(self) -> float:
         """A lower bound on when the requests outstanding may next change (now, when there is work to start)."""
@@ -375,6 +378,7 @@ class ServingEngine:
             end = self.running.pop(victim)
             self.s0 -= book.isl[victim] + book.osl[victim] - end
             generated = book.osl[victim] - (end - self.iteration)
+            self.tokens_done -= book.isl[victim] + generated  # its cache is gone: prompt and tokens are prefilled again
             self.resume[victim] = (generated, self.clock)
             self.queue.appendleft(victim)
             self.preemptions += 1
@@ -410,6 +414,7 @@ class ServingEngine:
             take = min(entry[2] - entry[1], budget)
             work_ms += chunk_ms(entry[1], entry[1] + take)
             entry[1] += take
+            self.tokens_done += take
             budget -= take
         queue = self.queue
         while queue and budget > 0 and decoding + len(self.prefilling) < self.max_batch:
@@ -429,6 +434,7 @@ class ServingEngine:
             take = min(tokens, budget)
             work_ms += chunk_ms(0, take)
             self.prefilling.append([request, take, tokens])
+            self.tokens_done += take
             budget -= take
         if decoding:
             duration_ms = steps.decode_ms(decoding, (self.s0 + decoding * self.iteration) / decoding) + work_ms
@@ -439,6 +445,7 @@ class ServingEngine:
         self.clock += duration_ms / 1e3
         if decoding:
             self.iteration += 1
+            self.tokens_done += decoding
             self._gap(duration_ms, decoding)
             if self.class_running is not None:
                 self._class_gap(1)
@@ -455,6 +462,7 @@ class ServingEngine:
         book = self.book
         self.prefill_reserved -= tokens
         resumed = self.resume.pop(request, None)
+        self.tokens_done += 1  # the token the last chunk makes
         if resumed is None:
             book.first[request] = self.clock + self.request_overhead_s
             generated = 1
@@ -505,6 +513,7 @@ class ServingEngine:
         book.finish[request] = self.clock + self.request_overhead_s
         self.requests_outstanding -= 1
         self.tokens_outstanding -= book.isl[request] + book.osl[request]
+        self.tokens_done -= book.isl[request] + book.osl[request]  # all of it was done
 
     def _retire(self) -> None:
         ends, running, book = self.ends, self.running, self.book
@@ -537,6 +546,7 @@ class ServingEngine:
         step_ms = self.steps.decode_ms(n, context + (k - 1) / 2)
         self.clock += k * step_ms / 1e3
         self.iteration += k
+        self.tokens_done += n * k
         self._gap(step_ms, n * k)
         if self.class_running is not None:
             self._class_gap(k)
