@@ -458,7 +458,7 @@ class _Builder:
         return PerfQuery(
             model=workload.model, gpu=self.catalog.systems[offer.system].gpu, isl=bucket.isl_tokens,
             osl=bucket.osl_tokens, ttft_ms=workload.slo.ttft_ms, itl_ms=workload.slo.itl_ms, e2e_ms=workload.slo.e2e_ms,
-            tpot_ms=workload.slo.tpot_ms, token_budget=self.scenario.token_budget,
+            tpot_ms=workload.slo.tpot_ms, token_budget=self.scenario.token_budget, arrivals="poisson",
         )  # fmt: skip
 
     def drop_dominated(self) -> None:

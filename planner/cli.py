@@ -656,6 +656,7 @@ def validate(
 @app.command(epilog=_examples(
     "planner perf --model llama-3.1-8b --gpu H100 --isl 1024 --osl 128",
     "planner perf --model llama-3.3-70b --gpu H100 --tp 2 --precision fp8 --isl 4096 --osl 512 --concurrency 32",
+    "planner perf --model llama-3.3-70b --gpu B200 --tp 2 --precision fp4 --isl 1000 --osl 300 --rate 12 --percentile 95",
 ))
 def perf(
     model: Annotated[str, typer.Option("--model", help="Model id (planner catalog models).")],
@@ -664,7 +665,8 @@ def perf(
     osl: Annotated[int | None, typer.Option("--osl", min=1, max=100_000_000, help="Output tokens.")] = None,
     tp: Annotated[int | None, typer.Option("--tp", min=1, help="Tensor parallelism.")] = None,
     precision: Annotated[str | None, typer.Option("--precision", help="bf16 | fp16 | fp8 | fp4.")] = None,
-    concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, max=1_000_000, help="Requests in flight.")] = None,
+    concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, max=1_000_000, help="Requests in flight (closed loop, as a benchmark runs).")] = None,
+    rate_rps: Annotated[float | None, typer.Option("--rate", min=1e-9, max=1e9, help="Requests/s arriving at random (Poisson, open loop): the engine as a plan sizes it.")] = None,
     ttft_ms: TtftOption = None,
     tpot_ms: TpotOption = None,
     itl_ms: ItlOption = None,
@@ -679,12 +681,16 @@ def perf(
 ) -> None:
     """Latency and throughput of one engine configuration, with provenance.
 
-    No concurrency and no limits: the max-throughput point.
+    No concurrency, no rate and no limits: the max-throughput point. --concurrency answers as a benchmark at that
+    many requests in flight measures; --rate as a plan's instance serving that many requests/s arriving at random.
     """
 
     def action() -> None:
         _check_precision(precision)
-        query = PerfQuery(model, gpu, isl, osl, tp, precision, concurrency, ttft_ms, itl_ms, e2e_ms, tpot_ms, token_budget)
+        if concurrency is not None and rate_rps is not None:
+            raise PlannerInputError("--rate", "rate", "give --concurrency (closed loop) or --rate (open loop), not both")
+        query = PerfQuery(model, gpu, isl, osl, tp, precision, concurrency, ttft_ms, itl_ms, e2e_ms, tpot_ms, token_budget,
+                          rate_rps=rate_rps)  # fmt: skip
         answer = api.perf_point(query, catalog, perf_source, percentile)
         if json:
             sys.stdout.write(json_out.dumps(json_out.perf_document(answer, gpus_per_node)))
@@ -699,6 +705,11 @@ class XAxis(str, Enum):
     rps_per_node = "rps-per-node"
 
 
+class Arrivals(str, Enum):
+    closed = "closed"  # a fixed number of requests in flight, as a benchmark runs
+    poisson = "poisson"  # requests arriving at random at a rate, as a plan sizes an instance
+
+
 class YAxis(str, Enum):
     ttft = "ttft"
     tpot = "tpot"
@@ -710,6 +721,8 @@ class YAxis(str, Enum):
 @app.command(epilog=_examples(
     "planner curve --model llama-3.3-70b --gpu H100 --tp 2 --precision fp8 --isl 1024 --osl 128 --ttft-ms 500",
     "planner curve --model llama-3.1-8b --gpu H100 --tp 1 --precision bf16 --isl 4096 --osl 512 --png curve.png",
+    "planner curve --model llama-3.3-70b --gpu B200 --tp 2 --precision fp4 --isl 1000 --osl 300 --itl-ms 50 "
+    "--percentile 95 --arrivals poisson",
     "planner curve --model llama-3.3-70b --gpu H100 --tp 4 --precision fp8 --isl 1000 --osl 300 --itl-ms 30 "
     "--x tokens-per-gpu --y tokens-per-user --png engines.png",
 ))
@@ -730,16 +743,20 @@ def curve(
     y: Annotated[YAxis, typer.Option("--y", help="y axis of the plot.")] = YAxis.ttft,
     png: Annotated[Path | None, typer.Option("--png", help="Write the plot to this PNG file.")] = None,
     gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", min=1, help="GPUs per node for normalization.")] = 8,
+    arrivals: Annotated[Arrivals, typer.Option(
+        "--arrivals", help="closed: over concurrency, as a benchmark runs; poisson: over the rate of requests arriving "
+                           "at random, as a plan sizes an instance (its points are the plan's).")] = Arrivals.closed,
     json: JsonOption = False,
     perf_source: PerfSourceOption = None,
     catalog: CatalogOption = None,
     debug: DebugOption = False,
 ) -> None:
-    """Latency-throughput curve over concurrency, with the limit and the chosen point (optionally as a PNG); --x tokens-per-gpu --y tokens-per-user: every TP x precision on the GPU, tokens/s per GPU vs per user, and the Pareto front."""
+    """Latency-throughput curve over concurrency (or, --arrivals poisson, over the rate of requests arriving at random, as a plan sizes an instance), with the limit and the chosen point (optionally as a PNG); --x tokens-per-gpu --y tokens-per-user: every TP x precision on the GPU, tokens/s per GPU vs per user, and the Pareto front."""
 
     def action() -> None:
         _check_precision(precision)
-        query = PerfQuery(model, gpu, isl, osl, tp, precision, None, ttft_ms, itl_ms, e2e_ms, tpot_ms, token_budget)
+        query = PerfQuery(model, gpu, isl, osl, tp, precision, None, ttft_ms, itl_ms, e2e_ms, tpot_ms, token_budget,
+                          arrivals=arrivals.value)  # fmt: skip
         landscape = y == YAxis.tokens_per_user and x == XAxis.tokens_per_gpu
         answer = api.curve(query, gpus_per_node, catalog, perf_source, with_landscape=landscape, percentile=percentile)
         if png is not None:

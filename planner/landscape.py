@@ -14,6 +14,8 @@ limit, a price, an engine the catalog measured).
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 
 from planner.catalog import Catalog
@@ -89,20 +91,24 @@ def measured_points(catalog: Catalog, model: str, gpu: str, isl: int, osl: int, 
 
 def modeled_engine_points(
     catalog: Catalog, model: str, gpu: str, isl: int, osl: int, limits, layouts, precisions,
-    percentile: float | None = None, hop_bytes_per_s=lambda layout: 0.0,
+    percentile: float | None = None, hop_bytes_per_s=lambda layout: 0.0, arrivals: str = "closed",
+    token_budget: int | None = None, engine_lengths: tuple[int, int] | None = None,
 ) -> list[LandscapePoint]:  # fmt: skip
-    """The roofline's curve over concurrency for every layout x precision that fits (modeled points only: the
-    measured ones come from measured_points)."""
+    """The roofline's curve for every layout x precision that fits (modeled points only: the measured ones come
+    from measured_points): over concurrency (`arrivals` "closed", as a benchmark runs) or over rates of requests
+    arriving at random ("poisson", as a plan sizes an instance)."""
     from planner.perf.roofline import supports_roofline
 
     if not supports_roofline(catalog.models[model]):
         return []
-    query = PerfQuery(model, gpu, isl, osl)
+    query = PerfQuery(model, gpu, isl, osl, arrivals=arrivals)
+    if token_budget is not None:
+        query = dataclasses.replace(query, token_budget=token_budget)
     out = []
     for layout in layouts:
         for precision in precisions:
             curve = modeled_points(query, catalog, layout.tp, precision, percentile, layout=layout,
-                                   hop_bytes_per_s=hop_bytes_per_s(layout))  # fmt: skip
+                                   hop_bytes_per_s=hop_bytes_per_s(layout), engine_lengths=engine_lengths)  # fmt: skip
             if isinstance(curve, str):
                 continue  # does not fit, or no steady state: no point to draw
             engine = f"{gpu} {layout.label} {precision}"
@@ -178,6 +184,9 @@ def workload_landscape(plan: Plan, scenario: Scenario, catalog: Catalog, workloa
                 catalog, workload.model, system.gpu, isl, osl, limits,
                 engine_layouts(scenario, catalog, workload.model, system_id), precisions, workload.slo.percentile,
                 lambda layout, system=system: (system.network_bytes_per_s(layout.tp * layout.dp) or 0.0) if layout.pp > 1 else 0.0,
+                # as the plan sizes its instances: requests arriving at random, engines built for its lengths
+                arrivals="poisson", token_budget=scenario.token_budget,
+                engine_lengths=(assignment.engine_isl, assignment.engine_osl),
             )  # fmt: skip
     chosen, note = _chosen(assignment, workload, catalog)
     return landscape_of(workload_name, workload.model, isl, osl, limits, points, chosen, note, catalog, scenario.perf_sources)

@@ -76,6 +76,7 @@ from planner.plan import (
     Route,
     Totals,
     WorkloadResult,
+    configuration_key,
 )
 from planner.scenario import Scenario
 
@@ -817,6 +818,7 @@ def _read_plan(scenario, cset: CandidateSet, catalog: Catalog, model: FleetModel
     totals = _totals(scenario, cset, catalog, lines)
     instances = _instances(scenario, cset, units, routed)
     workloads = tuple(_workload_result(w, scenario, cset, routed, units) for w in scenario.workloads)
+    routing = _routing(scenario, cset, routed)
     return Plan(
         scenario=scenario.name, deployment=scenario.deployment, status=outcome.status, solver=solver,
         objective_usd_per_year=round(objective, 2), solve_seconds=round(outcome.seconds, 3), mip_gap=outcome.mip_gap,
@@ -824,11 +826,12 @@ def _read_plan(scenario, cset: CandidateSet, catalog: Catalog, model: FleetModel
         binding_limits=_binding_limits(scenario, totals, lines, instances),
         candidates=cset.stats,
         periods=tuple(p.name for p in scenario.periods),
-        routing=_routing(scenario, cset, routed),
+        routing=routing,
         instances=instances,
         fleet={"reconfigure_between_periods": scenario.reconfigure_between_periods,
                "share_nodes_across_models": scenario.share_nodes_across_models},
-        warnings=plan_warnings(scenario, workloads) + catalog_calibration_warnings(scenario, catalog),
+        warnings=(plan_warnings(scenario, workloads) + shared_engine_warnings(routing)
+                  + catalog_calibration_warnings(scenario, catalog)),
     )  # fmt: skip
 
 
@@ -847,6 +850,28 @@ def plan_warnings(scenario, workloads) -> tuple[str, ...]:
             f"workload '{workload.name}' has no latency limits (slo): it was sized at maximum throughput"
             + (f", where {at}" if at else ", at a point whose latencies are not recorded")
             + "; give slo.ttft_ms / tpot_ms / itl_ms / e2e_ms (or mode: offline for batch work)"
+        )  # fmt: skip
+    return tuple(warnings)
+
+
+def shared_engine_warnings(routing) -> tuple[str, ...]:
+    """Engines that serve several workloads at once: each workload's latencies are modeled at its own requests
+    alone (the capacity constraint shares an instance's time between them), while in the mix one workload's prompt
+    chunks lengthen the other's token gaps and its prompts queue behind the other's. Said once per engine."""
+    sharing: dict[tuple, set[str]] = defaultdict(set)
+    for route in routing:
+        if route.rps > 0:
+            sharing[configuration_key(route)].add(route.workload)
+    warnings = []
+    for key, names in sorted(sharing.items(), key=lambda kv: kv[0]):
+        if len(names) < 2:
+            continue
+        site, role, system, _, _, precision, batch, isl, osl, stage, layout, _ = key
+        warnings.append(
+            f"{', '.join(sorted(names))} share {system} {layout or ''} {precision} engines (batch <= {batch}, built "
+            f"for {isl}/{osl}{'' if stage == 'aggregated' else ', ' + stage}): each workload's latencies are modeled "
+            "at its own requests alone; in the mix one's prompt chunks lengthen the other's token gaps and its "
+            "prompts queue behind the other's (plan --verify simulates the mix)"
         )  # fmt: skip
     return tuple(warnings)
 

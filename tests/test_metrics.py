@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import SCENARIOS, write_scenario
 from planner.catalog import load_catalog
-from planner.perf import PerfQuery, engine_shape, estimate
-from planner.perf.calibration import efficiency_for
-from planner.perf.tables import instance_memory
-from planner.perf.types import Layout
-from planner.simulate.against_model import highest_rate_rps, model_at_rate, simulate_engine
+from planner.perf import PerfQuery, estimate
+from planner.simulate.against_model import compare, random_engine
 
 CATALOG = load_catalog()
 
@@ -108,17 +108,33 @@ def test_a_version_1_benchmark_table_reads_its_itl_ms_as_tpot_ms(tmp_path):
 
 
 def test_perf_at_the_plans_percentile_gives_the_plans_figures(cli_json):
+    """A plan sizes an instance at a rate of requests arriving at random (open loop): `perf --rate` with the
+    route's requests/s per instance gives the plan's figures, and the batch the plan states."""
     plan = cli_json("plan", SCENARIOS / "chat-and-code-p95.yaml")
     for workload in plan["workloads"]:
         (assignment,) = workload["assignments"]
+        (route,) = [r for r in plan["routing"] if r["workload"] == workload["name"]]
         point = cli_json(
             "perf", "--model", "llama-3.3-70b", "--gpu", "B200", "--tp", str(assignment["tp"]), "--precision",
             assignment["precision"], "--isl", str(assignment["bucket_isl"]), "--osl", str(assignment["bucket_osl"]),
-            "--concurrency", str(assignment["concurrency"]), "--percentile", "95", "--perf-source", "model",
+            "--rate", repr(route["rps_per_instance"]), "--percentile", "95", "--perf-source", "model",
         )  # fmt: skip
         assert workload["percentile"] == 95 and point["percentile"] == 95 and point["statistic"] == "p95"
+        assert point["rate_rps"] == route["rps_per_instance"] and point["concurrency"] == assignment["concurrency"]
         for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
             assert point[metric] == pytest.approx(assignment[metric], abs=1e-3), metric
+
+
+def test_a_closed_loop_at_the_same_throughput_is_not_what_the_plan_sizes(cli_json):
+    """--concurrency answers as a benchmark runs (a fixed number in flight): at the plan's batch it is another
+    point than the plan's open-loop instance, and both say which they are."""
+    args = ("perf", "--model", "llama-3.1-8b", "--gpu", "H100", "--tp", "1", "--precision", "fp8", "--isl", "1000",
+            "--osl", "200", "--percentile", "95", "--perf-source", "model")  # fmt: skip
+    open_loop = cli_json(*args, "--rate", "20")
+    closed = cli_json(*args, "--concurrency", str(open_loop["concurrency"]))
+    assert open_loop["request_throughput_rps"] == pytest.approx(20) and open_loop["rate_rps"] == 20
+    assert closed["rate_rps"] is None and closed["concurrency"] == open_loop["concurrency"]
+    assert closed["request_throughput_rps"] > open_loop["request_throughput_rps"]  # a P99 batch always in flight
 
 
 def test_without_a_percentile_perf_gives_means_and_little_holds(cli_json):
@@ -147,25 +163,41 @@ def test_a_smaller_token_budget_cuts_the_longest_gaps():
     assert at[8192][1].itl_ms == pytest.approx(at[512][1].itl_ms, rel=1e-9)
 
 
-@pytest.mark.parametrize("engine", [
-    ("llama-3.1-8b", "H100-SXM-80GB", 1, "fp8", 1000, 200),
-    ("llama-3.3-70b", "B200-SXM-180GB", 2, "fp4", 1000, 300),
-    ("llama-3.3-70b", "H100-SXM-80GB", 2, "fp8", 5000, 500),
-])  # fmt: skip
-def test_the_simulator_measures_what_the_model_predicts_at_moderate_load(engine):
-    """At 30% of the engine's highest throughput the simulated P95 of TPOT, ITL and E2E is within 12% of the model's
-    (benchmarks/model_vs_sim.py prints every metric at every load: TTFT and loads above ~60% are where the closed-loop
-    model is still optimistic, docs/metrics.md)."""
-    model, gpu, tp, precision, isl, osl = engine
-    shape = engine_shape(CATALOG, CATALOG.models[model], CATALOG.gpus[gpu], Layout(tp), precision)
-    eff = efficiency_for(CATALOG, CATALOG.gpus[gpu].architecture)
-    memory = instance_memory(CATALOG, model, gpu, tp, precision, isl, osl)
-    capacity = memory.running_limit(isl, osl)
-    rate = 0.3 * highest_rate_rps(shape, eff, isl, osl, capacity)
-    modeled = model_at_rate(shape, eff, isl, osl, capacity, rate, 95.0)
-    simulated, _ = simulate_engine(shape, eff, isl, osl, capacity, memory.kv_token_capacity, rate, 95.0)
-    for metric in ("tpot_ms", "itl_ms", "e2e_ms"):
-        assert simulated[metric] == pytest.approx(getattr(modeled, metric), rel=0.12), metric
+def _compared(seed: int):
+    case, load, percentile = random_engine(CATALOG, np.random.default_rng(seed))
+    return f"{case.label} at {load:.2f} of its usable rate, P{percentile:g}", compare(case, load, percentile, seed % 7)
+
+
+def _beyond(check, optimistic: float, pessimistic: float) -> bool:
+    """The simulated figure (and its interval) beyond +optimistic / -pessimistic of the model's band."""
+    low = min(check.modeled_ms, check.modeled_band_ms[0]) * (1 - pessimistic)
+    high = max(check.modeled_ms, check.modeled_band_ms[1]) * (1 + optimistic)
+    interval = check.interval or (check.simulated_ms, check.simulated_ms)
+    return min(check.simulated_ms, interval[1]) > high or max(check.simulated_ms, interval[0]) < low
+
+
+@settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_no_simulated_percentile_is_far_from_the_model(seed):
+    """Issue 29's property, per draw: for a random engine (model, GPU, TP, precision, ISL 64-16,000, OSL 8-2,000,
+    token budget; planner.simulate.against_model.random_engine) at a random 30-85% of its usable rate and P50/90/
+    95/99, no simulated percentile of TTFT, TPOT, ITL or E2E lies more than 25% above the open-loop model's figure
+    (a plan that optimistic would buy too little) or 40% below it (compared with the simulation's 95% interval and
+    the model's band p -+ half a point, MetricCheck)."""
+    label, checks = _compared(seed)
+    far = {m: f"{c.simulated_ms:,.1f} simulated (95% {c.interval}) vs {c.modeled_ms:,.1f} modeled"
+           for m, c in checks.items() if _beyond(c, 0.25, 0.40)}  # fmt: skip
+    assert not far, f"{label}: {far}"
+
+
+def test_nine_in_ten_simulated_percentiles_lie_within_ten_percent_of_the_model():
+    """Issue 29's property over a sample: of 24 random engines x 4 metrics (the draws above, other seeds), at least
+    90% of the simulated percentiles lie within +-10% of the model's figure (or the simulation's 95% interval
+    reaches that band; MetricCheck.within). The rest, and where they come from, are in docs/perf-model.md ("Known
+    limits"); `python benchmarks/model_vs_sim.py --random 40` prints the comparison."""
+    figures = [(label, m, c) for seed in range(1000, 1024) for label, checks in [_compared(seed)] for m, c in checks.items()]
+    outside = [f"{label} {m}: {c.simulated_ms:,.1f} vs {c.modeled_ms:,.1f}" for label, m, c in figures if not c.within(0.10)]
+    assert len(outside) <= 0.10 * len(figures), outside
 
 
 def test_rows_answer_at_their_own_statistic(tmp_path):

@@ -19,11 +19,9 @@ from planner.simulate import SimulationOptions, simulate_plan
 
 PERCENTILES = (50, 90, 95, 99)
 MEAN_ROWS_ONLY = {"contact-center", "daily-hybrid"}  # NeMo 43B: mean rows, no architecture to model a tail
-KNOWN_MISSES = {  # (scenario, percentile): what the simulator finds, against the plan's figure
-    ("chat-and-summarize", 90): "summarize TTFT P90 1,078 ms simulated vs 639 modeled (limit 1,000)",
-    ("chat-and-summarize", 95): "summarize TTFT P95 1,038 ms simulated vs 716 modeled (limit 1,000)",
-    ("chat-and-summarize", 99): "summarize TTFT P99 1,184 ms simulated vs 903 modeled (limit 1,000)",
-}
+KNOWN_MISSES: dict[tuple[str, int], str] = {}  # (scenario, percentile): what the simulator finds, against the plan's
+# figure. Empty since the open-loop model (issue 29): the closed-loop model had chat-and-summarize's summarize TTFT at
+# P90/95/99 639/716/903 ms where the simulator found 1,078/1,038/1,184 (limit 1,000).
 SCENARIO_NAMES = ("chat-and-code-p95", "chat-and-summarize", "contact-center", "daily-hybrid", "disaggregated-serving",
                   "llama3-8b-assistant")  # fmt: skip
 
@@ -32,7 +30,7 @@ def _cases():
     for name in SCENARIO_NAMES:
         for percentile in PERCENTILES:
             reason = KNOWN_MISSES.get((name, percentile))
-            marks = [pytest.mark.xfail(strict=True, reason=f"closed-loop model optimistic on TTFT under load: {reason}")] if reason else []
+            marks = [pytest.mark.xfail(strict=True, reason=f"model optimistic: {reason}")] if reason else []
             yield pytest.param(name, percentile, marks=marks, id=f"{name}-P{percentile}")
 
 
@@ -52,7 +50,9 @@ def test_a_plan_sized_at_p_holds_at_p_in_simulation(tmp_path, name, percentile):
         return
     checks = simulate_plan(planned.plan, planned.scenario, planned.catalog, SimulationOptions(seeds=2))
     simulated = [c for c in checks if c.verdict != "not simulated"]
-    assert simulated, "nothing of the plan was simulated"
+    if not simulated:  # every workload served by prefill and decode pools: the simulator does not run them yet
+        assert all(w.serving == "disaggregated" for w in planned.plan.workloads), [c.workload for c in checks]
+        pytest.skip("the plan serves every workload from disaggregated pools, which the simulator does not run yet")
     misses = [f"{c.workload} ({c.period}): " + "; ".join(f"{k.metric} {k.simulated_ms:,.1f} ms (95% {k.ci_low_ms}-"
                                                           f"{k.ci_high_ms}) vs {k.limit_ms:g}" for k in c.checks if k.verdict == "misses")
               for c in simulated if c.verdict == "misses"]  # fmt: skip

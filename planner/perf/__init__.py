@@ -17,6 +17,7 @@ Where data exists for a query, the model does not overrule it: a limit the data 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -25,6 +26,7 @@ from planner.metrics import LABELS, percentile_label
 from planner.metrics import limits as metric_limits
 from planner.perf.anchor import AnchorSet, anchor_rows, build_anchors
 from planner.perf.calibration import efficiency_for, fit_kernels
+from planner.perf.open_loop import open_loop_states
 from planner.perf.interpolate import concurrency_grid, over_concurrency, over_lengths
 from planner.perf.roofline import (
     EngineShape,
@@ -59,6 +61,9 @@ PERF_SOURCE_LAYERS = {
     "aic": ("aic",),
 }
 TP_LADDER = (1, 2, 4, 8)
+# the rates an open-loop curve adds to the closed loop's throughputs: shares of the engine's highest (a plan
+# sizes an instance at the highest rate that meets its limits; these make that rate fine near saturation)
+OPEN_LOOP_LOADS = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.88, 0.91, 0.94, 0.97)
 MODEL_PROVENANCE = {"measured": "modeled", "aic kernels": "modeled (aic kernels)", "timed kernels": "modeled (timed kernels)",
                     "extrapolated": "extrapolated"}  # fmt: skip
 
@@ -228,18 +233,32 @@ def _curve(
     exact = {r.concurrency: r for r in measured
              if (r.isl, r.osl) == (query.isl, query.osl) and r.concurrency and answers_at(r, percentile)}  # fmt: skip
     capacity = memory.running_limit(query.isl, query.osl)
-    top = 2 * capacity if (beyond_capacity and capacity) else capacity
-    ladder = [query.concurrency] if query.concurrency else sorted(set(concurrency_ladder(top)) | set(exact))
-    states = steady_state_curve(shape, eff, query.isl, query.osl, ladder, capacity, percentile, query.token_budget)
-    means = (steady_state_curve(shape, eff, query.isl, query.osl, ladder, capacity, None, query.token_budget)
-             if anchors and percentile is not None else states)  # the anchors correct means
+    if query.open_loop:
+        states, means = _open_loop_states(query, shape, eff, capacity, percentile)
+        if not states:
+            what = f"{query.rate_rps:g} requests/s is" if query.rate_rps is not None else "every rate is"
+            return (f"{layout.label} {precision}: {what} beyond what the engine serves under Poisson arrivals with "
+                    f"its batch within the KV cache ({capacity} sequences) 99% of the time")  # fmt: skip
+    else:
+        top = 2 * capacity if (beyond_capacity and capacity) else capacity
+        ladder = [query.concurrency] if query.concurrency else sorted(set(concurrency_ladder(top)) | set(exact))
+        states = steady_state_curve(shape, eff, query.isl, query.osl, ladder, capacity, percentile, query.token_budget)
+        means = (steady_state_curve(shape, eff, query.isl, query.osl, ladder, capacity, None, query.token_budget)
+                 if anchors and percentile is not None else states)  # the anchors correct means
     factors = _anchor_factors(anchors, shape, eff, query, means)
     provenance, why = _provenance(catalog, shape, eff, query.isl)
     notes = (
         f"{gpu.architecture} factors: {eff.describe()}",
+        ("requests arriving at random at the point's rate (open loop, planner/perf/open_loop.py); its concurrency is "
+         "the running batch's P99" if query.open_loop else "a closed loop at a fixed concurrency (as a benchmark runs)"),
         "latencies are means (ITL, one token gap, averages to TPOT)" if percentile is None else
-        f"latencies at {percentile_label(percentile)}: TTFT and TPOT with Gamma tails of the queueing, ITL (one token "
-        f"gap) the decode step plus the prompt chunks of a {query.token_budget}-token budget (Poisson)",
+        f"latencies at {percentile_label(percentile)}: " + (
+            f"TTFT from the law of the steps (every prompt waiting, up to the {query.token_budget}-token budget, runs "
+            "in the next one) and of the wait for a sequence slot, TPOT with a Gamma tail of the prompts and batch "
+            "a request's decode shares, ITL (one token gap) a decode step of a random batch plus its prompt work"
+            if query.open_loop else
+            "TTFT and TPOT with Gamma tails of the queueing, ITL (one token gap) the decode step plus the prompt "
+            f"chunks of a {query.token_budget}-token budget (Poisson)"),
         *([speculation.describe()] if speculation is not None else []),
     )  # fmt: skip
     source = f"roofline ({eff.source})" + (f"; {anchors.describe()}" if anchors else "") + (
@@ -249,8 +268,47 @@ def _curve(
                         notes, memory, tp, precision, layout, percentile)
         for i, (state, mean) in enumerate(zip(states, means))
     ]  # fmt: skip
+    if query.rate_rps is not None and factors:
+        # the anchors scale the engine's time, and its rate with it: solve for the model's rate whose corrected
+        # rate is the one asked for (the correction moves slowly with the rate: a few steps settle it)
+        asked, at = query.rate_rps, query.rate_rps
+        for _ in range(20):
+            got = modeled[0].request_throughput_rps
+            if abs(got / asked - 1.0) <= 1e-9:
+                break
+            at *= asked / got
+            states, means = _open_loop_states(dataclasses.replace(query, rate_rps=at), shape, eff, capacity, percentile)
+            if not states:
+                return f"{layout.label} {precision}: {asked:g} requests/s is beyond what the engine serves under Poisson arrivals"
+            factors = _anchor_factors(anchors, shape, eff, query, means)
+            modeled = [_modeled_result(query, states[0], means[0], factors[0], anchors, provenance, why, source, notes,
+                                       memory, tp, precision, layout, percentile)]  # fmt: skip
+    if query.open_loop:  # rows are closed-loop measurements: they stand beside the open-loop points, not for them
+        rows = [] if query.rate_rps is not None else [
+            _row_point(row, min(modeled, key=lambda p: abs(p.concurrency - row.concurrency)), catalog)
+            for row in exact.values()]  # fmt: skip
+        return _between_rows(sorted(modeled + rows, key=lambda p: p.request_throughput_rps), measured, query)
     points = [_row_point(exact[p.concurrency], p, catalog) if p.concurrency in exact else p for p in modeled]
     return _between_rows(points, measured, query)
+
+
+def _open_loop_states(query: PerfQuery, shape: EngineShape, eff, capacity: int,
+                      percentile: float | None) -> tuple[list, list]:
+    """Open-loop states (planner/perf/open_loop.py) at the query's rate, or over a ladder of rates: the closed
+    loop's throughputs below the KV capacity and fractions of its highest; rates the engine cannot serve left
+    out. Returns (states at the percentile, means)."""
+    if query.rate_rps is not None:
+        rates = [query.rate_rps]
+    else:
+        closed = steady_state_curve(shape, eff, query.isl, query.osl, concurrency_ladder(capacity), capacity)
+        top = max(s.request_throughput_rps for s in closed)
+        rates = sorted({s.request_throughput_rps for s in closed} | {top * f for f in OPEN_LOOP_LOADS})
+    states, means = open_loop_states(shape, eff, query.isl, query.osl, rates, capacity, percentile, query.token_budget)
+    # a ladder keeps the rates whose batch the KV cache holds 99% of the time: beyond, sequences wait for memory in
+    # bursts the model does not follow (benchmarks/model_vs_sim.py), and a plan does not size an engine there
+    kept = [i for i, s in enumerate(states) if math.isfinite(s.e2e_ms) and math.isfinite(means[i].e2e_ms)
+            and (query.rate_rps is not None or s.concurrency < capacity)]  # fmt: skip
+    return [states[i] for i in kept], [means[i] for i in kept]
 
 
 def _row_point(row, model: PerfResult, catalog: Catalog) -> PerfResult:
@@ -283,10 +341,11 @@ def _modeled_result(query, state, mean, factors, anchors, provenance, why, sourc
     decode_tokens = max(query.osl - 1, 0)
     if factors:
         ttft_factor, tpot_factor = factors
-        # the rows moved the engine's latencies: its throughput follows by Little's law on the corrected means,
-        # and the wait for a KV slot (beyond the capacity) with it
-        engine_ttft = (mean.ttft_ms - mean.slot_wait_ms) * ttft_factor
-        rps = mean.running / ((engine_ttft + decode_tokens * mean.tpot_ms * tpot_factor) / 1e3)
+        # the rows moved the engine's latencies: its throughput follows by Little's law on the corrected means
+        # (the same sequences in the engine for the corrected time), and the wait for a KV slot with it
+        engine_ttft = mean.ttft_ms - mean.slot_wait_ms
+        modeled_ms = engine_ttft + decode_tokens * mean.tpot_ms
+        rps = mean.request_throughput_rps * modeled_ms / (engine_ttft * ttft_factor + decode_tokens * mean.tpot_ms * tpot_factor)
         slot_scale = mean.request_throughput_rps / rps
     else:
         ttft_factor = tpot_factor = slot_scale = 1.0
@@ -297,7 +356,12 @@ def _modeled_result(query, state, mean, factors, anchors, provenance, why, sourc
         f"prefill {state.prefill_ms:.1f} ms, decode step {state.decode_step_ms:.2f} ms at batch {state.decoding:.1f}, "
         f"prefills take {state.prefill_share:.0%} of the time, {state.chunks_per_step:.3g} prompt chunks per step "
         f"of {state.chunk_ms:.3g} ms each"
-        + (f", {state.concurrency - state.running} queued (KV cache full)" if state.concurrency > state.running else ""),
+        + (f", {state.concurrency - state.running} queued (KV cache full)"
+           if state.concurrency > state.running and not query.open_loop else "")
+        + (f", {state.running} sequences in flight on average, a batch of {state.concurrency} at P99"
+           + (" (the KV cache is full more than 1% of the time: waits for memory come in bursts the model "
+              "underestimates)" if memory.max_concurrency_by_memory and state.concurrency >= memory.running_limit(query.isl, query.osl) else "")
+           if query.open_loop else ""),
         *notes,
     ]
     if factors:

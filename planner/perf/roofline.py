@@ -563,6 +563,16 @@ def _root(s: _Steps, running: np.ndarray, osl: int, eff: Efficiency) -> tuple[np
     return x, high - low <= 4 * np.spacing(high)
 
 
+def closed_loop_throughput(shape: EngineShape, eff: Efficiency, isl: int, osl: int, concurrencies,
+                           max_running: int | None) -> np.ndarray:  # fmt: skip
+    """X, requests per ms, of the closed loop at each concurrency (steady_state_curve's throughput alone)."""
+    concurrency = np.asarray(concurrencies, dtype=float)
+    running = np.maximum(np.minimum(concurrency, max_running) if max_running else concurrency, 1.0)
+    per_step = shape.speculation.tokens_per_step if shape.speculation is not None else 1.0
+    steps_osl = 1.0 + max(osl - 1, 0) / per_step
+    return _root(_steps(shape, eff, isl, steps_osl, running, isl + osl / 2), running, steps_osl, eff)[0]
+
+
 def steady_state_curve(
     shape: EngineShape,
     eff: Efficiency,

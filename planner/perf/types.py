@@ -23,6 +23,15 @@ class PerfQuery:
     e2e_ms: float | None = None
     tpot_ms: float | None = None
     token_budget: int = DEFAULT_TOKEN_BUDGET  # tokens per engine iteration (chunked prefill)
+    # how requests arrive (planner/perf/open_loop.py): "closed", a fixed concurrency as a benchmark runs it (the
+    # point at `concurrency`, or a ladder of them); "poisson", at a rate whatever is in flight, as a deployment sees
+    # them (the point at `rate_rps`, or a ladder of rates up to the engine's capacity)
+    arrivals: str = "closed"
+    rate_rps: float | None = None
+
+    @property
+    def open_loop(self) -> bool:
+        return self.arrivals == "poisson" or self.rate_rps is not None
 
 
 @dataclass(frozen=True)

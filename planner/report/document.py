@@ -166,8 +166,10 @@ def curve_plot(planned: PlannedScenario, workload_name: str, landscape: Landscap
         return None
     workload = next(w for w in planned.scenario.workloads if w.name == workload_name)
     slo, system = workload.slo, catalog.systems[main.system]
+    # the plan's view: requests arriving at random (open loop), the curve over their rate
     query = PerfQuery(workload.model, system.gpu, main.bucket_isl, main.bucket_osl, main.tp, main.precision, None,
-                      slo.ttft_ms, slo.itl_ms, slo.e2e_ms, slo.tpot_ms, planned.scenario.token_budget)  # fmt: skip
+                      slo.ttft_ms, slo.itl_ms, slo.e2e_ms, slo.tpot_ms, planned.scenario.token_budget,
+                      arrivals="poisson")  # fmt: skip
     sources, percentile = planned.scenario.perf_sources, slo.percentile
     answer = curve_in_catalog(query, catalog, system.gpus_per_node, sources, percentile)
     note = None
@@ -175,7 +177,11 @@ def curve_plot(planned: PlannedScenario, workload_name: str, landscape: Landscap
         answer = dataclasses.replace(answer, chosen=None)
         note = (f"the plan serves {workload_name} disaggregated ({main.stage} pool shown): this aggregated curve of "
                 "the same engine is for reference; the pools' points are in the operating points table")  # fmt: skip
-    elif main.concurrency:  # the plan's point (its batch cap and engine lengths), not the curve's own best
+    elif is_modeled(main.provenance) and main.tp and main.precision:
+        # the plan's point: its engine (lengths, layout) at the rate each of its instances serves
+        answer = dataclasses.replace(answer, chosen=_planned_point(planned, workload_name, main, query, percentile)
+                                     or answer.chosen)  # fmt: skip
+    elif main.concurrency:  # a measured row the plan runs: its point, not the curve's own best
         same = [p for p in answer.data_points + answer.modeled_points if p.concurrency == main.concurrency]
         same.sort(key=lambda p: p.provenance != main.provenance)
         answer = dataclasses.replace(answer, chosen=same[0] if same else answer.chosen)
@@ -199,11 +205,29 @@ def curve_plot(planned: PlannedScenario, workload_name: str, landscape: Landscap
     limited = [m for m, _ in metric_limits(slo)]
     y_axis = "ttft" if "ttft_ms" in limited or not limited else limited[0].removesuffix("_ms")
     caption = (f"Latency-throughput curve of {workload_name} on {main.system} ({engine}), ISL {main.bucket_isl} / "
-               f"OSL {main.bucket_osl}: the modeled curve over concurrency, the measured points, the limit and the "
-               f"chosen operating point.")  # fmt: skip
+               f"OSL {main.bucket_osl}: the modeled curve over the rate of requests arriving at random (as the plan "
+               f"sizes an instance; c: the running batch at P99), the measured points (each at its benchmark's "
+               f"concurrency), the limit and the chosen operating point.")  # fmt: skip
     if no_model:
         note = f"no modeled curve: {no_model}"
     return plots.curve_figure(answer, "tokens-per-gpu", y_axis, modeled_label, note), caption
+
+
+def _planned_point(planned: PlannedScenario, workload_name: str, main, query: PerfQuery, percentile: float):
+    """The roofline's point of the plan's main assignment: its engine at the requests/s one of its instances
+    serves (the route's), at the workload's percentile; None where the plan has no such route."""
+    from planner.perf import Layout, modeled_points
+
+    route = next((r for r in planned.plan.routing if r.workload == workload_name and r.system == main.system
+                  and r.tp == main.tp and r.precision == main.precision and r.bucket_isl == main.bucket_isl
+                  and r.bucket_osl == main.bucket_osl and r.stage == main.stage and r.layout == main.layout
+                  and r.rps_per_instance > 0), None)  # fmt: skip
+    if route is None or main.layout != f"TP{main.tp}":
+        return None
+    points = modeled_points(dataclasses.replace(query, rate_rps=route.rps_per_instance), planned.catalog, main.tp,
+                            main.precision, percentile,
+                            engine_lengths=(main.engine_isl, main.engine_osl), layout=Layout(main.tp))  # fmt: skip
+    return None if isinstance(points, str) else points[0]
 
 
 def plots_section(planned: PlannedScenario) -> Section:

@@ -47,7 +47,8 @@ def perf_document(answer: PerfAnswer, gpus_per_node: int) -> dict:
         return {
             "model": answer.query.model, "gpu": answer.query.gpu, "tp": answer.query.tp,
             "precision": answer.query.precision, "isl": answer.query.isl, "osl": answer.query.osl,
-            "concurrency": answer.query.concurrency, "percentile": answer.percentile, "statistic": None,
+            "concurrency": answer.query.concurrency, "rate_rps": answer.query.rate_rps, "percentile": answer.percentile,
+            "statistic": None,
             "ttft_ms": None, "tpot_ms": None, "itl_ms": None, "e2e_ms": None,
             "request_throughput_rps": None, "output_tokens_per_s": None, "instances_per_node": None,
             "rps_per_node": None, "fits": None, "max_concurrency_by_memory": None,
@@ -56,7 +57,7 @@ def perf_document(answer: PerfAnswer, gpus_per_node: int) -> dict:
     memory = result.memory
     return {
         "model": result.model, "gpu": result.gpu, "tp": result.tp, "precision": result.precision,
-        "isl": result.isl, "osl": result.osl, "concurrency": result.concurrency,
+        "isl": result.isl, "osl": result.osl, "concurrency": result.concurrency, "rate_rps": answer.query.rate_rps,
         "gpus_per_instance": result.gpus_per_instance,
         "percentile": result.percentile, "statistic": result.statistic,
         "ttft_ms": result.ttft_ms, "tpot_ms": result.tpot_ms, "itl_ms": result.itl_ms,
@@ -89,7 +90,7 @@ def curve_document(answer: CurveAnswer) -> dict:
     q = answer.query
     return {
         "model": q.model, "gpu": q.gpu, "tp": q.tp, "precision": q.precision, "isl": q.isl, "osl": q.osl,
-        "percentile": answer.percentile, "token_budget": q.token_budget,
+        "percentile": answer.percentile, "token_budget": q.token_budget, "arrivals": q.arrivals,
         "limits": {"ttft_ms": q.ttft_ms, "tpot_ms": q.tpot_ms, "itl_ms": q.itl_ms, "e2e_ms": q.e2e_ms},
         "gpus_per_node": answer.gpus_per_node,
         "data_points": [point_record(p, answer.gpus_per_node) for p in answer.data_points],

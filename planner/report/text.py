@@ -157,8 +157,10 @@ def print_perf(answer: PerfAnswer, gpus_per_node: int, console: Console) -> None
         return
     console.print(
         f"{result.model} on {result.gpu}, TP {result.tp or 'not stated'}, {result.precision or 'precision not stated'}, "
-        f"ISL {result.isl} / OSL {result.osl}, concurrency {result.concurrency or 'not stated'}"
-    )
+        f"ISL {result.isl} / OSL {result.osl}, "
+        + (f"{answer.query.rate_rps:,.4g} requests/s arriving at random (a batch of {result.concurrency} at P99)"
+           if answer.query.rate_rps is not None else f"concurrency {result.concurrency or 'not stated'}")
+    )  # fmt: skip
     console.print(f"{_latencies(result)} (at {percentile_label(result.percentile) if result.statistic != 'mean' else 'the mean'}"
                   f"{'' if result.statistic in ('mean', 'median') or result.percentile is not None else ', the row states its ' + result.statistic})")
     rps_node = result.rps_per_node(gpus_per_node)
@@ -230,12 +232,16 @@ def print_catalog(kind: str, entries: list[dict], console: Console) -> None:
 
 def print_curve(answer: CurveAnswer, console: Console) -> None:
     q = answer.query
-    table = Table(title=f"{q.model} on {q.gpu}, TP{q.tp} {q.precision}, ISL {q.isl} / OSL {q.osl}, latencies at "
+    how = (", requests arriving at random (open loop; batch: the running batch's P99)" if q.open_loop
+           else ", a fixed concurrency (closed loop, as a benchmark runs)")  # fmt: skip
+    table = Table(title=f"{q.model} on {q.gpu}, TP{q.tp} {q.precision}, ISL {q.isl} / OSL {q.osl}{how}, latencies at "
                         f"{percentile_label(answer.percentile)}", title_justify="left")  # fmt: skip
-    for column in ("concurrency", "TTFT ms", "TPOT ms", "ITL ms", "E2E ms", "tok/s per GPU", "tok/s per user",
+    first = "batch P99" if q.open_loop else "concurrency"
+    for column in (first, "TTFT ms", "TPOT ms", "ITL ms", "E2E ms", "tok/s per GPU", "tok/s per user",
                    "rps per node", "provenance"):  # fmt: skip
         table.add_column(column, justify="left" if column == "provenance" else "right")
-    points = sorted(answer.data_points + answer.modeled_points, key=lambda p: (p.concurrency or 0, p.provenance))
+    points = sorted(answer.data_points + answer.modeled_points,
+                    key=lambda p: (p.request_throughput_rps or 0, p.provenance) if q.open_loop else (p.concurrency or 0, p.provenance))  # fmt: skip
     for p in points:
         mark = " <- chosen" if answer.chosen is not None and p == answer.chosen else ""
         table.add_row(
@@ -247,7 +253,7 @@ def print_curve(answer: CurveAnswer, console: Console) -> None:
     console.print(table)
     if answer.chosen is not None:
         c = answer.chosen
-        console.print(f"chosen under the limits: concurrency {c.concurrency or 'not stated'} ({c.provenance}), "
+        console.print(f"chosen under the limits: {first} {c.concurrency or 'not stated'} ({c.provenance}), "
                       f"{_latencies(c)}, {c.rps_per_node(answer.gpus_per_node) or 0:,.4g} rps per node")  # fmt: skip
     elif answer.miss_reason:
         console.print(f"no point meets the limits: {answer.miss_reason}", soft_wrap=True)
