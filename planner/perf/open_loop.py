@@ -7,24 +7,20 @@ the number running varies about its mean. At rate lambda (per ms), with the roof
     D(b)   decode step of b sequences (context ISL + OSL/2)
     Delta  what one prompt adds to a step that runs anyway (its compute, the weights already read)
     rho  = lambda Delta                   time share of prompts
-    n    = lambda (OSL-1) TPOT            sequences decoding (Little's law on the decode phase)
+    m    = OSL - 1                        decode steps of a request
 
-Steps. An iteration takes the prompt tokens waiting, up to the token budget beside the decoders: C = (budget -
-n) / ISL prompts. With Q prompts waiting at its start it runs x = min(Q, C) of them in tau(Q) = D(n) + Delta x,
-while Poisson(lambda tau) more arrive: Q' = Q - x + Poisson(lambda tau(Q)), a Markov chain solved for its
-stationary law pi on a grid of Q (`_step_chains`). Its mean step is D / (1 - rho).
+Steps (planner/perf/step_chain.py). An iteration runs the prompts waiting, up to the token budget beside the
+decoders (C = (budget - n) / ISL prompts), in tau = D(n) + Delta x: a Markov chain of Q, the prompts waiting,
+solved for its stationary law pi. The batch a step decodes is the sum of the prompts the last m steps ended:
+E[N | Q] and Var(N | Q) from the chain (time-reversed, and its autocovariance), widened by 1 / (1 - g) for the
+feedback g = lambda m slope / (1 - rho) of a larger batch's longer steps letting more prompts in.
 
-TPOT. A request's mean gap averages the steps its tokens see; a step of more sequences (longer by slope each) gives
-more tokens, so the mean over tokens exceeds the mean step by slope Var(N) / N (N the sequences decoding, whose
-variance holds the Poisson count and the common slow-down all of them share: Var(N) = n + (lambda (OSL-1))^2 x
-Var(TPOT)):
-
-    TPOT = (D(N) + slope Var(N) / N) / (1 - rho),   lambda (OSL-1) TPOT = N + slope Var(N) / D(N)
-
-Its spread: the OSL-1 steps share time with every request whose decode phase overlaps (slope x the steps shared)
-and carry the prompts arriving meanwhile (Delta each): a sum over a Poisson process, variance lambda S (2/3
-(slope m)^2 + Delta^2 + slope m Delta), stretched by what its own extra time lets in (1 / (1 - rho - lambda m
-slope)^2); Gamma-shaped.
+TPOT (= the mean ITL, over tokens). A fluid estimate first (`_token_mean`: the token-weighted mean step with the
+batch Poisson and the common slow-down), which sets the chain's pace D(n); then the chain's own token-weighted mean
+step, E[N tau] / E[N], and the chain again at the pace that gives (Little: lambda m TPOT in flight), to 1%. At a
+percentile: base + unit X + G, X the prompts a request's own steps carry counted from the state its prompt ended
+in (step_chain.window_prompts; laws.window_law), unit its prompt plus half the steps left as one more sequence, G
+the batch it shares (normal).
 
 TTFT. An arrival comes during a step (length-biased by tau), behind the prompts left over from it and those that
 arrived before it in it (V); its prompt ends in the j-th next step, j = ceil((V + 1) / C), after j - 1 full steps
@@ -34,9 +30,10 @@ wait for a sequence slot adds to it: the requests in the engine a birth-death ch
 loop's throughput at N in flight (`_slots`), P(W > t) = P(wait) exp(-(X(K) - lambda) t). The quantile is taken over
 the atoms of that mixture.
 
-ITL, one gap: D(1 + N) + Delta x(Q), N the others decoding (negative binomial, Var(N)), Q from pi.
+ITL, one gap: D(N) + Delta x for the step a token falls in (laws.gap_quantile), the state drawn in proportion to
+pi E[N | Q] and N size-biased for the token's own sequence. E2E: the quantile of TTFT + m TPOT, independent.
 
-`benchmarks/model_vs_sim.py` measures all four metrics against the simulator.
+`benchmarks/model_vs_sim.py` measures all four metrics against the simulator; `tests/test_metrics.py` asserts it.
 """
 
 from __future__ import annotations
@@ -44,11 +41,8 @@ from __future__ import annotations
 from collections import OrderedDict
 
 import numpy as np
-from scipy import sparse
-from scipy.sparse.linalg import splu, spsolve
-from scipy.special import betainc, gammaincc, gammaln
-from scipy.stats import betabinom, binom, gamma, nbinom, poisson
 
+from planner.perf.laws import bisect, compress, count_ppf, count_sf, gap_quantile, weighted_quantile, window_law
 from planner.perf.roofline import (
     COMPUTE_BOUND_TOKENS,
     DEFAULT_TOKEN_BUDGET,
@@ -59,30 +53,15 @@ from planner.perf.roofline import (
     fixed_ms,
     step_ms,
 )
+from planner.perf.step_chain import batch_given_state, chain_gap_mean, grid_size, poisson_pmf, step_chains, window_prompts
 
 SLOT_PERCENTILE = 99.0  # a point's batch: the running count's P99 (fewer than 1% of arrivals wait for a slot)
-MAX_STATES = 1024  # grid points of the step chain; a queue that needs more is beyond what the engine serves
-GAP_GRID = 160  # batch sizes at which the law of one gap is tabulated (a step moves by slope x spacing / 2 at most)
-TAIL = 1e-9  # probability left out of Poisson sums and of the chain's grid
-FORGOTTEN = 1e-9  # a chain has forgotten its start when what is left of a deviation is below this share of x's scale
-DENSE_STATES = 160  # chains of up to this many states step as dense matrices
 CACHE_SIZE = 4096  # open-loop solves kept (open_loop_states)
-PROBE_LAGS = 48  # lags stepped before the infinite sums are taken (where the chain has forgotten by then)
-TAIL_SHARE = 0.01  # a geometric tail is summed in closed form once it is under this share of the sum
+CHAIN_ROUNDS = 8  # rounds of chain and pace before a point that has not settled is given up
 ATOM_FLOOR = 1e-12  # an atom of TTFT's law lighter than this share of the whole is left out (its mass ~1e-9 in all)
 _SOLVED: OrderedDict[str, tuple[list[SteadyState], list[SteadyState]]] = OrderedDict()
 _U_NODES, _U_WEIGHTS = np.polynomial.legendre.leggauss(4)
 _U_NODES, _U_WEIGHTS = (_U_NODES + 1) / 2, _U_WEIGHTS / 2  # Gauss-Legendre on [0, 1]
-
-
-def _erlang_c(servers, offered):
-    """Probability that an arrival waits in an M/M/K queue of K servers offered `offered` Erlangs (1 where a >= K)."""
-    k, a = np.asarray(servers, dtype=float), np.asarray(offered, dtype=float)
-    stable = a < k
-    a_safe = np.where(stable, np.maximum(a, 1e-300), 1.0)
-    blocking = poisson.pmf(k, a_safe) / np.maximum(poisson.cdf(k, a_safe), 1e-300)
-    wait = k * blocking / np.maximum(k - a_safe * (1.0 - blocking), 1e-300)
-    return np.where(stable, np.clip(wait, 0.0, 1.0), 1.0)
 
 
 def _slots(shape: EngineShape, eff: Efficiency, isl: int, osl: int, rate, limit: int):
@@ -107,64 +86,24 @@ def _slots(shape: EngineShape, eff: Efficiency, isl: int, osl: int, rate, limit:
     return waits, drain, needed.astype(float)
 
 
-def _poisson_pmf(k, mean):
-    """Poisson probabilities (scipy.special directly: the chain asks for many small tables)."""
-    mean = np.maximum(mean, 1e-300)
-    return np.exp(k * np.log(mean) - mean - gammaln(k + 1.0))
+def _token_mean(decode, rate, m: float, u, slope, batch_var, start, ok):
+    """The fluid estimate of the mean gap over tokens (the chain's pace, refined from the chain in `_open_loop`),
+    T = E[N tau] / E[N] over steps (N the sequences a step decodes, tau its length):
 
-
-def _count_law(mean, var):
-    """Negative binomial (scipy's n, p) of this mean and variance; Poisson where the variance is not above it."""
-    mean = np.maximum(np.asarray(mean, dtype=float), 1e-300)
-    extra = np.maximum(np.asarray(var, dtype=float) - mean, mean * 1e-9)
-    size = mean**2 / extra
-    return size, size / (size + mean)
-
-
-def _count_sf(limit, mean, var):
-    """P(N >= limit) for the requests in the engine (negative binomial)."""
-    size, prob = _count_law(np.where(np.isfinite(mean), mean, 1.0), np.where(np.isfinite(var), var, 1.0))
-    return np.where(np.isfinite(mean), nbinom.sf(limit - 1, size, prob), 1.0)
-
-
-def _count_ppf(q, mean, var):
-    size, prob = _count_law(np.where(np.isfinite(mean), mean, 1.0), np.where(np.isfinite(var), var, 1.0))
-    return np.where(np.isfinite(mean), nbinom.ppf(q, size, prob), np.inf)
-
-
-def _bisect(survival, target, low, high, iterations: int = 80):
-    """The x with survival(x) = target, for a survival function falling in x, bisected on arrays."""
-    for _ in range(iterations):
-        middle = (low + high) / 2
-        above = survival(middle) > target
-        low, high = np.where(above, middle, low), np.where(above, high, middle)
-    return (low + high) / 2
-
-
-def _gamma_ppf(mean, var, q: float):
-    spread = (mean > 0) & (var > 0) & np.isfinite(mean) & np.isfinite(var)
-    m, v = np.where(spread, mean, 1.0), np.where(spread, var, 1.0)
-    return np.where(spread, gamma.ppf(q, m * m / v, scale=v / m), mean)
-
-
-def _token_mean(decode, rate, m: float, u, rho, slope, batch_var, ahead, start, ok):
-    """The mean gap over tokens, T = E[N tau] / E[N] over steps (N the sequences a step decodes, tau its length):
-
-        E[tau] = D(N) / (1 - rho),   Cov(N, tau) = (slope Var(N) + rho E[tau] ahead) / (1 - rho)
+        E[tau] = D(N) / (1 - rho),   Cov(N, tau) = slope Var(N) / (1 - rho)
         T = E[tau] + Cov(N, tau) / N,   lambda m T = N + Cov(N, tau) / E[tau]   (Little's law, time-averaged)
 
-    (steps that carry prompts hold `ahead` more sequences than a prompt's arrival sees). With E[tau] and Cov held,
-    the second equation times N is a quadratic, N^2 - (lambda m E[tau] - Cov / E[tau]) N - lambda m Cov = 0, whose
-    positive root is the next N (a fixed-point step on N itself diverges where N is small and Cov / N large); D(N)
-    moves E[tau] by slope / (1 - rho) per sequence, a contraction where lambda m slope < 1 - rho (damped by it).
-    Returns (N, T, the time-averaged N, ok: `ok` where the solution settled)."""
+    With E[tau] and Cov held, the second equation times N is a quadratic, N^2 - (lambda m E[tau] - Cov / E[tau]) N
+    - lambda m Cov = 0, whose positive root is the next N (a fixed-point step on N itself diverges where N is small
+    and Cov / N large); D(N) moves E[tau] by slope / (1 - rho) per sequence, a contraction where lambda m slope <
+    1 - rho (damped by it). Returns (N, T, the time-averaged N, ok: `ok` where the solution settled)."""
     safe_u = np.where(ok, u, 1.0)
     contraction = np.clip(np.where(ok, rate * m * slope / safe_u, 0.0), 0.0, 0.95)
     batch = np.maximum(start, 1e-9)
     settled = np.zeros(len(rate), dtype=bool)
     for _ in range(80):
         e_tau = decode(batch) / safe_u
-        cov = (slope * batch_var + rho * e_tau * ahead) / safe_u
+        cov = slope * batch_var / safe_u
         tpot = e_tau + cov / np.maximum(batch, 1e-9)
         linear = rate * m * e_tau - cov / e_tau
         new = np.maximum((linear + np.sqrt(linear**2 + 4 * rate * m * cov)) / 2, 1e-9)
@@ -177,271 +116,6 @@ def _token_mean(decode, rate, m: float, u, rho, slope, batch_var, ahead, start, 
     return batch, np.where(ok, tpot, np.inf), rate * m * np.where(ok, tpot, 0.0), ok
 
 
-def _grid_size(rate, decode, delta, per_step) -> np.ndarray:
-    """Grid points per prompt and the number of points the step chain needs (0: the queue of prompts does not
-    settle, or needs more than MAX_STATES)."""
-    full = decode + delta * per_step  # a step that runs C prompts
-    arriving = rate * full
-    drift = per_step - arriving  # prompts a backlogged step removes, net
-    settled = drift > 0
-    per_prompt = np.where(per_step < 2, 4.0, np.where(per_step < 4, 2.0, 1.0))
-    # the backlog's tail falls as exp(-theta q), theta = 2 drift / variance (a random walk's); cover e^-18 of it
-    theta = np.where(settled, 2 * drift / np.maximum(arriving, 1e-300), 1.0)
-    top = per_step + poisson.ppf(1 - TAIL, np.maximum(arriving, 1e-300)) + 18.0 / theta
-    states = np.ceil(top * per_prompt) + 2
-    return per_prompt, np.where(settled & (states <= MAX_STATES), states, 0).astype(int)
-
-
-def _transitions(lam: float, decode: float, delta: float, per_step: float, per_prompt: float, size: int):
-    """The step chain of one point on the grid q = i / per_prompt: (P, q, x), P[i, j] the probability that a step
-    begun with q_i prompts waiting leaves q_j (row-stochastic, sparse; Poisson arrivals during the step split
-    between the two grid points around where they land, the grid's end holding the tail), x the prompts each
-    state's step runs."""
-    q = np.arange(size) / per_prompt
-    x = np.minimum(q, per_step)
-    tau = decode + delta * x
-    most = lam * tau[-1]
-    arrivals = np.arange(int(most + 12 * np.sqrt(most) + 12) + 1)
-    weight = _poisson_pmf(arrivals[None, :], lam * tau[:, None])  # states x arrivals
-    weight /= weight.sum(axis=1, keepdims=True)  # each row a law (the grid's end holds the tail)
-    target = ((q - x)[:, None] + arrivals[None, :]) * per_prompt
-    low = np.floor(target).astype(int)
-    frac = target - low
-    source = np.broadcast_to(np.arange(size)[:, None], low.shape).ravel()
-    rows, cols, values = [], [], []
-    for dest, share in ((np.minimum(low, size - 1), 1 - frac), (np.minimum(low + 1, size - 1), frac)):
-        rows.append(source)
-        cols.append(dest.ravel())
-        values.append((weight * share).ravel())
-    matrix = sparse.coo_matrix((np.concatenate(values), (np.concatenate(rows), np.concatenate(cols))), shape=(size, size))
-    return matrix.tocsr(), q, x
-
-
-def _step_chains(rate, decode, delta: float, per_step, per_prompt, states) -> list:
-    """The stationary law of Q, the prompts waiting at a step's start (module docstring), for each point (arrays
-    over points). Returns, per point, (q, x, pi, P): the grid, the prompts each state's step runs, the law, the
-    transition matrix (`_transitions`).
-
-    pi (P - I) = 0 with sum(pi) = 1: the balance equations (P^T - I) pi = 0, the one of Q = 0 replaced by
-    pi(0) = 1, then normalized. P is banded (a step moves Q by its arrivals less what it runs), so one sparse LU
-    solves the block-diagonal system of all the points at once."""
-    if len(rate) == 0:
-        return []
-    chains = [_transitions(*point) for point in zip(rate, decode, np.full(len(rate), delta), per_step, per_prompt, states)]
-    sizes = np.array([len(q) for _, q, _ in chains])
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    total = int(sizes.sum())
-    balance = sparse.block_diag([matrix.T for matrix, _, _ in chains], format="csr") - sparse.identity(total, format="csr")
-    keep = np.ones(total)
-    keep[starts] = 0.0  # the first balance equation of each point, replaced by pi(0) = 1
-    pinned = sparse.coo_matrix((np.ones(len(starts)), (starts, starts)), shape=(total, total))
-    system = (sparse.diags(keep) @ balance + pinned).tocsc()
-    rhs = np.zeros(total)
-    rhs[starts] = 1.0
-    solution = np.clip(spsolve(system, rhs), 0.0, None)
-    out = []
-    for (matrix, q, x), start, size in zip(chains, starts, sizes):
-        pi = solution[start : start + size]
-        out.append((q, x, pi / pi.sum(), matrix))
-    return out
-
-
-def _chain_gap_mean(decode, slope: float, batch_mean, batch_var: float, chunk_ms, pi) -> float:
-    """The mean gap over tokens, E[N tau] / E[N] over steps, from the chain: in state i a step decodes N sequences
-    (mean E[N | i], variance Var(N | Q)) and lasts D(N) + c_i, D linear in N by `slope` about the mean, so
-    E[N tau | i] = E[N | i] (D(E[N | i]) + c_i) + slope Var(N | Q)."""
-    tokens = pi @ batch_mean
-    if not tokens > 0:
-        return float(decode(1.0))
-    return float(pi @ (batch_mean * (decode(np.maximum(batch_mean, 0.0)) + chunk_ms) + slope * batch_var) / tokens)
-
-
-def _settled_ratio(ratios: list[float]) -> float | None:
-    """The rate at which a chain forgets, once the last ratios of successive deviations agree (to 1e-3, eight in a
-    row, below 1): then one mode is left and the rest of a sum is geometric; None before that (and between every
-    fourth lag: the test is not free). Callers take the geometric rest only where it is a small share of the sum,
-    so that an error in the ratio barely shows."""
-    if len(ratios) < 12 or len(ratios) % 4:
-        return None
-    last = ratios[-8:]
-    if max(last) >= 1.0 or min(last) <= 0.0 or max(last) - min(last) > 1e-3 * max(last):
-        return None
-    return last[-1]
-
-
-def _mixed(left: float, steps: float) -> bool:
-    """Whether a deviation that fell to `left` of its start in PROBE_LAGS lags is gone (below 1e-6) long before
-    `steps`: then sums to `steps` are the infinite ones."""
-    if steps <= 2 * PROBE_LAGS:
-        return False
-    return left <= 0.0 or (steps / PROBE_LAGS - 1) * np.log(max(left, 1e-300)) <= np.log(1e-6)
-
-
-def _geometric_sum(ratio: float, terms: int) -> float:
-    """sum_{k=1..terms} ratio^k."""
-    return ratio * (1 - ratio**terms) / (1 - ratio) if terms > 0 else 0.0
-
-
-def _ramp_sum(ratio: float, length: float) -> float:
-    """sum_{k=1..M-1} (M - k) ratio^k for M = length (the weights of the autocovariances past the last lag)."""
-    if length <= 1:
-        return 0.0
-    return ratio * (length * (1 - ratio) - (1 - ratio**length)) / (1 - ratio) ** 2
-
-
-def _fundamental(matrix, pi, y):
-    """Infinite sums of a zero-mean y (pi . y = 0) along the chain, by one sparse LU: (h, h2, k) with
-    h = sum_{l>=0} P^l y, h2 = sum_{l>=0} P^l h and k = sum_{l>=0} R^l y (R the time-reversed chain).
-
-    (I - P) h = y with pi . h = 0: M = I - P + 1 e_0^T is invertible, M g = y gives g_0 = pi . y = 0 and so
-    (I - P) g = y; h = g - (pi . g). For R = D^-1 P^T D (D = diag pi): (I - P^T) (D k) = D y, solved with M^T
-    (1 . (D k) = 0 keeps pi . k = 0)."""
-    size = len(y)
-    column = sparse.csc_matrix((np.ones(size), (np.arange(size), np.zeros(size, dtype=int))), shape=(size, size))
-    lu = splu((sparse.identity(size, format="csc") - matrix.tocsc() + column).tocsc())
-    g = lu.solve(y)
-    h = g - pi @ g
-    g2 = lu.solve(h)
-    h2 = g2 - pi @ g2
-    visited = pi > 1e-200  # states the chain all but never visits get no reversed sum (1 / pi would overflow)
-    k = np.where(visited, lu.solve(pi * y, trans="T") / np.where(visited, pi, 1.0), 0.0)
-    return h, h2, k
-
-
-def _batch_given_state(chains: list, m: float) -> list[tuple[np.ndarray, float]]:
-    """The sequences a step decodes, N, given the state its chain is in: per chain (matrix P, law pi, prompts run
-    x), (E[N | Q = q_i] per state, Var(N | Q)).
-
-    A prompt decodes its m = OSL - 1 tokens in the m steps after the one that ends it (every step decodes every
-    running sequence once), so N_t = sum_{j=1..m} x_{t-j}, a moving sum of the chain's own output: steps that
-    carry prompts follow steps that did (the prompts that arrive during a long step make the next one long), so N
-    is overdispersed and larger where prompts run. With y = x - E[x], C(l) = E[y_0 y_l] (y's autocovariance,
-    C(l) = pi . (y P^l y)) and R the time-reversed chain (R[i, j] = pi_j P[j, i] / pi_i):
-
-        E[N | Q_t = i] = m E[x] + sum_{j=1..m} (R^j y)_i,     Var(N) = m C(0) + 2 sum_{l=1..m-1} (m - l) C(l)
-
-    and Var(N | Q) = Var(N) - Var(E[N | Q]) (total variance). The sums stop where every chain has forgotten (both
-    terms below FORGOTTEN of x's scale): the mixing time, not m, bounds the work. Each chain steps on its own
-    (dense where it is small), so a slow one near saturation does not hold the others."""
-    out = []
-    for matrix, pi, x in chains:
-        mean_x = float(pi @ x)
-        y = x - mean_x
-        scale = max(float(np.max(np.abs(y))), 1e-300)
-        var_n = m * float(pi @ (y * y))
-        weighted = pi * y
-        # states the chain all but never visits (pi below 1e-200) get no reversed row: 1 / pi would overflow
-        backward = (sparse.diags(np.where(pi > 1e-200, 1.0 / np.maximum(pi, 1e-200), 0.0)) @ matrix.T
-                    @ sparse.diags(pi)).tocsr()  # fmt: skip
-        forward = matrix
-        if len(x) <= DENSE_STATES:  # a small chain steps faster dense
-            forward, backward = forward.toarray(), backward.toarray()
-        conditional, ahead, behind = np.zeros_like(x), y.copy(), y.copy()
-        size, ratios, cov_ratios, cov = scale, [], [], 0.0
-        for lag in range(1, int(np.ceil(m)) + 1):
-            if lag == PROBE_LAGS + 1 and _mixed(size / scale, m):
-                # forgotten long before m: the sums to m are the infinite ones (_fundamental), to 1e-6
-                h, h2, k = _fundamental(matrix, pi, y)
-                conditional = k - y
-                var_n = m * float(pi @ (y * y)) + 2 * (m * float(weighted @ (h - y)) - float(weighted @ (h2 - h)))
-                break
-            behind = backward @ behind
-            conditional += min(1.0, m - lag + 1) * behind
-            last_cov, cov = cov, 0.0
-            if lag < m:
-                ahead = forward @ ahead
-                cov = float(weighted @ ahead)
-                var_n += 2 * (m - lag) * cov
-            last, size = size, float(np.max(np.abs(behind)))
-            if size < FORGOTTEN * scale and abs(cov) < FORGOTTEN * scale**2:
-                break
-            ratios.append(size / last if last > 0 else 0.0)
-            cov_ratios.append(cov / last_cov if last_cov != 0 else 0.0)
-            ratio, cov_ratio = _settled_ratio(ratios), _settled_ratio(cov_ratios)
-            if ratio is not None and cov_ratio is not None and lag < m:
-                # the slowest modes alone are left: every further term is the last times its ratio^k; taken where
-                # the rest is under TAIL_SHARE of the sums (an error in the ratio then barely shows)
-                rest = behind * _geometric_sum(ratio, int(np.ceil(m)) - lag)
-                rest_var = 2 * cov * _ramp_sum(cov_ratio, m - lag)
-                if (np.max(np.abs(rest)) <= TAIL_SHARE * (np.max(np.abs(conditional)) + FORGOTTEN * scale)
-                        and abs(rest_var) <= TAIL_SHARE * abs(var_n)):  # fmt: skip
-                    conditional += rest
-                    var_n += rest_var
-                    break
-        conditional = np.maximum(m * mean_x + conditional, 0.0)
-        spread = float(pi @ (conditional - pi @ conditional) ** 2)
-        out.append((conditional, max(var_n - spread, 0.0)))
-    return out
-
-
-def _window_prompts(chains: list, m: float) -> list[tuple[float, float, float]]:
-    """The prompts a request's decode steps carry: per chain (matrix P, law pi, prompts run x), the probability
-    that none of its m = OSL - 1 steps carries one, and the mean and variance of X = sum_{j=1..m} x_{t+j}.
-
-    A request's prompt ends in step t, in a state drawn in proportion to pi x (a step ends x prompts), so its decode
-    starts from mu = (pi x) P / (pi . x): right after a prompt, when more are likely waiting. Backward on the
-    chain, f_j(i) = E[sum_{l<j} x_l | Q_0 = i], g_j(i) = E[(sum_{l<j} x_l)^2 | Q_0 = i], z_j(i) = P(x_l = 0 for
-    l < j | Q_0 = i):
-
-        f_{j+1} = x + P f_j,   g_{j+1} = x^2 + 2 x P f_j + P g_j,   z_{j+1} = [x = 0] P z_j
-
-    and mu . f_m, mu . g_m - (mu . f_m)^2, mu . z_m. Once the chain has forgotten its start (the mean's increment
-    is E[x] and the variance's increment constant, to FORGOTTEN) the rest is linear in the steps left, and mu . z
-    falls by its last ratio per step: the work is bounded by the mixing time, not by m. Each chain steps on its
-    own (dense where it is small)."""
-    steps = max(int(np.ceil(m - 1e-9)), 0)
-    out = []
-    for matrix, pi, x in chains:
-        ends = pi * x
-        start = (matrix.T @ ends) / max(float(ends.sum()), 1e-300)
-        mean_x = float(pi @ x)
-        forward = matrix.toarray() if len(x) <= DENSE_STATES else matrix  # a small chain steps faster dense
-        f, g, z = np.zeros_like(x), np.zeros_like(x), np.ones_like(x)
-        idle = (x == 0).astype(float)
-        mean = var = 0.0
-        last_var_step, last_mean_step, none, decay, done = np.nan, np.nan, 1.0, 1.0, 0
-        ratios, var_steps, extrapolated = [], [], False
-        for done in range(1, steps + 1):
-            ahead = forward @ f
-            f, g, z = x + ahead, x * x + 2 * x * ahead + forward @ g, idle * (forward @ z)
-            new_none = float(start @ z)
-            decay, none = (new_none / none if none > 0 else 0.0), new_none
-            new_mean = float(start @ f)
-            new_var = float(start @ g) - new_mean**2
-            mean_step, var_step = new_mean - mean, new_var - var
-            mean, var = new_mean, new_var
-            settled = (abs(mean_step - mean_x) <= FORGOTTEN * max(mean_x, 1e-300)
-                       and abs(var_step - last_var_step) <= FORGOTTEN * max(abs(var_step), 1e-300))  # fmt: skip
-            if len(var_steps) >= 1 and abs(last_mean_gap := last_mean_step - mean_x) > 0:
-                ratios.append(abs(mean_step - mean_x) / abs(last_mean_gap))
-            last_var_step, last_mean_step = var_step, mean_step
-            var_steps.append(var_step)
-            if done > 2 and settled:
-                break
-            ratio = _settled_ratio(ratios)
-            if ratio is not None and len(var_steps) >= 3 and done < steps:
-                # the slowest mode alone is left: the mean's step nears E[x] and the variance's its limit by ratio^k;
-                # taken where what rests on the ratio is under TAIL_SHARE of the result
-                left = steps - done
-                rest_mean = (mean_step - mean_x) * _geometric_sum(ratio, left)
-                limit = var_steps[-1] - (var_steps[-1] - var_steps[-2]) * ratio / (1 - ratio)
-                rest_var = (var_step - limit) * _geometric_sum(ratio, left)
-                final_mean, final_var = mean + left * mean_x + rest_mean, var + left * limit + rest_var
-                if (abs(rest_mean) <= TAIL_SHARE * abs(final_mean) and abs(rest_var) + left * abs(var_step - limit)
-                        <= TAIL_SHARE * abs(final_var)):  # fmt: skip
-                    mean, var = final_mean, max(final_var, 0.0)
-                    none *= min(max(decay, 0.0), 1.0) ** left
-                    extrapolated = True
-                    break
-        if not extrapolated:
-            left = steps - done
-            mean = mean + left * mean_x
-            var = max(var + left * (0.0 if np.isnan(last_var_step) else last_var_step), 0.0)
-            none = none * min(max(decay, 0.0), 1.0) ** left  # z decays by its dominant rate once the chain has forgotten
-        out.append((none, mean, var))
-    return out
-
-
 def _prompts_ahead(rate, decode, delta, per_step, q, x, pi) -> float:
     """The mean number of prompts that finish before an arrival's last chunk runs: those the step in progress
     runs, and those ahead of it (left over, or arrived before it in that step) that the steps before its last one
@@ -451,7 +125,7 @@ def _prompts_ahead(rate, decode, delta, per_step, q, x, pi) -> float:
     before_mean = rate * tau[:, None] * _U_NODES[None, :]  # states x U
     most = float(before_mean.max())
     before = np.arange(int(most + 10 * np.sqrt(most) + 10) + 1)
-    p_before = _poisson_pmf(before[None, None, :], before_mean[..., None])
+    p_before = poisson_pmf(before[None, None, :], before_mean[..., None])
     waiting = (q - x)[:, None, None] + before[None, None, :]
     earlier = np.maximum(np.ceil((waiting + 1.0) / per_step - 1e-9), 1.0) - 1.0  # steps before its last one
     done = np.minimum(waiting, earlier * per_step)
@@ -470,7 +144,7 @@ def _ttft_atoms(rate, decode, delta, per_step, q, x, pi, idle: float, alone: flo
     before_mean = rate * tau[:, None] * _U_NODES[None, :]  # states x U
     most = float(before_mean.max())
     before = np.arange(int(most + 10 * np.sqrt(most) + 10) + 1)
-    p_before = _poisson_pmf(before[None, None, :], before_mean[..., None])  # states x U x A
+    p_before = poisson_pmf(before[None, None, :], before_mean[..., None])  # states x U x A
     residual = (1 - _U_NODES[None, :]) * tau[:, None]
     through = left[:, None, None] + before[None, None, :] + 1.0  # prompts up to and with the own one
     steps = np.maximum(np.ceil(through / per_step - 1e-9), 1.0)
@@ -496,28 +170,6 @@ def _ttft_atoms(rate, decode, delta, per_step, q, x, pi, idle: float, alone: flo
     return atoms[heavy], weights[heavy] / weights[heavy].sum()
 
 
-def _weighted_quantile(values, weights, q: float, presorted: bool = False) -> float:
-    order = slice(None) if presorted else np.argsort(values, kind="stable")
-    cumulative = np.cumsum(weights[order])
-    return float(values[order][min(np.searchsorted(cumulative, q * cumulative[-1]), len(values) - 1)])
-
-
-def open_loop_curve(
-    shape: EngineShape,
-    eff: Efficiency,
-    isl: int,
-    osl: int,
-    rates_rps,
-    max_running: int | None,
-    percentile: float | None = None,
-    token_budget: int = DEFAULT_TOKEN_BUDGET,
-) -> list[SteadyState]:
-    """The open-loop steady state (module docstring) at each rate, latencies at `percentile` (None: means).
-    A rate the engine cannot serve (prompts or decode beyond its speed, or the running limit) has infinite
-    latencies."""
-    return open_loop_states(shape, eff, isl, osl, rates_rps, max_running, percentile, token_budget)[0]
-
-
 def open_loop_states(
     shape: EngineShape,
     eff: Efficiency,
@@ -528,7 +180,9 @@ def open_loop_states(
     percentile: float | None = None,
     token_budget: int = DEFAULT_TOKEN_BUDGET,
 ) -> tuple[list[SteadyState], list[SteadyState]]:
-    """`open_loop_curve` at `percentile` and of means, from one solve: (states at the percentile, means).
+    """The open-loop steady state (module docstring) at each rate, from one solve: (states with latencies at
+    `percentile`, states of means; with `percentile` None, the means twice). A rate the engine cannot serve (prompts
+    or decode beyond its speed, or the running limit) has infinite latencies.
 
     A pure function of its arguments, so solves are kept (the last CACHE_SIZE, keyed by the arguments' full repr):
     a plan asks for one engine's curve at every batch cap, and sweeps and `--verify` plan the same engines again."""
@@ -582,40 +236,46 @@ def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_b
                         / feedback**2, 0.0) / max(m, 1.0) ** 2  # fmt: skip
     # the token-weighted mean gap (module docstring), first without the prompts ahead: their law needs the steps'
     batch_var = n + (rate * m) ** 2 * tpot_var
-    _, tpot, n_time, ok = _token_mean(decode, rate, m, u, rho, slope, batch_var, np.zeros_like(rate), n, ok)
-    # the step chain at the pace of the batch's time average, and the batch it gives (_batch_given_state): its
+    _, tpot, n_time, ok = _token_mean(decode, rate, m, u, slope, batch_var, n, ok)
+    # the step chain at the pace of the batch's time average, and the batch it gives (step_chain.batch_given_state): its
     # token-weighted mean gap replaces the fluid estimate, and the chain is solved again at the pace that gap
-    # gives (Little: lambda m T) until the two agree to 1% (two rounds, mostly)
+    # gives (Little: lambda m T) until the two agree to 1% (two rounds, mostly; a secant step near saturation)
     # the chain steps at the mean batch's pace; a larger batch makes longer steps that let more prompts in (lambda
     # slope / (1 - rho) more a step for each sequence more, each staying m steps): that feedback g = lambda m slope
     # / (1 - rho) widens the spread of the batch and of a window's prompts by 1 / (1 - g) (a birth-death chain's
     # linear-noise variance)
     widen = 1.0 / (1.0 - np.minimum(rate * m * slope / safe_u, 0.95))
     # each point's rounds are its own (a point's figures never depend on which other rates are asked with it)
-    per_step, chunks, gap = np.ones(len(rate)), np.ones(len(rate)), np.full(len(rate), np.nan)
+    per_step, gap = np.ones(len(rate)), np.full(len(rate), np.nan)
     chain_of, batch_of = {}, {}
-    active = ok.copy()
-    for _ in range(4):
+    active, settled = ok.copy(), np.zeros(len(rate), dtype=bool)
+    last_n, last_f = np.full(len(rate), np.nan), np.full(len(rate), np.nan)
+    for _ in range(CHAIN_ROUNDS):
         room = np.maximum(token_budget - n_time, 1.0)
         per_step = np.where(active, room / isl, per_step)  # prompts a step runs
-        chunks = np.ceil(1.0 / np.minimum(per_step, 1.0) - 1e-9)  # steps one prompt takes
-        per_prompt, states = _grid_size(rate, decode(n_time), delta, per_step)
+        per_prompt, states = grid_size(rate, decode(n_time), delta, per_step)
         for i in np.flatnonzero(active & (states <= 0)):  # the queue of prompts does not settle: no answer
             chain_of.pop(i, None)
         active = active & (states > 0)
         rows = np.flatnonzero(active)
-        chains = _step_chains(rate[rows], decode(n_time)[rows], delta, per_step[rows], per_prompt[rows], states[rows])
-        batches = _batch_given_state([(matrix, pi, x) for _, x, pi, matrix in chains], m)
+        chains = step_chains(rate[rows], decode(n_time)[rows], delta, per_step[rows], per_prompt[rows], states[rows])
+        batches = batch_given_state([(matrix, pi, x) for _, x, pi, matrix in chains], m)
         for i, chain, batch in zip(rows, chains, batches):
             chain_of[i], batch_of[i] = chain, batch
-            gap[i] = _chain_gap_mean(decode, slope[i], batch[0], batch[1] * widen[i], delta * chain[1], chain[2])
-        new_n = rate * m * np.nan_to_num(gap)
-        settled = np.abs(new_n - n_time) <= 1e-2 * np.maximum(n_time, 1e-9)
-        n_time = np.where(active, new_n, n_time)
+            gap[i] = chain_gap_mean(decode, batch[0], batch[1] * widen[i], delta * chain[1], chain[2])
+        given = rate * m * np.nan_to_num(gap)  # the batch the chain gives, for the one it stepped at
+        settled = settled | (active & (np.abs(given - n_time) <= 1e-2 * np.maximum(n_time, 1e-9)))
+        # the next pace: a secant step on n = F(n) (its slope, the feedback, climbs to 1 near saturation, where a
+        # plain step would swing), plain on the first round
+        with np.errstate(divide="ignore", invalid="ignore"):
+            secant = np.clip(np.nan_to_num((given - last_f) / (n_time - last_n)), 0.0, 0.95)
+        last_n, last_f = np.where(active, n_time, last_n), np.where(active, given, last_f)
+        n_time = np.where(active & ~settled, n_time + (given - n_time) / (1.0 - secant), n_time)
         active = active & ~settled
         if not active.any():
             break
-    ok = ok & np.isin(np.arange(len(rate)), list(chain_of)) & np.isfinite(gap)  # no NaN figure, ever
+    # a point whose chain and pace did not agree is near saturation: no answer rather than a wrong one
+    ok = ok & settled & np.isin(np.arange(len(rate)), list(chain_of)) & np.isfinite(gap)
     solved = np.flatnonzero(ok)
     chains = [chain_of[i] for i in solved]
     batches = [batch_of[i] for i in solved]
@@ -632,6 +292,7 @@ def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_b
     busy_mean = np.full(count, np.inf)
     chunks_mean, chunk_cost = np.zeros(count), np.zeros(count)
     laws = [None] * count
+    alone_chunks = np.ceil(isl / token_budget - 1e-9)  # an idle engine gives a prompt the whole budget
     for i, (q, x, pi, matrix) in zip(solved, chains):
         if not ok[i]:
             continue
@@ -642,7 +303,7 @@ def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_b
         for offset, share in ((-np.sqrt(3.0), 1 / 6), (0.0, 2 / 3), (np.sqrt(3.0), 1 / 6)):
             held = max(n_time[i] + ahead[i] + offset * spread, 0.0)
             part = _ttft_atoms(rate[i], float(decode(held)), delta, per_step[i], q, x, pi, float(np.exp(-n_time[i])),
-                               alone + (chunks[i] - 1) * fixed)  # fmt: skip
+                               alone + (alone_chunks - 1) * fixed)  # fmt: skip
             parts.append((part[0], part[1] * share))
         atoms, weights = np.concatenate([a for a, _ in parts]), np.concatenate([w for _, w in parts])
         order = np.argsort(atoms, kind="stable")  # sorted once: every quantile of the law is then a search
@@ -660,11 +321,11 @@ def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_b
         # the chain's occupancy is too narrow where prompts slow every sequence at once: the requests in the
         # engine are also Poisson about `offered`, spread by the slow-downs all of them share
         system_var = offered + (rate * m) ** 2 * tpot_var
-        waits = np.where(ok, np.maximum(waits, _count_sf(limit, offered, system_var)), 1.0)
-        needed = np.where(ok, np.maximum(needed, np.minimum(_count_ppf(SLOT_PERCENTILE / 100, offered, system_var), limit)), 0.0)
+        waits = np.where(ok, np.maximum(waits, count_sf(limit, offered, system_var)), 1.0)
+        needed = np.where(ok, np.maximum(needed, np.minimum(count_ppf(SLOT_PERCENTILE / 100, offered, system_var), limit)), 0.0)
     else:
         waits, drain = np.zeros_like(rate), np.full(count, np.inf)
-        needed = np.where(ok, _count_ppf(SLOT_PERCENTILE / 100, offered, offered + (rate * m) ** 2 * tpot_var), 0.0)
+        needed = np.where(ok, count_ppf(SLOT_PERCENTILE / 100, offered, offered + (rate * m) ** 2 * tpot_var), 0.0)
     slot_mean = np.where(ok, waits / drain, np.inf)
     ttft_mean = np.where(ok, t0 + engine_ttft + slot_mean, np.inf)
     itl_mean = np.where(ok, tpot, np.inf)
@@ -694,28 +355,28 @@ def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_b
         x, pi, atoms, weights, _ = laws[i]
         values, mass = atoms + t0, weights
         if waits[i] < 1e-6:
-            ttft_at[i] = _weighted_quantile(values, mass, p, presorted=True)
+            ttft_at[i] = weighted_quantile(values, mass, p, presorted=True)
         else:
-            values, mass = _compress(values, mass, presorted=True)
+            values, mass = compress(values, mass, presorted=True)
             def survival(y, values=values, mass=mass, w=waits[i], d=drain[i]):
                 gap = y[:, None] - values[None, :]
                 waited = np.where(gap < 0, 1.0, np.exp(-d * np.maximum(gap, 0.0)))
                 return np.sum(mass[None, :] * np.where(gap < 0, 1.0, w * waited), axis=1)
 
-            ttft_at[i] = float(_bisect(survival, 1 - p, np.array([values.min()]), np.array([values.max() + 50 / drain[i]]), 50)[0])
+            ttft_at[i] = float(bisect(survival, 1 - p, np.array([values.min()]), np.array([values.max() + 50 / drain[i]]), 50)[0])
     served = np.flatnonzero(ok)
     # one gap: the step of a random token, D(N) + Delta x, with N the sequences its step decodes given the chain's
-    # state (_batch_given_state, widened as above), a token drawn in proportion to them
+    # state (batch_given_state, widened as above), a token drawn in proportion to them
     law_of_batch = dict(zip(solved, batches))
     for i in served:
         batch_mean, batch_var_given = law_of_batch[i]
-        itl_at[i] = _gap_quantile(decode, batch_mean, batch_var_given * widen[i], delta * laws[i][0], laws[i][1], p)
+        itl_at[i] = gap_quantile(decode, batch_mean, batch_var_given * widen[i], delta * laws[i][0], laws[i][1], p)
     slot_at = np.where(ok & (waits > 1 - p), np.log(np.maximum(waits, 1e-300) / (1 - p)) / drain, 0.0)
     slot_at = np.minimum(slot_at, ttft_at)
     tpot_at, e2e_at = np.full(count, np.inf), np.full(count, np.inf)
-    windows = _window_prompts([(laws[i][4], laws[i][1], laws[i][0]) for i in served], m)
+    windows = window_prompts([(laws[i][4], laws[i][1], laws[i][0]) for i in served], m)
     for i, (none, k_mean, k_var) in zip(served, windows):
-        # TPOT = base + unit X + G: X the prompts its decode steps carry (_window_prompts: none with probability
+        # TPOT = base + unit X + G: X the prompts its decode steps carry (step_chain.window_prompts: none with probability
         # `none`, else in whole chunks or prompts, at most one lattice a step), each adding its prompt and, on
         # average, half the steps left as one more sequence decoding (unit); G those decoding when it starts,
         # sharing a part of its steps (normal); base such that the mean is the token-weighted TPOT. The chain
@@ -727,97 +388,13 @@ def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_b
         lattice = min(per_step[i], 1.0)  # a chunk of a prompt, or one whole prompt
         most = int(np.floor(max(m, 0.0) * max(per_step[i], 1.0) + 1e-9))
         stretched = k_var * widen[i]
-        values, mass = _window_law(tpot[i] - unit * k_mean, unit, none, k_mean, stretched, np.sqrt(sharing), lattice, most)
-        tpot_at[i] = _weighted_quantile(values, mass, p)
+        values, mass = window_law(tpot[i] - unit * k_mean, unit, none, k_mean, stretched, np.sqrt(sharing), lattice, most)
+        tpot_at[i] = weighted_quantile(values, mass, p)
         # E2E = TTFT + m TPOT, independent: the quantile of the sum of the two laws
         x, pi, atoms, weights, _ = laws[i]
-        first, first_mass = _compress(atoms + t0 + slot_mean[i], weights, 64, presorted=True)
-        rest, rest_mass = _compress(values * m, mass, 64)
-        e2e_at[i] = _weighted_quantile((first[:, None] + rest[None, :]).ravel(), (first_mass[:, None] * rest_mass[None, :]).ravel(), p)
+        first, first_mass = compress(atoms + t0 + slot_mean[i], weights, 64, presorted=True)
+        rest, rest_mass = compress(values * m, mass, 64)
+        e2e_at[i] = weighted_quantile((first[:, None] + rest[None, :]).ravel(), (first_mass[:, None] * rest_mass[None, :]).ravel(), p)
     return states(ttft_at, tpot_at, itl_at, e2e_at, slot_at), means
 
 
-def _window_law(base: float, unit: float, none: float, mean: float, var: float, sigma: float, lattice: float,
-                most: int):
-    """base + unit X + G as weighted atoms. X = 0 with probability `none`; else X = lattice x K, K from 1 to `most`
-    (a step runs at most one lattice of prompt work: a chunk, or C whole prompts) distributed as 1 + a
-    beta-binomial on 0..most - 1 with the rest of X's mean and variance (binomial where that is narrower), or,
-    beyond 400 values, Gamma on 256 equally likely levels; G normal (0, sigma) by a 5-point Gauss-Hermite rule."""
-    some = 1.0 - none
-    if some > 1e-12 and mean > 0 and most >= 1:
-        given_mean, given_var = mean / some, max((var + mean**2) / some - (mean / some) ** 2, 0.0)
-        if most <= 400:
-            trials = most - 1
-            share = float(np.clip((given_mean / lattice - 1.0) / max(trials, 1), 1e-9, 1 - 1e-9))
-            spread = given_var / lattice**2 / max(trials * share * (1 - share), 1e-300)  # (s + n) / (s + 1)
-            counts = np.arange(trials + 1)
-            if trials == 0 or spread <= 1.0 + 1e-9:
-                pmf = binom.pmf(counts, trials, share)
-            else:
-                total = max((trials - spread) / (spread - 1.0), 1e-3)  # a + b
-                pmf = betabinom.pmf(counts, trials, share * total, (1 - share) * total)
-            positive, positive_mass = lattice * (1.0 + counts), some * pmf / pmf.sum()
-        else:
-            levels = (np.arange(256) + 0.5) / 256
-            positive = (gamma.ppf(levels, given_mean**2 / given_var, scale=given_var / given_mean) if given_var > 0
-                        else np.full(len(levels), given_mean))  # fmt: skip
-            positive_mass = np.full(len(levels), some / len(levels))
-        counts, k_mass = np.concatenate([[0.0], positive]), np.concatenate([[none], positive_mass])
-    else:
-        counts, k_mass = np.zeros(1), np.ones(1)
-    nodes, node_weights = np.polynomial.hermite_e.hermegauss(5)
-    node_weights = node_weights / node_weights.sum()
-    values = (base + unit * counts)[:, None] + sigma * nodes[None, :]
-    weights = k_mass[:, None] * node_weights[None, :]
-    keep = weights > 0
-    return values[keep], weights[keep] / weights[keep].sum()
-
-
-def _compress(values, weights, levels: int = 2048, presorted: bool = False):
-    """A weighted sample of many atoms as `levels` equally likely ones (its quantiles), sorted."""
-    order = slice(None) if presorted else np.argsort(values, kind="stable")
-    values, cumulative = values[order], np.cumsum(weights[order])
-    cumulative /= cumulative[-1]
-    if len(values) <= levels:
-        return values, np.diff(np.concatenate([[0.0], cumulative]))
-    at = (np.arange(levels) + 0.5) / levels
-    return values[np.minimum(np.searchsorted(cumulative, at), len(values) - 1)], np.full(levels, 1.0 / levels)
-
-
-def _gap_quantile(decode, batch_mean, batch_var: float, chunk_ms, pi, q: float) -> float:
-    """The q-quantile of one gap, over tokens: a token's step is in chain state i with probability pi_i E[N | i] /
-    E[N] (a step gives one token to each sequence it decodes), and lasts D(N) + c_i, N the sequences it decodes:
-    negative binomial of mean E[N | i] and variance Var(N | Q) (Poisson where that is not above the mean),
-    size-biased for the token's own sequence (1 + NB(r + 1, p); 1 + Poisson(mu)), c_i the state's prompt work."""
-    tokens = pi * batch_mean
-    if not np.sum(tokens) > 0:  # nothing decodes (OSL 1): a gap would be one step of one sequence
-        return float(decode(1.0))
-    keep = tokens > 1e-10 * np.sum(tokens)  # states of a negligible share of tokens (1e-7 in all at most) left out
-    weight, mean, chunk = tokens[keep] / np.sum(tokens[keep]), np.maximum(batch_mean[keep], 1e-9), chunk_ms[keep]
-    # states of the same prompt work whose batches differ by under a quarter of the batch's spread are one state
-    # (their weighted mean): the mixture's variance grows by under 0.6% of the batch's, a gap's law barely moves
-    width = 0.25 * np.sqrt(max(batch_var, float(weight @ mean), 1e-9))
-    _, group = np.unique(np.stack([chunk, np.floor(mean / width)]), axis=1, return_inverse=True)
-    group = group.ravel()
-    merged = np.bincount(group, weights=weight)
-    mean = np.bincount(group, weights=weight * mean) / merged
-    chunk = np.bincount(group, weights=weight * chunk) / merged
-    weight = merged
-    size, prob = _count_law(mean, np.full(len(mean), batch_var))
-    poissonian = batch_var <= mean * (1 + 1e-9)
-    spread = 7 * np.sqrt(np.maximum(batch_var, mean)) + 8  # beyond it each law holds < 1e-8
-    bottom, top = int(max(np.min(mean - spread), 0)), int(np.max(mean + spread))
-    # whole counts of the others over the range that holds them, at most GAP_GRID of them
-    counts = np.unique(np.round(np.linspace(bottom, top, min(top - bottom + 1, GAP_GRID))))
-    steps = decode(1.0 + counts)
-    # P(others <= k): Poisson Q(k + 1, mu), negative binomial NB(r + 1, p): I_p(r + 1, k + 1)
-    cdf = np.where(poissonian[:, None], gammaincc(counts[None, :] + 1, mean[:, None]),
-                   betainc(size[:, None] + 1, counts[None, :] + 1, prob[:, None]))  # fmt: skip
-
-    def survival(y):
-        index = np.searchsorted(steps, y[:, None] - chunk[None, :], side="right") - 1
-        below = np.where(index >= 0, np.take_along_axis(cdf, np.clip(index, 0, len(counts) - 1).T, axis=1).T, 0.0)
-        return 1.0 - below @ weight
-
-    low, high = np.array([float(steps[0]) * 0.999]), np.array([float(steps[-1] + chunk.max()) * 1.001])
-    return float(_bisect(survival, 1 - q, low, high, 36)[0])

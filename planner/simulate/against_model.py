@@ -18,7 +18,7 @@ from planner.catalog import Catalog
 from planner.metrics import LATENCY_METRICS
 from planner.perf import engine_shape
 from planner.perf.calibration import efficiency_for
-from planner.perf.open_loop import open_loop_curve
+from planner.perf.open_loop import open_loop_states
 from planner.perf.roofline import DEFAULT_TOKEN_BUDGET, Efficiency, EngineShape, SteadyState, steady_state_curve
 from planner.perf.tables import instance_memory
 from planner.perf.types import Layout
@@ -41,7 +41,7 @@ def usable_rate_rps(shape: EngineShape, eff: Efficiency, isl: int, osl: int, cap
     low, high = 0.0, highest_rate_rps(shape, eff, isl, osl, capacity)
     for _ in range(40):
         middle = (low + high) / 2
-        state = open_loop_curve(shape, eff, isl, osl, [middle], capacity, None, token_budget)[0]
+        state = open_loop_states(shape, eff, isl, osl, [middle], capacity, None, token_budget)[0][0]
         fits = math.isfinite(state.e2e_ms) and state.concurrency < capacity
         low, high = (middle, high) if fits else (low, middle)
     return low
@@ -50,7 +50,7 @@ def usable_rate_rps(shape: EngineShape, eff: Efficiency, isl: int, osl: int, cap
 def model_at_rate(shape: EngineShape, eff: Efficiency, isl: int, osl: int, capacity: int, rate_rps: float,
                   percentile: float | None, token_budget: int = DEFAULT_TOKEN_BUDGET) -> SteadyState:  # fmt: skip
     """The open-loop steady state at `rate_rps`, latencies at `percentile` (None: means)."""
-    return open_loop_curve(shape, eff, isl, osl, [rate_rps], capacity, percentile, token_budget)[0]
+    return open_loop_states(shape, eff, isl, osl, [rate_rps], capacity, percentile, token_budget)[0][0]
 
 
 def simulate_engine(shape: EngineShape, eff: Efficiency, isl: int, osl: int, capacity: int, kv_tokens: float | None,

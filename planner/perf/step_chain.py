@@ -1,0 +1,301 @@
+"""The engine's iterations under requests arriving at random, as a Markov chain, and the sums along it that the
+open-loop model (planner/perf/open_loop.py) reads.
+
+An iteration runs the prompts waiting, up to the token budget beside the decoders: with Q prompts waiting at its
+start it runs x = min(Q, C) of them in tau(Q) = D + Delta x while Poisson(lambda tau) more arrive, so
+Q' = Q - x + Poisson(lambda tau(Q)): a chain on a grid of Q (`transitions`), solved for its stationary law by one
+sparse LU (`step_chains`). A request's decode phase is the m = OSL - 1 steps after its prompt ends, so the batch a
+step decodes is a moving sum of the chain's output (`batch_given_state`) and the prompts a request's own steps carry
+a sum along the chain from the state its prompt ended in (`window_prompts`). Sums run until the chain has forgotten
+its start: explicitly, by their geometric rest once one mode is left, or as infinite sums by the fundamental matrix
+(`fundamental`) where the chain forgets long before m.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import sparse
+from scipy.sparse.linalg import splu, spsolve
+from scipy.special import gammaln
+from scipy.stats import poisson
+
+MAX_STATES = 1024  # grid points of the step chain; a queue that needs more is beyond what the engine serves
+TAIL = 1e-9  # probability left out of Poisson sums and of the chain's grid
+FORGOTTEN = 1e-9  # a chain has forgotten its start when what is left of a deviation is below this share of x's scale
+DENSE_STATES = 160  # chains of up to this many states step as dense matrices
+PROBE_LAGS = 48  # lags stepped before the infinite sums are taken (where the chain has forgotten by then)
+TAIL_SHARE = 0.01  # a geometric tail is summed in closed form once it is under this share of the sum
+
+
+def poisson_pmf(k, mean):
+    """Poisson probabilities (scipy.special directly: the chain asks for many small tables)."""
+    mean = np.maximum(mean, 1e-300)
+    return np.exp(k * np.log(mean) - mean - gammaln(k + 1.0))
+
+
+def grid_size(rate, decode, delta, per_step) -> np.ndarray:
+    """Grid points per prompt and the number of points the step chain needs (0: the queue of prompts does not
+    settle, or needs more than MAX_STATES)."""
+    full = decode + delta * per_step  # a step that runs C prompts
+    arriving = rate * full
+    drift = per_step - arriving  # prompts a backlogged step removes, net
+    settled = drift > 0
+    per_prompt = np.where(per_step < 2, 4.0, np.where(per_step < 4, 2.0, 1.0))
+    # the backlog's tail falls as exp(-theta q), theta = 2 drift / variance (a random walk's); cover e^-18 of it
+    theta = np.where(settled, 2 * drift / np.maximum(arriving, 1e-300), 1.0)
+    top = per_step + poisson.ppf(1 - TAIL, np.maximum(arriving, 1e-300)) + 18.0 / theta
+    states = np.ceil(top * per_prompt) + 2
+    return per_prompt, np.where(settled & (states <= MAX_STATES), states, 0).astype(int)
+
+
+def transitions(lam: float, decode: float, delta: float, per_step: float, per_prompt: float, size: int):
+    """The step chain of one point on the grid q = i / per_prompt: (P, q, x), P[i, j] the probability that a step
+    begun with q_i prompts waiting leaves q_j (row-stochastic, sparse; Poisson arrivals during the step split
+    between the two grid points around where they land, the grid's end holding the tail), x the prompts each
+    state's step runs."""
+    q = np.arange(size) / per_prompt
+    x = np.minimum(q, per_step)
+    tau = decode + delta * x
+    most = lam * tau[-1]
+    arrivals = np.arange(int(most + 12 * np.sqrt(most) + 12) + 1)
+    weight = poisson_pmf(arrivals[None, :], lam * tau[:, None])  # states x arrivals
+    weight /= weight.sum(axis=1, keepdims=True)  # each row a law (the grid's end holds the tail)
+    target = ((q - x)[:, None] + arrivals[None, :]) * per_prompt
+    low = np.floor(target).astype(int)
+    frac = target - low
+    source = np.broadcast_to(np.arange(size)[:, None], low.shape).ravel()
+    rows, cols, values = [], [], []
+    for dest, share in ((np.minimum(low, size - 1), 1 - frac), (np.minimum(low + 1, size - 1), frac)):
+        rows.append(source)
+        cols.append(dest.ravel())
+        values.append((weight * share).ravel())
+    matrix = sparse.coo_matrix((np.concatenate(values), (np.concatenate(rows), np.concatenate(cols))), shape=(size, size))
+    return matrix.tocsr(), q, x
+
+
+def step_chains(rate, decode, delta: float, per_step, per_prompt, states) -> list:
+    """The stationary law of Q, the prompts waiting at a step's start (module docstring), for each point (arrays
+    over points). Returns, per point, (q, x, pi, P): the grid, the prompts each state's step runs, the law, the
+    transition matrix (`transitions`).
+
+    pi (P - I) = 0 with sum(pi) = 1: the balance equations (P^T - I) pi = 0, the one of Q = 0 replaced by
+    pi(0) = 1, then normalized. P is banded (a step moves Q by its arrivals less what it runs), so one sparse LU
+    solves the block-diagonal system of all the points at once."""
+    if len(rate) == 0:
+        return []
+    chains = [transitions(*point) for point in zip(rate, decode, np.full(len(rate), delta), per_step, per_prompt, states)]
+    sizes = np.array([len(q) for _, q, _ in chains])
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    total = int(sizes.sum())
+    balance = sparse.block_diag([matrix.T for matrix, _, _ in chains], format="csr") - sparse.identity(total, format="csr")
+    keep = np.ones(total)
+    keep[starts] = 0.0  # the first balance equation of each point, replaced by pi(0) = 1
+    pinned = sparse.coo_matrix((np.ones(len(starts)), (starts, starts)), shape=(total, total))
+    system = (sparse.diags(keep) @ balance + pinned).tocsc()
+    rhs = np.zeros(total)
+    rhs[starts] = 1.0
+    solution = np.clip(spsolve(system, rhs), 0.0, None)
+    out = []
+    for (matrix, q, x), start, size in zip(chains, starts, sizes):
+        pi = solution[start : start + size]
+        out.append((q, x, pi / pi.sum(), matrix))
+    return out
+
+
+def chain_gap_mean(decode, batch_mean, batch_var: float, chunk_ms, pi) -> float:
+    """The mean gap over tokens, E[N tau] / E[N] over steps, from the chain: in state i a step decodes N sequences
+    (mean mu_i = E[N | i], variance v = Var(N | Q)) and lasts D(N) + c_i. A token's own step is size-biased, N at
+    mean E[N^2 | i] / mu_i = mu_i + v / mu_i (at least one sequence, its own: v >= mu_i (1 - mu_i) for a count), so
+    with D linear over the spread, E[N tau | i] / mu_i = D(mu_i + v / mu_i) + c_i, and the states weigh pi_i mu_i."""
+    tokens = pi @ batch_mean
+    if not tokens > 0:
+        return float(decode(1.0))
+    mean = np.maximum(batch_mean, 1e-12)
+    own = np.maximum(mean + batch_var / mean, 1.0)
+    return float(pi @ (batch_mean * (decode(own) + chunk_ms)) / tokens)
+
+
+def settled_ratio(ratios: list[float]) -> float | None:
+    """The rate at which a chain forgets, once the last ratios of successive deviations agree (to 1e-3, eight in a
+    row, below 1): then one mode is left and the rest of a sum is geometric; None before that (and between every
+    fourth lag: the test is not free). Callers take the geometric rest only where it is a small share of the sum,
+    so that an error in the ratio barely shows."""
+    if len(ratios) < 12 or len(ratios) % 4:
+        return None
+    last = ratios[-8:]
+    if max(last) >= 1.0 or min(last) <= 0.0 or max(last) - min(last) > 1e-3 * max(last):
+        return None
+    return last[-1]
+
+
+def mixed(left: float, steps: float) -> bool:
+    """Whether a deviation that fell to `left` of its start in PROBE_LAGS lags is gone (below 1e-6) long before
+    `steps`: then sums to `steps` are the infinite ones."""
+    if steps <= 2 * PROBE_LAGS:
+        return False
+    return left <= 0.0 or (steps / PROBE_LAGS - 1) * np.log(max(left, 1e-300)) <= np.log(1e-6)
+
+
+def geometric_sum(ratio: float, terms: int) -> float:
+    """sum_{k=1..terms} ratio^k."""
+    return ratio * (1 - ratio**terms) / (1 - ratio) if terms > 0 else 0.0
+
+
+def ramp_sum(ratio: float, length: float) -> float:
+    """sum_{k=1..M-1} (M - k) ratio^k for M = length (the weights of the autocovariances past the last lag)."""
+    if length <= 1:
+        return 0.0
+    return ratio * (length * (1 - ratio) - (1 - ratio**length)) / (1 - ratio) ** 2
+
+
+def fundamental(matrix, pi, y):
+    """Infinite sums of a zero-mean y (pi . y = 0) along the chain, by one sparse LU: (h, h2, k) with
+    h = sum_{l>=0} P^l y, h2 = sum_{l>=0} P^l h and k = sum_{l>=0} R^l y (R the time-reversed chain).
+
+    (I - P) h = y with pi . h = 0: M = I - P + 1 e_0^T is invertible, M g = y gives g_0 = pi . y = 0 and so
+    (I - P) g = y; h = g - (pi . g). For R = D^-1 P^T D (D = diag pi): (I - P^T) (D k) = D y, solved with M^T
+    (1 . (D k) = 0 keeps pi . k = 0)."""
+    size = len(y)
+    column = sparse.csc_matrix((np.ones(size), (np.arange(size), np.zeros(size, dtype=int))), shape=(size, size))
+    lu = splu((sparse.identity(size, format="csc") - matrix.tocsc() + column).tocsc())
+    g = lu.solve(y)
+    h = g - pi @ g
+    g2 = lu.solve(h)
+    h2 = g2 - pi @ g2
+    visited = pi > 1e-200  # states the chain all but never visits get no reversed sum (1 / pi would overflow)
+    k = np.where(visited, lu.solve(pi * y, trans="T") / np.where(visited, pi, 1.0), 0.0)
+    return h, h2, k
+
+
+def batch_given_state(chains: list, m: float) -> list[tuple[np.ndarray, float]]:
+    """The sequences a step decodes, N, given the state its chain is in: per chain (matrix P, law pi, prompts run
+    x), (E[N | Q = q_i] per state, Var(N | Q)).
+
+    A prompt decodes its m = OSL - 1 tokens in the m steps after the one that ends it (every step decodes every
+    running sequence once), so N_t = sum_{j=1..m} x_{t-j}, a moving sum of the chain's own output: steps that
+    carry prompts follow steps that did (the prompts that arrive during a long step make the next one long), so N
+    is overdispersed and larger where prompts run. With y = x - E[x], C(l) = E[y_0 y_l] (y's autocovariance,
+    C(l) = pi . (y P^l y)) and R the time-reversed chain (R[i, j] = pi_j P[j, i] / pi_i):
+
+        E[N | Q_t = i] = m E[x] + sum_{j=1..m} (R^j y)_i,     Var(N) = m C(0) + 2 sum_{l=1..m-1} (m - l) C(l)
+
+    and Var(N | Q) = Var(N) - Var(E[N | Q]) (total variance). The sums stop where every chain has forgotten (both
+    terms below FORGOTTEN of x's scale): the mixing time, not m, bounds the work. Each chain steps on its own
+    (dense where it is small), so a slow one near saturation does not hold the others."""
+    out = []
+    for matrix, pi, x in chains:
+        mean_x = float(pi @ x)
+        y = x - mean_x
+        scale = max(float(np.max(np.abs(y))), 1e-300)
+        var_n = m * float(pi @ (y * y))
+        weighted = pi * y
+        # states the chain all but never visits (pi below 1e-200) get no reversed row: 1 / pi would overflow
+        backward = (sparse.diags(np.where(pi > 1e-200, 1.0 / np.maximum(pi, 1e-200), 0.0)) @ matrix.T
+                    @ sparse.diags(pi)).tocsr()  # fmt: skip
+        forward = matrix
+        if len(x) <= DENSE_STATES:  # a small chain steps faster dense
+            forward, backward = forward.toarray(), backward.toarray()
+        conditional, ahead, behind = np.zeros_like(x), y.copy(), y.copy()
+        size, ratios, cov_ratios, cov = scale, [], [], 0.0
+        for lag in range(1, int(np.ceil(m)) + 1):
+            if lag == PROBE_LAGS + 1 and mixed(size / scale, m):
+                # forgotten long before m: the sums to m are the infinite ones (`fundamental`), to 1e-6
+                h, h2, k = fundamental(matrix, pi, y)
+                conditional = k - y
+                var_n = m * float(pi @ (y * y)) + 2 * (m * float(weighted @ (h - y)) - float(weighted @ (h2 - h)))
+                break
+            behind = backward @ behind
+            conditional += min(1.0, m - lag + 1) * behind
+            last_cov, cov = cov, 0.0
+            if lag < m:
+                ahead = forward @ ahead
+                cov = float(weighted @ ahead)
+                var_n += 2 * (m - lag) * cov
+            last, size = size, float(np.max(np.abs(behind)))
+            if size < FORGOTTEN * scale and abs(cov) < FORGOTTEN * scale**2:
+                break
+            ratios.append(size / last if last > 0 else 0.0)
+            cov_ratios.append(cov / last_cov if last_cov != 0 else 0.0)
+            ratio, cov_ratio = settled_ratio(ratios), settled_ratio(cov_ratios)
+            if ratio is not None and cov_ratio is not None and lag < m:
+                # the slowest modes alone are left: every further term is the last times its ratio^k; taken where
+                # the rest is under TAIL_SHARE of the sums (an error in the ratio then barely shows)
+                rest = behind * geometric_sum(ratio, int(np.ceil(m)) - lag)
+                rest_var = 2 * cov * ramp_sum(cov_ratio, m - lag)
+                if (np.max(np.abs(rest)) <= TAIL_SHARE * (np.max(np.abs(conditional)) + FORGOTTEN * scale)
+                        and abs(rest_var) <= TAIL_SHARE * abs(var_n)):  # fmt: skip
+                    conditional += rest
+                    var_n += rest_var
+                    break
+        conditional = np.maximum(m * mean_x + conditional, 0.0)
+        spread = float(pi @ (conditional - pi @ conditional) ** 2)
+        out.append((conditional, max(var_n - spread, 0.0)))
+    return out
+
+
+def window_prompts(chains: list, m: float) -> list[tuple[float, float, float]]:
+    """The prompts a request's decode steps carry: per chain (matrix P, law pi, prompts run x), the probability
+    that none of its m = OSL - 1 steps carries one, and the mean and variance of X = sum_{j=1..m} x_{t+j}.
+
+    A request's prompt ends in step t, in a state drawn in proportion to pi x (a step ends x prompts), so its decode
+    starts from mu = (pi x) P / (pi . x): right after a prompt, when more are likely waiting. Backward on the
+    chain, f_j(i) = E[sum_{l<j} x_l | Q_0 = i], g_j(i) = E[(sum_{l<j} x_l)^2 | Q_0 = i], z_j(i) = P(x_l = 0 for
+    l < j | Q_0 = i):
+
+        f_{j+1} = x + P f_j,   g_{j+1} = x^2 + 2 x P f_j + P g_j,   z_{j+1} = [x = 0] P z_j
+
+    and mu . f_m, mu . g_m - (mu . f_m)^2, mu . z_m. Once the chain has forgotten its start (the mean's increment
+    is E[x] and the variance's increment constant, to FORGOTTEN) the rest is linear in the steps left, and mu . z
+    falls by its last ratio per step: the work is bounded by the mixing time, not by m. Each chain steps on its
+    own (dense where it is small)."""
+    steps = max(int(np.ceil(m - 1e-9)), 0)
+    out = []
+    for matrix, pi, x in chains:
+        ends = pi * x
+        start = (matrix.T @ ends) / max(float(ends.sum()), 1e-300)
+        mean_x = float(pi @ x)
+        forward = matrix.toarray() if len(x) <= DENSE_STATES else matrix  # a small chain steps faster dense
+        f, g, z = np.zeros_like(x), np.zeros_like(x), np.ones_like(x)
+        idle = (x == 0).astype(float)
+        mean = var = 0.0
+        last_var_step, last_mean_step, none, decay, done = np.nan, np.nan, 1.0, 1.0, 0
+        ratios, var_steps, extrapolated = [], [], False
+        for done in range(1, steps + 1):
+            ahead = forward @ f
+            f, g, z = x + ahead, x * x + 2 * x * ahead + forward @ g, idle * (forward @ z)
+            new_none = float(start @ z)
+            decay, none = (new_none / none if none > 0 else 0.0), new_none
+            new_mean = float(start @ f)
+            new_var = float(start @ g) - new_mean**2
+            mean_step, var_step = new_mean - mean, new_var - var
+            mean, var = new_mean, new_var
+            settled = (abs(mean_step - mean_x) <= FORGOTTEN * max(mean_x, 1e-300)
+                       and abs(var_step - last_var_step) <= FORGOTTEN * max(abs(var_step), 1e-300))  # fmt: skip
+            if len(var_steps) >= 1 and abs(last_mean_gap := last_mean_step - mean_x) > 0:
+                ratios.append(abs(mean_step - mean_x) / abs(last_mean_gap))
+            last_var_step, last_mean_step = var_step, mean_step
+            var_steps.append(var_step)
+            if done > 2 and settled:
+                break
+            ratio = settled_ratio(ratios)
+            if ratio is not None and len(var_steps) >= 3 and done < steps:
+                # the slowest mode alone is left: the mean's step nears E[x] and the variance's its limit by ratio^k;
+                # taken where what rests on the ratio is under TAIL_SHARE of the result
+                left = steps - done
+                rest_mean = (mean_step - mean_x) * geometric_sum(ratio, left)
+                limit = var_steps[-1] - (var_steps[-1] - var_steps[-2]) * ratio / (1 - ratio)
+                rest_var = (var_step - limit) * geometric_sum(ratio, left)
+                final_mean, final_var = mean + left * mean_x + rest_mean, var + left * limit + rest_var
+                if (abs(rest_mean) <= TAIL_SHARE * abs(final_mean) and abs(rest_var) + left * abs(var_step - limit)
+                        <= TAIL_SHARE * abs(final_var)):  # fmt: skip
+                    mean, var = final_mean, max(final_var, 0.0)
+                    none *= min(max(decay, 0.0), 1.0) ** left
+                    extrapolated = True
+                    break
+        if not extrapolated:
+            left = steps - done
+            mean = mean + left * mean_x
+            var = max(var + left * (0.0 if np.isnan(last_var_step) else last_var_step), 0.0)
+            none = none * min(max(decay, 0.0), 1.0) ** left  # z decays by its dominant rate once the chain has forgotten
+        out.append((none, mean, var))
+    return out
