@@ -125,6 +125,15 @@ def test_perf_at_the_plans_percentile_gives_the_plans_figures(cli_json):
             assert point[metric] == pytest.approx(assignment[metric], abs=1e-3), metric
 
 
+def test_perf_takes_a_concurrency_or_a_rate_and_says_when_a_rate_is_beyond_the_engine(cli):
+    args = ("perf", "--model", "llama-3.1-8b", "--gpu", "H100", "--tp", "1", "--precision", "fp8", "--isl", "1000",
+            "--osl", "200")  # fmt: skip
+    code, _, err = cli(*args, "--rate", "5", "--concurrency", "4")
+    assert code == 2 and "--concurrency" in err and "--rate" in err and "Traceback" not in err
+    code, out, _ = cli(*args, "--rate", "500")
+    assert "500 requests/s is beyond what the engine serves" in out and "KV cache" in out
+
+
 def test_a_closed_loop_at_the_same_throughput_is_not_what_the_plan_sizes(cli_json):
     """--concurrency answers as a benchmark runs (a fixed number in flight): at the plan's batch it is another
     point than the plan's open-loop instance, and both say which they are."""

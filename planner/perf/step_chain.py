@@ -79,8 +79,10 @@ def step_chains(rate, decode, delta: float, per_step, per_prompt, states) -> lis
     transition matrix (`transitions`).
 
     pi (P - I) = 0 with sum(pi) = 1: the balance equations (P^T - I) pi = 0, the one of Q = 0 replaced by
-    pi(0) = 1, then normalized. P is banded (a step moves Q by its arrivals less what it runs), so one sparse LU
-    solves the block-diagonal system of all the points at once."""
+    sum(pi) = 1 (pinning pi(0) = 1 instead loses every digit where Q = 0 is all but never seen, as at thousands of
+    requests/s). P is banded (a step moves Q by its arrivals less what it runs) but for that one row, so one sparse
+    LU solves the block-diagonal system of all the points at once. A law that does not balance to 1e-8 (or has
+    negative mass) is returned as NaN: no answer rather than a wrong one."""
     if len(rate) == 0:
         return []
     chains = [transitions(*point) for point in zip(rate, decode, np.full(len(rate), delta), per_step, per_prompt, states)]
@@ -89,16 +91,22 @@ def step_chains(rate, decode, delta: float, per_step, per_prompt, states) -> lis
     total = int(sizes.sum())
     balance = sparse.block_diag([matrix.T for matrix, _, _ in chains], format="csr") - sparse.identity(total, format="csr")
     keep = np.ones(total)
-    keep[starts] = 0.0  # the first balance equation of each point, replaced by pi(0) = 1
-    pinned = sparse.coo_matrix((np.ones(len(starts)), (starts, starts)), shape=(total, total))
-    system = (sparse.diags(keep) @ balance + pinned).tocsc()
+    keep[starts] = 0.0  # the first balance equation of each point, replaced by sum(pi) = 1
+    point = np.repeat(np.arange(len(chains)), sizes)
+    ones = sparse.coo_matrix((np.ones(total), (starts[point], np.arange(total))), shape=(total, total))
+    system = (sparse.diags(keep) @ balance + ones).tocsc()
     rhs = np.zeros(total)
     rhs[starts] = 1.0
-    solution = np.clip(spsolve(system, rhs), 0.0, None)
+    solution = spsolve(system, rhs)
     out = []
     for (matrix, q, x), start, size in zip(chains, starts, sizes):
         pi = solution[start : start + size]
-        out.append((q, x, pi / pi.sum(), matrix))
+        bad = not np.all(np.isfinite(pi)) or pi.min() < -1e-9 * max(pi.max(), 1e-300)
+        pi = np.clip(pi, 0.0, None)
+        pi = pi / pi.sum() if pi.sum() > 0 else pi
+        if bad or np.abs(matrix.T @ pi - pi).sum() > 1e-8:
+            pi = np.full(size, np.nan)
+        out.append((q, x, pi, matrix))
     return out
 
 

@@ -194,7 +194,7 @@ def curve_plot(planned: PlannedScenario, workload_name: str, landscape: Landscap
             stand_in = curve_in_catalog(dataclasses.replace(query, tp=tp, precision=precision), catalog,
                                         system.gpus_per_node, sources, percentile)  # fmt: skip
             answer = dataclasses.replace(answer, modeled_points=stand_in.modeled_points)
-            modeled_label = (f"modeled TP{tp} {precision} over concurrency: the roofline's best engine within the "
+            modeled_label = (f"modeled TP{tp} {precision} over the arrival rate: the roofline's best engine within the "
                              "limits (the measured row states no engine)")  # fmt: skip
         elif not supports_roofline(catalog.models[workload.model]):
             no_model = f"the architecture of {workload.model} is not published, so the roofline cannot draw it"

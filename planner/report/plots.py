@@ -59,8 +59,9 @@ def _legend_outside(figure: Figure, axes, columns: int = 1) -> None:
 
 def curve_figure(answer: CurveAnswer, x_axis: str = "tokens-per-gpu", y_axis: str = "ttft",
                  modeled_label: str | None = None, note: str | None = None) -> Figure:  # fmt: skip
-    """Latency vs throughput over concurrency, like the seeds' plots: the modeled curve over concurrency, the
-    measured points on it, the limit as a line and the chosen operating point.
+    """Latency vs throughput, like the seeds' plots: the modeled curve over concurrency (or, for an open-loop query,
+    over the rate of requests arriving at random), the measured points on it, the limit as a line and the chosen
+    operating point.
 
     `modeled_label` names the modeled curve when it is not the query's own engine (a measured row of a whole
     system states no TP: the roofline's best engine within the limits stands in); `note` is written on the plot
@@ -78,7 +79,9 @@ def curve_figure(answer: CurveAnswer, x_axis: str = "tokens-per-gpu", y_axis: st
 
     xs, ys, kept = series(list(answer.modeled_points))
     if xs:
-        axes.plot(xs, ys, "-o", markersize=3, color="tab:blue", label=modeled_label or "modeled over concurrency (roofline)")
+        own = ("modeled over the rate of requests arriving at random (roofline; c: batch at P99)" if answer.query.open_loop
+               else "modeled over concurrency (roofline)")  # fmt: skip
+        axes.plot(xs, ys, "-o", markersize=3, color="tab:blue", label=modeled_label or own)
         plotted_y += ys
         plotted_x += xs
         for x, y, p in zip(xs, ys, kept):
@@ -168,7 +171,7 @@ def landscape_figure(landscape, highlight_engine: str | None = None) -> Figure:
     highlighted = sorted((p for p in landscape.points if p.engine == highlight_engine), key=lambda p: p.concurrency or 0)
     if highlighted:
         axes.plot([p.tokens_per_gpu for p in highlighted], [p.tokens_per_user for p in highlighted], "-o", markersize=3,
-                  color="tab:purple", label=f"{highlight_engine} over concurrency")  # fmt: skip
+                  color="tab:purple", label=f"{highlight_engine} over its load")  # fmt: skip
     front = landscape.front
     if front:
         axes.plot([p.tokens_per_gpu for p in front], [p.tokens_per_user for p in front], "-", color="tab:orange",
