@@ -58,6 +58,7 @@ from planner.perf.step_chain import batch_given_state, chain_gap_mean, grid_size
 SLOT_PERCENTILE = 99.0  # a point's batch: the running count's P99 (fewer than 1% of arrivals wait for a slot)
 CACHE_SIZE = 4096  # open-loop solves kept (open_loop_states)
 CHAIN_ROUNDS = 8  # rounds of chain and pace before a point that has not settled is given up
+PACE_TOLERANCE = 0.03  # the chain's pace and the batch it gives agree to this share (figures move < 1% within it)
 ATOM_FLOOR = 1e-12  # an atom of TTFT's law lighter than this share of the whole is left out (its mass ~1e-9 in all)
 _SOLVED: OrderedDict[str, tuple[list[SteadyState], list[SteadyState]]] = OrderedDict()
 _U_NODES, _U_WEIGHTS = np.polynomial.legendre.leggauss(4)
@@ -239,7 +240,7 @@ def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_b
     _, tpot, n_time, ok = _token_mean(decode, rate, m, u, slope, batch_var, n, ok)
     # the step chain at the pace of the batch's time average, and the batch it gives (step_chain.batch_given_state): its
     # token-weighted mean gap replaces the fluid estimate, and the chain is solved again at the pace that gap
-    # gives (Little: lambda m T) until the two agree to 1% (two rounds, mostly; a secant step near saturation)
+    # gives (Little: lambda m T) until the two agree to PACE_TOLERANCE (a secant step near saturation)
     # the chain steps at the mean batch's pace; a larger batch makes longer steps that let more prompts in (lambda
     # slope / (1 - rho) more a step for each sequence more, each staying m steps): that feedback g = lambda m slope
     # / (1 - rho) widens the spread of the batch and of a window's prompts by 1 / (1 - g) (a birth-death chain's
@@ -264,7 +265,7 @@ def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_b
             chain_of[i], batch_of[i] = chain, batch
             gap[i] = chain_gap_mean(decode, batch[0], batch[1] * widen[i], delta * chain[1], chain[2])
         given = rate * m * np.nan_to_num(gap)  # the batch the chain gives, for the one it stepped at
-        settled = settled | (active & (np.abs(given - n_time) <= 1e-2 * np.maximum(n_time, 1e-9)))
+        settled = settled | (active & (np.abs(given - n_time) <= PACE_TOLERANCE * np.maximum(n_time, 1e-9)))
         # the next pace: a secant step on n = F(n) (its slope, the feedback, climbs to 1 near saturation, where a
         # plain step would swing), plain on the first round
         with np.errstate(divide="ignore", invalid="ignore"):
