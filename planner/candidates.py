@@ -383,10 +383,8 @@ class _Builder:
         return (None,) + ((self.scenario.speculation,) if self.scenario.speculation is not None else ())
 
     def precisions(self, workload: Workload, gpu: str) -> tuple[str, ...]:
-        precisions = model_precisions(self.catalog, gpu)
-        if workload.precisions is not None:
-            precisions = tuple(p for p in precisions if p in workload.precisions)
-        return precisions
+        requested = tuple(workload.precisions) if workload.precisions is not None else None
+        return model_precisions(self.catalog, gpu, workload.model, requested)
 
     def disaggregated(self, offer: SystemOffer, workload: Workload, bucket_index: int, bucket: Bucket) -> None:
         """Prefill-only and decode-only candidates (perf/disagg.py): one of each per layout, precision and engine

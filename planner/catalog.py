@@ -21,10 +21,59 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_vali
 from planner.errors import PlannerInputError, unknown_id_message
 from planner.loading import StrictModel, read_yaml, short_repr, validate_model
 
-Precision = Literal["bf16", "fp16", "fp8", "fp4"]
-PRECISIONS: tuple[str, ...] = ("bf16", "fp16", "fp8", "fp4")
-BYTES_PER_PARAM: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5}
+ComputePrecision = Literal["bf16", "fp16", "fp8", "fp4"]  # a tensor-core rate (Gpu.tflops_by_precision)
+Precision = Literal["bf16", "fp16", "fp8", "fp4", "w4a16", "w4a8"]  # an engine's precision: weights and compute
+
+
+@dataclass(frozen=True)
+class PrecisionSpec:
+    """What an engine precision means: how its quantized weights are stored and which tensor cores multiply them.
+
+    `weight_bits`: bits per weight of the quantized layers, block scales included (MXFP4: 4 bits + an e8m0 scale
+    per 32 = 4.25; NVFP4: + an fp8 scale per 16 = 4.5). At 4 bits the embedding table and LM head stay bf16, and a
+    model shipped in fp4 keeps its published MXFP4 experts and bf16 rest (`planner.perf.roofline.weight_format`).
+    `compute`: the tensor-core precision whose `tflops_by_precision` entry gives the rate and whose kernel factors
+    (GEMM efficiency, per-layer latency, attention) apply; a weight-only format dequantizes in the GEMM.
+    `kv_bytes`: the KV cache element."""
+
+    name: str
+    weight_bits: float
+    compute: str
+    kv_bytes: float
+    used: str = ""
+
+    @property
+    def weight_bytes(self) -> float:
+        return self.weight_bits / 8
+
+    @property
+    def four_bit(self) -> bool:
+        return self.weight_bits < 8
+
+
+MXFP4_BITS = 4.25  # 4-bit E2M1 values + one e8m0 scale per 32 (gpt-oss's published experts)
+EMBEDDING_BYTES = 2.0  # the embedding table and LM head of a 4-bit checkpoint stay bf16
+PRECISION_SPECS: dict[str, PrecisionSpec] = {spec.name: spec for spec in (
+    PrecisionSpec("bf16", 16, "bf16", 2.0, "bfloat16 weights and GEMMs"),
+    PrecisionSpec("fp16", 16, "fp16", 2.0, "float16 weights and GEMMs (the bf16 rate)"),
+    PrecisionSpec("fp8", 8, "fp8", 1.0, "FP8 weights and GEMMs, FP8 KV cache (Hopper, Ada, Blackwell, CDNA 3/4)"),
+    PrecisionSpec("fp4", 4.5, "fp4", 1.0, "NVFP4 weights and FP4 GEMMs, FP8 KV cache (Blackwell, CDNA 4 MXFP4)"),
+    PrecisionSpec("w4a16", MXFP4_BITS, "bf16", 2.0,
+                  "4-bit weights dequantized to bf16 in the GEMM: vLLM Marlin MXFP4/GPTQ/AWQ on Hopper, Ampere, AMD"),
+    PrecisionSpec("w4a8", MXFP4_BITS, "fp8", 1.0,
+                  "4-bit weights with FP8 activations, FP8 KV cache: TensorRT-LLM MXFP4 x FP8 on Hopper and Blackwell"),
+)}  # fmt: skip
+PRECISIONS: tuple[str, ...] = tuple(PRECISION_SPECS)
+WEIGHT_ONLY_PRECISIONS: tuple[str, ...] = tuple(p for p, s in PRECISION_SPECS.items() if s.compute != p)
+# bytes per weight of the quantized layers (block scales included); a model's whole: `ModelArch.weight_gb`
+BYTES_PER_PARAM: dict[str, float] = {p: s.weight_bytes for p, s in PRECISION_SPECS.items()}
 SHIPPED_LAYER = "shipped"
+assert set(PRECISIONS) == set(Precision.__args__), "Precision and PRECISION_SPECS name the same precisions"
+
+
+def compute_precision(precision: str) -> str:
+    """The tensor-core precision an engine precision multiplies at (w4a16 -> bf16, w4a8 -> fp8)."""
+    return PRECISION_SPECS[precision].compute
 
 
 Alias = Annotated[str, Field(min_length=1, max_length=200)]
@@ -40,7 +89,7 @@ class Gpu(StrictModel):
     name: str
     memory_gb: float = Field(gt=0, le=1e5)
     mem_bw_tb_per_s: float = Field(gt=0, le=1e3)
-    tflops_by_precision: dict[Precision, Annotated[float, Field(gt=0, le=1e6)]]
+    tflops_by_precision: dict[ComputePrecision, Annotated[float, Field(gt=0, le=1e6)]]
     link: Literal["nvlink", "pcie", "infinity-fabric"]
     link_gb_per_s: float = Field(gt=0, le=1e6)
     tdp_w: float = Field(gt=0, le=1e5)
@@ -50,7 +99,9 @@ class Gpu(StrictModel):
 
     @property
     def precisions(self) -> tuple[str, ...]:
-        return tuple(p for p in PRECISIONS if p in self.tflops_by_precision)
+        """The engine precisions it runs: those whose compute precision has a tensor rate here (w4a16 where bf16
+        is, w4a8 where fp8 is)."""
+        return tuple(p for p in PRECISIONS if compute_precision(p) in self.tflops_by_precision)
 
 
 class System(StrictModel):
@@ -147,8 +198,11 @@ class ModelArch(StrictModel):
         return self
 
     def weight_gb(self, precision: str) -> float:
-        """Weight memory in GB (1e9 bytes): params x bytes per parameter of the precision."""
-        return self.params_b * BYTES_PER_PARAM[precision]
+        """Weight memory in GB (1e9 bytes) at the precision: params x bytes per parameter, the parts of a 4-bit
+        checkpoint that stay bf16 at 2 B (`planner.perf.roofline.weight_format`)."""
+        from planner.perf.roofline import weight_format
+
+        return weight_format(self, precision).total_bytes / 1e9
 
     @property
     def cache_layers(self) -> int | None:

@@ -21,11 +21,14 @@ from rich.console import Console
 from typer.core import TyperGroup
 
 from planner import api
+from planner.catalog import PRECISIONS
 from planner.errors import InfeasiblePlanError, PlannerInputError, SolverStoppedError
 from planner.metrics import percentile_problem
 from planner.perf import PerfQuery
 from planner.perf.roofline import DEFAULT_TOKEN_BUDGET, SteadyStateError
 from planner.report import json_out, text
+
+PRECISION_HELP = "bf16 | fp16 | fp8 | fp4 | w4a16 | w4a8 (4-bit weights, bf16 / fp8 compute)."
 
 
 def _examples(*commands: str) -> str:
@@ -664,7 +667,7 @@ def perf(
     isl: Annotated[int | None, typer.Option("--isl", min=1, max=100_000_000, help="Input tokens.")] = None,
     osl: Annotated[int | None, typer.Option("--osl", min=1, max=100_000_000, help="Output tokens.")] = None,
     tp: Annotated[int | None, typer.Option("--tp", min=1, help="Tensor parallelism.")] = None,
-    precision: Annotated[str | None, typer.Option("--precision", help="bf16 | fp16 | fp8 | fp4.")] = None,
+    precision: Annotated[str | None, typer.Option("--precision", help=PRECISION_HELP)] = None,
     concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, max=1_000_000, help="Requests in flight (closed loop, as a benchmark runs).")] = None,
     rate_rps: Annotated[float | None, typer.Option("--rate", min=1e-9, max=1e9, help="Requests/s arriving at random (Poisson, open loop): the engine as a plan sizes it.")] = None,
     ttft_ms: TtftOption = None,
@@ -730,7 +733,7 @@ def curve(
     model: Annotated[str, typer.Option("--model", help="Model id (planner catalog models).")],
     gpu: Annotated[str, typer.Option("--gpu", help="GPU id (planner catalog gpus).")],
     tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor parallelism.")],
-    precision: Annotated[str, typer.Option("--precision", help="bf16 | fp16 | fp8 | fp4.")],
+    precision: Annotated[str, typer.Option("--precision", help=PRECISION_HELP)],
     isl: Annotated[int, typer.Option("--isl", min=1, max=100_000_000, help="Input tokens.")],
     osl: Annotated[int, typer.Option("--osl", min=1, max=100_000_000, help="Output tokens.")],
     ttft_ms: TtftOption = None,
@@ -776,8 +779,8 @@ def curve(
 
 
 def _check_precision(precision: str | None) -> None:
-    if precision is not None and precision not in ("bf16", "fp16", "fp8", "fp4"):
-        raise PlannerInputError("--precision", "precision", f"unknown precision '{precision}'; allowed: bf16, fp16, fp8, fp4")
+    if precision is not None and precision not in PRECISIONS:
+        raise PlannerInputError("--precision", "precision", f"unknown precision '{precision}'; allowed: {', '.join(PRECISIONS)}")
 
 
 @app.command(epilog=_examples(
@@ -963,7 +966,7 @@ def ingest(
         int | None, typer.Option("--tp", min=1, help="Tensor parallelism of the engine measured (required unless the path states it, e.g. _tp8_).")
     ] = None,
     precision: Annotated[
-        str | None, typer.Option("--precision", help="Engine precision: bf16, fp16, fp8, fp4 (required unless the model id or path states it).")
+        str | None, typer.Option("--precision", help="Engine precision: bf16, fp16, fp8, fp4, w4a16, w4a8 (required unless the model id or path states it).")
     ] = None,
     node: Annotated[str | None, typer.Option("--node", help="Catalog system, when the benchmark loaded a whole node.")] = None,
     statistic: Annotated[str, typer.Option("--statistic", help="Latency statistic: mean, median, p90, p95, p99.")] = "median",

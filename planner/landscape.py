@@ -177,9 +177,8 @@ def workload_landscape(plan: Plan, scenario: Scenario, catalog: Catalog, workloa
             if system.gpu in seen_gpus:
                 continue
             seen_gpus.add(system.gpu)
-            precisions = model_precisions(catalog, system.gpu)
-            if workload.precisions is not None:
-                precisions = tuple(p for p in precisions if p in workload.precisions)
+            requested = tuple(workload.precisions) if workload.precisions is not None else None
+            precisions = model_precisions(catalog, system.gpu, workload.model, requested)
             points += modeled_engine_points(
                 catalog, workload.model, system.gpu, isl, osl, limits,
                 engine_layouts(scenario, catalog, workload.model, system_id), precisions, workload.slo.percentile,
@@ -203,7 +202,7 @@ def engine_landscape(query: PerfQuery, catalog: Catalog, gpus_per_node: int, sou
     if "modeled" in sources:
         layouts = [Layout(tp) for tp in (1, 2, 4, 8) if tp <= gpus_per_node]
         points += modeled_engine_points(catalog, query.model, query.gpu, query.isl, query.osl, limits, layouts,
-                                        model_precisions(catalog, query.gpu), percentile)  # fmt: skip
+                                        model_precisions(catalog, query.gpu, query.model), percentile)  # fmt: skip
     point = _point(chosen, _engine_label(chosen), limits) if chosen is not None else None
     note = (f"chosen: {point.engine} at concurrency {chosen.concurrency} ({chosen.provenance})" if point
             else "no point of the asked engine meets the limits" if chosen is None else "the chosen point states no TPOT")  # fmt: skip

@@ -206,10 +206,14 @@ def test_stated_tp_and_pipeline_parallelism():
     assert stated_tp(Path("results/stp3/run.json"))[0] is None  # 'stp3' is not a TP
     with pytest.raises(PlannerInputError, match="pipeline parallelism 2"):
         stated_tp(Path("runs/x_tp4_pp2_qps_1.json"))
-    with pytest.raises(PlannerInputError, match="no\\s+precision for"):
-        from planner.ingest import stated_precision
+    from planner.ingest import stated_precision
 
-        stated_precision(Path("run.json"), ["TheBloke/Llama-2-70B-AWQ"], load_catalog().models["llama-2-70b"])
+    llama2 = load_catalog().models["llama-2-70b"]
+    # 4-bit integer weights run dequantized in 16-bit GEMMs (Marlin): w4a16; an 8-bit integer format has no precision
+    assert stated_precision(Path("run.json"), ["TheBloke/Llama-2-70B-AWQ"], llama2)[0] == "w4a16"
+    assert stated_precision(Path("run.json"), ["Qwen/Llama-2-70B-GPTQ-Int4"], llama2)[0] == "w4a16"
+    with pytest.raises(PlannerInputError, match="no\\s+precision for .*allowed: bf16, fp16, fp8, fp4, w4a16, w4a8"):
+        stated_precision(Path("run.json"), ["RedHatAI/Llama-2-70B-quantized.w8a8"], llama2)
 
 
 def test_a_user_row_naming_the_model_by_alias_replaces_the_shipped_row(tmp_path, catalog):

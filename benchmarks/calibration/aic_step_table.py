@@ -14,7 +14,7 @@ import argparse
 import csv
 import time
 
-from planner.catalog import BYTES_PER_PARAM, load_catalog
+from planner.catalog import load_catalog
 from planner.perf import aic
 from planner.perf.roofline import kv_bytes_for
 
@@ -39,7 +39,7 @@ COLUMNS = ("source", "model", "gpu", "tp", "precision", "decode_batch", "decode_
 def fits(catalog, model: str, gpu: str, tp: int, precision: str, kv_tokens: int) -> bool:
     """Weights and the step's KV cache within 90% of the instance's memory."""
     arch, device = catalog.models[model], catalog.gpus[gpu]
-    weights = arch.params_b * 1e9 * BYTES_PER_PARAM[precision]
+    weights = arch.weight_gb(precision) * 1e9  # 4-bit weights with their block scales (docs/perf-model.md)
     kv = kv_tokens * arch.kv_bytes_per_token(kv_bytes_for(precision))
     return weights + kv <= 0.9 * tp * device.memory_gb * 1e9
 

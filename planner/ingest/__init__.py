@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from planner.catalog import BenchmarkRow, Catalog, ModelArch, accelerator_count, benchmark_csv_text
+from planner.catalog import PRECISIONS, BenchmarkRow, Catalog, ModelArch, accelerator_count, benchmark_csv_text
 from planner.errors import PlannerInputError
 from planner.loading import short_repr, validate_model
 
@@ -174,9 +174,11 @@ def _hardware(options: IngestOptions, catalog: Catalog) -> tuple[str, int | None
 _TP_NAME = re.compile(r"(?:^|[_\-./])tp[_\-]?(\d+)(?=$|[_\-./])", re.IGNORECASE)
 _PP_NAME = re.compile(r"(?:^|[_\-./])pp[_\-]?(\d+)(?=$|[_\-./])", re.IGNORECASE)
 _QUANT_NAME = re.compile(r"(?:^|[_\-./])quant[_\-]?([a-z0-9]+)(?=$|[_\-./])", re.IGNORECASE)
-# quantization a name states ('-FP8', 'NVFP4', 'MXFP4'); weight-only integer formats have no catalog precision
-_QUANT_WORDS = (("nvfp4", "fp4"), ("mxfp4", "fp4"), ("fp4", "fp4"), ("fp8", "fp8"), ("awq", None), ("gptq", None),
-                ("int4", None), ("int8", None), ("w4a16", None), ("w8a8", None), ("bf16", "bf16"), ("fp16", "fp16"))  # fmt: skip
+# quantization a name states ('-FP8', 'NVFP4', 'MXFP4', 'AWQ', 'GPTQ-Int4'): 4-bit integer weights run dequantized
+# in 16-bit GEMMs (w4a16); 8-bit integer formats have no catalog precision ('GPTQ' alone states no bit width)
+_QUANT_WORDS = (("nvfp4", "fp4"), ("mxfp4", "fp4"), ("fp4", "fp4"), ("fp8", "fp8"), ("w4a16", "w4a16"), ("w4a8", "w4a8"),
+                ("awq", "w4a16"), ("int4", "w4a16"), ("int8", None), ("w8a8", None), ("bf16", "bf16"),
+                ("fp16", "fp16"))  # fmt: skip
 
 
 def _name_parts(path: Path) -> str:
@@ -200,7 +202,7 @@ def _quant_precision(word: str, file: str) -> str | None:
         if marker in word:
             if precision is None:
                 raise PlannerInputError(file, "precision", f"the run states '{word}' weights, which the catalog has no "
-                                        "precision for (allowed: bf16, fp16, fp8, fp4)")  # fmt: skip
+                                        f"precision for (allowed: {', '.join(PRECISIONS)})")  # fmt: skip
             return precision
     return None
 

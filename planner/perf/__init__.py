@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from planner.catalog import Catalog
+from planner.catalog import WEIGHT_ONLY_PRECISIONS, Catalog
 from planner.metrics import LABELS, percentile_label
 from planner.metrics import limits as metric_limits
 from planner.perf.anchor import AnchorSet, anchor_rows, build_anchors
@@ -117,9 +117,22 @@ def _best(results: list[PerfResult], query: PerfQuery) -> PerfResult | str:
     return max(meeting, key=lambda r: (throughput_key(r), -(r.concurrency or 0)))
 
 
-def model_precisions(catalog: Catalog, gpu: str) -> tuple[str, ...]:
-    """Precisions worth modeling on a GPU: fp16 runs at the bf16 rate, so bf16 stands for both."""
-    return tuple(p for p in catalog.gpus[gpu].precisions if p != "fp16")
+def model_precisions(catalog: Catalog, gpu: str, model: str | None = None,
+                     requested: tuple[str, ...] | None = None) -> tuple[str, ...]:  # fmt: skip
+    """Precisions worth modeling for a model on a GPU: bf16, fp8 and fp4 where the GPU has their tensor cores (fp16
+    runs at the bf16 rate, so bf16 stands for both). The weight-only formats (w4a16, w4a8) only for a model shipped
+    in fp4 on a GPU without fp4 tensor cores (gpt-oss's MXFP4 experts: w4a16, and w4a8 where fp8 is), so that the
+    search does not grow for every model; or where `requested` (a workload's `precisions:`) names them. Filtered
+    to `requested` when given."""
+    supported = catalog.gpus[gpu].precisions
+    precisions = [p for p in supported if p != "fp16" and p not in WEIGHT_ONLY_PRECISIONS]
+    four_bit_checkpoint = model is not None and catalog.models[model].checkpoint_precision == "fp4"
+    for p in WEIGHT_ONLY_PRECISIONS:
+        if p in supported and ((four_bit_checkpoint and "fp4" not in supported) or (requested and p in requested)):
+            precisions.append(p)
+    if requested is not None:
+        precisions = [p for p in precisions if p in requested]
+    return tuple(precisions)
 
 
 def _table_points(query: PerfQuery, catalog: Catalog, interpolate: bool, groups=None) -> list[list[PerfResult]]:
@@ -216,7 +229,7 @@ def _curve(
     if query.isl is None or query.osl is None:
         return "the roofline needs both ISL and OSL"
     gpu = catalog.gpus[query.gpu]
-    if precision not in gpu.tflops_by_precision:
+    if precision not in gpu.precisions:
         return f"{gpu.id} does not support {precision}"
     # an engine built for longer sequences must fit one of them; its paged KV cache then runs as many of the
     # query's sequences as their tokens fill
@@ -536,7 +549,7 @@ def operating_points(
         return points if points else PerfMiss(query, "; ".join(dict.fromkeys(reasons)))
     if modeled and model_without_rows:
         tps = (query.tp,) if query.tp else (tps or TP_LADDER)
-        precisions = (query.precision,) if query.precision else (precisions or model_precisions(catalog, query.gpu))
+        precisions = (query.precision,) if query.precision else (precisions or model_precisions(catalog, query.gpu, query.model))
         points = []
         for tp in tps:
             for precision in precisions:
@@ -575,7 +588,7 @@ def _aic_points(query: PerfQuery, catalog: Catalog, tps, precisions) -> list:
     if not aic.available():
         raise PlannerInputError("--perf-source", "aic", aic_unavailable_message())
     tps = (query.tp,) if query.tp else (tps or TP_LADDER)
-    precisions = (query.precision,) if query.precision else (precisions or model_precisions(catalog, query.gpu))
+    precisions = (query.precision,) if query.precision else (precisions or model_precisions(catalog, query.gpu, query.model))
     supported = [p for p in precisions if aic.unsupported_reason(query.model, query.gpu, p) is None]
     if not supported:
         return [aic.unsupported_reason(query.model, query.gpu, precisions[0])]

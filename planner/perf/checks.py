@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from planner.catalog import BYTES_PER_PARAM, Catalog
+from planner.catalog import Catalog, compute_precision
 from planner.metrics import LABELS, LATENCY_METRICS
 from planner.perf import PerfQuery, is_modeled, modeled_points, model_precisions
-from planner.perf.roofline import model_shape, supports_roofline
+from planner.perf.roofline import LM_HEAD_BYTES, model_shape, supports_roofline, weight_format
 from planner.perf.types import PerfResult
 
 LENGTHS = ((128, 128), (512, 128), (2048, 128), (128, 2048), (1000, 1000), (4096, 512), (5000, 500), (8192, 512), (20000, 2000))
@@ -42,11 +42,14 @@ def lower_bounds_ms(catalog: Catalog, point: PerfResult) -> tuple[float, float]:
     """(ITL, TTFT) no engine can beat: the layer weights and LM head read once at full bandwidth per decode step;
     the prompt's linear FLOPs at the full tensor rate."""
     arch = model_shape(catalog.models[point.model])
+    stored = weight_format(catalog.models[point.model], point.precision)
     gpu = catalog.gpus[point.gpu]
     tp = point.gpus_per_instance
-    weights = arch.layer_params_read(1.0) * BYTES_PER_PARAM[point.precision] + arch.lm_head_params * 2.0
+    weights = (arch.layers * (arch.attention_params * stored.layer + arch.mlp_params_read(1.0) * stored.expert)
+               + arch.lm_head_params * LM_HEAD_BYTES)  # fmt: skip
     itl = weights / tp / (gpu.mem_bw_tb_per_s * 1e12) * 1e3
-    ttft = 2 * arch.active_layer_params * point.isl / (tp * gpu.tflops_by_precision[point.precision] * 1e12) * 1e3
+    rate = gpu.tflops_by_precision[compute_precision(point.precision)]
+    ttft = 2 * arch.active_layer_params * point.isl / (tp * rate * 1e12) * 1e3
     return itl, ttft
 
 
@@ -91,7 +94,7 @@ def invariant_sweep(catalog: Catalog, models: tuple[str, ...] | None = None, gpu
     gpus = gpus or tuple(sorted(catalog.gpus))
     for model in models:
         for gpu in gpus:
-            for precision in model_precisions(catalog, gpu):
+            for precision in model_precisions(catalog, gpu, model):
                 batch_one = {}
                 for tp in TPS:
                     for isl, osl in lengths:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from planner.catalog import BYTES_PER_PARAM, Gpu, ModelArch
+from planner.catalog import Gpu, ModelArch
 from planner.perf.types import MemoryFit
 
 
@@ -21,10 +21,12 @@ def memory_fit(
     pp: int = 1,
 ) -> MemoryFit:
     """`gpus_per_instance` is the TP of one attention rank; `dp` ranks, experts over `ep` GPUs, `pp` stages.
-    Weights per GPU = (always-read params / TP + routed experts / EP) x bytes(precision) / PP, where EP 1 splits
-    the experts by TP too (params / TP / PP for a dense model); usable = memory x (1 - reserve);
-    KV tokens = DP x PP x TP x (usable - weights per GPU) / KV bytes per token (x 1, not TP, for a latent MLA
-    cache): each rank holds its own sequences, each stage its layers of them;
+    Weights per GPU = (always-read weights / TP + routed experts / EP) / PP, each part at its bytes
+    (`roofline.weight_format`: 4-bit layers with their block scales, embeddings and LM head bf16), where EP 1 splits
+    the experts by TP too (weights / TP / PP for a dense model); usable = memory x (1 - reserve);
+    KV tokens = DP x PP x (usable - weights per GPU) / KV bytes per token per GPU (`kv_bytes_per_token_per_gpu`:
+    the ceil(KV heads / TP) heads one GPU keeps, a KV head replicated where TP exceeds them; the whole latent of
+    an MLA cache): each rank holds its own sequences, each stage its layers of them;
     max concurrency = floor(KV tokens / (isl + osl)): sequences reserved in full (the running batch of a paged
     cache is larger: MemoryFit.running_limit).
     """
@@ -43,8 +45,11 @@ def memory_fit(
     if kv_per_token is None or tokens_per_sequence is None:
         why = "architecture of the model not known" if kv_per_token is None else "no sequence length"
         return MemoryFit(True, weights_gb_per_gpu, usable_gb_per_gpu, None, f"weights fit; KV capacity unknown ({why})")
-    # a latent (MLA) cache is whole on every GPU; heads' K and V are split over them
-    kv_tokens = free_gb * 1e9 / kv_per_token * (1 if model.mla is not None else tp) * dp * pp
+    # the roofline's own, so that both read one cache: a latent (MLA) cache is whole on every GPU; heads' K and V
+    # are split over them, whole heads per GPU
+    from planner.perf.roofline import kv_bytes_per_token_per_gpu
+
+    kv_tokens = free_gb * 1e9 / kv_bytes_per_token_per_gpu(model, tp, kv_bytes_per_element) * dp * pp
     max_concurrency = math.floor(kv_tokens / tokens_per_sequence)
     if max_concurrency < 1:
         return MemoryFit(
@@ -55,13 +60,14 @@ def memory_fit(
 
 
 def weights_gb_per_gpu_of(model: ModelArch, precision: str, tp: int, ep: int = 1, pp: int = 1) -> float:
-    """GB of weights on one GPU: a dense model's params / (TP x PP); with expert parallelism the routed experts
-    are spread whole over EP GPUs and the rest (attention, shared experts, embeddings) split by TP."""
-    total_gb = model.params_b * BYTES_PER_PARAM[precision]
+    """GB of weights on one GPU: a dense model's weights / (TP x PP); with expert parallelism the routed experts
+    are spread whole over EP GPUs and the rest (attention, shared experts, embeddings) split by TP. The bytes of
+    each part are the roofline's (`weight_format`), so that memory and weight reads agree."""
+    from planner.perf.roofline import weight_format
+
+    weights = weight_format(model, precision)
+    total_gb = weights.total_bytes / 1e9
     if ep <= 1 or model.moe is None:
         return total_gb / tp / pp
-    from planner.perf.roofline import model_shape  # the roofline's split of the published counts
-
-    shape = model_shape(model)
-    experts_gb = min(shape.layers * shape.experts * shape.mlp_params * BYTES_PER_PARAM[precision] / 1e9, total_gb)
+    experts_gb = weights.expert_bytes / 1e9
     return ((total_gb - experts_gb) / tp + experts_gb / ep) / pp

@@ -4,8 +4,10 @@ One engine iteration (a forward pass of the batch) on an instance of TP GPUs, pe
 
     step_ms     = linear + elementwise + attention + all-reduce + fixed
     linear      = smoothmax(weights read / (BW e_bw), linear FLOPs / (peak(precision) e_gemm(precision) depth))
-                  weights read = (layer weights the tokens touch x bytes(precision) + LM head x 2 B) / TP
+                  weights read = (layer weights the tokens touch x their bytes (`weight_format`) + LM head x 2 B) / TP
                   linear FLOPs = (2 x active layer params x tokens + 2 x LM head x (decode tokens + prompts)) / TP
+                  peak and kernel factors are those of the compute precision (w4a16: bf16, w4a8: fp8), the bytes
+                  those of the weights (4-bit formats 4.25-4.5 bits with their block scales)
                   (the embedding table is looked up, not multiplied; the LM head runs on a prompt's last token only
                   and stays bf16 in quantized checkpoints); depth = hidden / (hidden + d_half): a GEMM with a short
                   reduction spends more of its time loading and storing tiles
@@ -55,7 +57,14 @@ from functools import cached_property
 import numpy as np
 from scipy.stats import gamma, poisson
 
-from planner.catalog import BYTES_PER_PARAM, Gpu, ModelArch
+from planner.catalog import (
+    EMBEDDING_BYTES,
+    MXFP4_BITS,
+    PRECISION_SPECS,
+    Gpu,
+    ModelArch,
+    compute_precision,
+)
 
 ACTIVATION_BYTES = 2.0  # bf16 activations (all-reduce, norms, MLP activation)
 LM_HEAD_BYTES = 2.0  # quantized checkpoints keep the LM head in bf16
@@ -68,11 +77,17 @@ class SteadyStateError(RuntimeError):
     """The steady-state equation did not solve: a defect, never a number to plan with."""
 
 
+_FP8_COMPUTE = tuple(p for p, spec in PRECISION_SPECS.items() if spec.compute == "fp8")
+_FP4_COMPUTE = tuple(p for p, spec in PRECISION_SPECS.items() if spec.compute == "fp4")
+
+
 def _by_precision(precision, bf16: float, fp8: float, fp4: float):
-    """One value per precision class; `precision` may be an array (a batch of engines)."""
+    """One value per class of compute precision (bf16/fp16 and w4a16: bf16; fp8 and w4a8: fp8; fp4); `precision`
+    may be an array (a batch of engines)."""
     if isinstance(precision, str):
-        return fp4 if precision == "fp4" else fp8 if precision == "fp8" else bf16
-    return np.where(precision == "fp4", fp4, np.where(precision == "fp8", fp8, bf16))
+        compute = compute_precision(precision)
+        return fp4 if compute == "fp4" else fp8 if compute == "fp8" else bf16
+    return np.where(np.isin(precision, _FP4_COMPUTE), fp4, np.where(np.isin(precision, _FP8_COMPUTE), fp8, bf16))
 
 
 @dataclass(frozen=True)
@@ -108,7 +123,8 @@ class Efficiency:
         return _by_precision(precision, self.gemm_bf16, self.gemm_fp8, self.gemm_fp4)
 
     def attention(self, precision):
-        """Prefill attention as a fraction of the bf16 tensor rate: fp8 engines run fp8 attention kernels."""
+        """Prefill attention as a fraction of the bf16 tensor rate: fp8 engines (fp8, w4a8 and fp4 compute, all
+        with an fp8 KV cache) run fp8 attention kernels."""
         return _by_precision(precision, self.attention_bf16, self.attention_fp8, self.attention_fp8)
 
     def layer_latency_us(self, precision):
@@ -210,6 +226,56 @@ def _moe_split(model: ModelArch, attention: float, mlp: float, lm_head: float) -
 
 
 @dataclass(frozen=True)
+class WeightFormat:
+    """Bytes per parameter of each part of a model at a precision: the one rule the memory fit (`memory.py`) and
+    the roofline's weight reads share. `layer`: the always-read layer weights (attention, router, shared experts,
+    dense layers; a dense model's MLP is `expert`); `expert`: the MLP, or one routed expert's; `tables`: the
+    embedding table and LM head. The parameter counts are `model_shape`'s split of the published total."""
+
+    layer: float
+    expert: float
+    tables: float
+    layer_params: float  # always-read layer parameters (all layers)
+    expert_params: float  # MLP or routed-expert parameters (all layers, all experts)
+    table_params: float  # embedding table and LM head
+
+    @property
+    def total_bytes(self) -> float:
+        return self.layer * self.layer_params + self.expert * self.expert_params + self.tables * self.table_params
+
+    @property
+    def expert_bytes(self) -> float:
+        return self.expert * self.expert_params
+
+
+def weight_format(model: ModelArch, precision: str) -> WeightFormat:
+    """How a model's weights are stored at a precision (docs/perf-model.md, "Precisions"):
+
+    - 8 and 16 bits: every parameter at the precision's bytes (params x bytes, as the memory fit always had it);
+    - 4 bits (fp4, w4a16, w4a8): the layers' linear weights at the format's bits (block scales included), the
+      embedding table and LM head in bf16 (2 B); a mixture of experts shipped in fp4 (gpt-oss: MXFP4 experts,
+      bf16 attention, router and embeddings) keeps that checkpoint: routed experts at 4.25 bits, the rest 2 B.
+
+    The embedding table and LM head are vocabulary x hidden each (one of them where the published total leaves
+    room for one only: tied embeddings); without a published vocabulary every parameter is a layer's."""
+    spec = PRECISION_SPECS[precision]
+    total = model.params_b * 1e9
+    tables = expert = 0.0
+    if supports_roofline(model):
+        shape = model_shape(model)
+        lm_head = float(shape.lm_head_params)
+        layer_total = shape.layers * (shape.attention_params + shape.experts * shape.mlp_params)
+        tables = min(max(total - layer_total, lm_head), 2 * lm_head, total)
+        expert = min(shape.layers * shape.experts * shape.mlp_params, total - tables)
+    layer = total - tables - expert
+    if not spec.four_bit:
+        return WeightFormat(spec.weight_bytes, spec.weight_bytes, spec.weight_bytes, layer, expert, tables)
+    if model.checkpoint_precision == "fp4" and model.moe is not None:
+        return WeightFormat(EMBEDDING_BYTES, MXFP4_BITS / 8, EMBEDDING_BYTES, layer, expert, tables)
+    return WeightFormat(spec.weight_bytes, spec.weight_bytes, EMBEDDING_BYTES, layer, expert, tables)
+
+
+@dataclass(frozen=True)
 class EngineShape:
     """What the roofline needs of one engine instance."""
 
@@ -243,13 +309,23 @@ class EngineShape:
         return EngineShape(model, self.gpu, self.tp, self.precision, self.kv_bytes_per_element, self.dp,
                            self.ep if spec.draft_model is None else 1, 1)  # fmt: skip
 
-    @property
-    def weight_bytes(self) -> float:
-        return self.model.params_b * 1e9 * BYTES_PER_PARAM[self.precision]
+    @cached_property
+    def weights(self) -> WeightFormat:
+        return weight_format(self.model, self.precision)
 
     @property
-    def bytes_per_param(self) -> float:
-        return BYTES_PER_PARAM[self.precision]
+    def weight_bytes(self) -> float:
+        return self.weights.total_bytes
+
+    @property
+    def layer_bytes_per_param(self) -> float:
+        """Bytes of an always-read layer weight (attention, router, shared experts)."""
+        return self.weights.layer
+
+    @property
+    def expert_bytes_per_param(self) -> float:
+        """Bytes of an MLP or routed-expert weight."""
+        return self.weights.expert
 
     @property
     def kv_bytes_per_token(self) -> float:
@@ -263,12 +339,13 @@ class EngineShape:
 
     @property
     def peak_flops(self) -> float:
-        return self.gpu.tflops_by_precision[self.precision] * 1e12
+        """The tensor rate of the compute precision (a weight-only format multiplies at its activations')."""
+        return self.gpu.tflops_by_precision[compute_precision(self.precision)] * 1e12
 
     @property
     def bf16_flops(self) -> float:
         rates = self.gpu.tflops_by_precision
-        return rates.get("bf16", rates.get("fp16", rates[self.precision])) * 1e12
+        return rates.get("bf16", rates.get("fp16", rates[compute_precision(self.precision)])) * 1e12
 
     @property
     def bandwidth_bytes_per_s(self) -> float:
@@ -310,7 +387,8 @@ class ShapeBatch:
     arch: ModelShape
     tp: np.ndarray
     precision: np.ndarray
-    bytes_per_param: np.ndarray
+    layer_bytes_per_param: np.ndarray
+    expert_bytes_per_param: np.ndarray
     kv_bytes_per_token_per_gpu: np.ndarray
     peak_flops: np.ndarray
     bf16_flops: np.ndarray
@@ -329,7 +407,8 @@ class ShapeBatch:
         column = lambda name: np.array([getattr(s, name) for s in shapes], dtype=float)  # noqa: E731
         return cls(
             arch=ModelShape(**arrays), tp=column("tp"), precision=np.array([s.precision for s in shapes]),
-            bytes_per_param=column("bytes_per_param"), kv_bytes_per_token_per_gpu=column("kv_bytes_per_token_per_gpu"),
+            layer_bytes_per_param=column("layer_bytes_per_param"), expert_bytes_per_param=column("expert_bytes_per_param"),
+            kv_bytes_per_token_per_gpu=column("kv_bytes_per_token_per_gpu"),
             peak_flops=column("peak_flops"), bf16_flops=column("bf16_flops"),
             bandwidth_bytes_per_s=column("bandwidth_bytes_per_s"), link_bytes_per_s=column("link_bytes_per_s"),
         )  # fmt: skip
@@ -344,8 +423,9 @@ def kv_bytes_per_token_per_gpu(model: ModelArch, tp: int, kv_bytes_per_element: 
 
 
 def kv_bytes_for(precision: str) -> float:
-    """KV cache element size: fp8 engines keep an fp8 KV cache (TensorRT-LLM / NIM fp8 profiles); else bf16."""
-    return 1.0 if precision in ("fp8", "fp4") else 2.0
+    """KV cache element size: engines computing in fp8 or fp4 (fp8, w4a8, fp4) keep an fp8 KV cache (TensorRT-LLM /
+    NIM fp8 profiles); bf16 ones (bf16, fp16, w4a16) a bf16 cache."""
+    return PRECISION_SPECS[precision].kv_bytes
 
 
 def supports_roofline(model: ModelArch) -> bool:
@@ -395,7 +475,8 @@ def _stage_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, decode_tokens, d
     bandwidth = shape.bandwidth_bytes_per_s * eff.bandwidth
     expert_split = np.where(ep > 1, ep, tp)
     weights = (
-        layers * (a.attention_params / tp + a.mlp_params_read(tokens) / expert_split) * shape.bytes_per_param
+        layers * (a.attention_params / tp * shape.layer_bytes_per_param
+                  + a.mlp_params_read(tokens) / expert_split * shape.expert_bytes_per_param)
         + a.lm_head_params * LM_HEAD_BYTES / (tp * pp)
     )
     depth = a.hidden / (a.hidden + eff.gemm_depth_half)

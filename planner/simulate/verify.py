@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from planner.catalog import compute_precision
 from planner.metrics import LABELS
 from planner.metrics import limits as slo_limits
 from planner.perf.roofline import DEFAULT_TOKEN_BUDGET
@@ -231,7 +232,8 @@ def _point_setup(route, assignment, instances: int, share: float, catalog, token
     gpus = route.tp or system.gpus_per_node
     precision = route.precision or "bf16"
     efficiency = efficiency_for(catalog, gpu.architecture)
-    steps = PointSteps.fitted(model.params_b, gpus, gpu.tflops_by_precision.get(precision, gpu.tflops_by_precision["bf16"]) * 1e12,
+    rate = gpu.tflops_by_precision.get(compute_precision(precision), gpu.tflops_by_precision["bf16"])
+    steps = PointSteps.fitted(model.params_b, gpus, rate * 1e12,
                               efficiency.gemm(precision), batch, rps, route.bucket_isl, route.bucket_osl)  # fmt: skip
     count = max(1, round(instances * share))
     shared = f"s shared with {shared_with}" if shared_with else ""
