@@ -35,13 +35,14 @@ def plan_file(
     progress=None,
     perf_margin: float | None = None,
     perf_source: str | None = None,
+    confidence: float | None = None,
 ) -> Plan:
     """Load the catalog and a scenario file, then size the fleet (raises InfeasiblePlanError with a diagnosis).
     `progress(done, total)` follows the candidate enumeration, the long part of big scenarios. A perf margin
     (argument or the scenario's `robustness:`) or demand forecasts make it a robust plan priced against the nominal."""
     catalog = scenario_catalog(scenario_path, catalog_dirs)
     scenario = with_perf_source(with_perf_margin(load_scenario(scenario_path, catalog), perf_margin), perf_source)
-    return solve_scenario(scenario, catalog, solver, time_limit_s, progress)
+    return solve_scenario(with_confidence(scenario, confidence), catalog, solver, time_limit_s, progress)
 
 
 def with_perf_source(scenario: Scenario, perf_source: str | None) -> Scenario:
@@ -53,6 +54,15 @@ def with_perf_source(scenario: Scenario, perf_source: str | None) -> Scenario:
             perf_layers("aic")  # asked for alone in the scenario: the same clear message when not installed
         return scenario
     return dataclasses.replace(scenario, perf_sources=perf_layers(perf_source))
+
+
+def with_confidence(scenario: Scenario, confidence: float | None) -> Scenario:
+    """The scenario with `--confidence` applied (it overrides the scenario's `robustness.confidence`)."""
+    if confidence is None:
+        return scenario
+    if not 0 < confidence < 1:
+        raise PlannerInputError("--confidence", "confidence", f"must be a share in (0, 1), e.g. 0.8 (got {confidence:g})")
+    return dataclasses.replace(scenario, confidence=confidence)
 
 
 def with_perf_margin(scenario: Scenario, perf_margin: float | None) -> Scenario:

@@ -11,6 +11,7 @@ does not add candidates for that pair. Every pruning is counted, and its reasons
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -28,9 +29,10 @@ from planner.perf import (
     operating_points,
 )
 from planner.perf.disagg import stage_points
+from planner.perf.engines import DEFAULT_ENGINE
+from planner.perf.roofline import supports_roofline
 from planner.perf.tables import instance_memory
 from planner.perf.types import Layout
-from planner.perf.roofline import supports_roofline
 from planner.plan import CandidateStats
 from planner.scenario import HOURS_PER_YEAR, Bucket, OnPremCosts, Scenario, SystemOffer, Workload
 
@@ -64,6 +66,7 @@ class Candidate:
     ep: int = 1
     pp: int = 1
     speculative: bool = False
+    engine: str = DEFAULT_ENGINE  # the serving engine (planner/perf/engines.py)
 
     @property
     def layout(self) -> Layout:
@@ -83,7 +86,7 @@ class Candidate:
     def variant(self) -> tuple:
         """The engine build: what `max_engine_variants` counts."""
         return (self.model, self.gpu, self.tp, self.precision, self.max_batch, self.engine_isl, self.engine_osl,
-                self.stage, self.dp, self.ep, self.pp, self.speculative)  # fmt: skip
+                self.stage, self.dp, self.ep, self.pp, self.speculative, self.engine)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -222,7 +225,8 @@ def unit_shape(gpus_per_instance: int, gpus_per_node: int, share_nodes: bool) ->
 
 def _key(offer: SystemOffer, model: str, point: PerfResult, batch, isl: int, osl: int, speculative: bool = False) -> str:
     tp_part = Layout(point.tp, point.dp, point.ep, point.pp).label.lower().replace(" ", "-") if point.tp else f"{point.gpus_per_instance}gpu"
-    extra = ([point.stage] if point.stage != "aggregated" else []) + (["spec"] if speculative else [])
+    extra = ([point.stage] if point.stage != "aggregated" else []) + (["spec"] if speculative else []) + (
+        [point.engine] if point.engine != DEFAULT_ENGINE else [])
     return "/".join((offer.site, offer.pricing, offer.system, model, tp_part, point.precision or "prec?",
                      f"b{batch}" if batch else "b?", f"{isl}x{osl}", *extra))  # fmt: skip
 
@@ -257,6 +261,7 @@ class _Builder:
         self.memo: dict[tuple, object] = {}  # curves, engine fits and best points, computed once each
         self.fastest: dict[str, dict[str, Fastest]] = defaultdict(dict)
         self.engine_fit: dict[tuple[str, int, str], object] = {}  # memory fit of an option's engine lengths
+        self.engine = DEFAULT_ENGINE  # the serving engine of the workload being enumerated
 
     def note_fastest(self, workload: Workload, offer: SystemOffer, point: PerfResult) -> None:
         label = f"{offer.system} {Layout(point.tp or 1, point.dp, point.ep, point.pp).label} {point.precision}"
@@ -287,7 +292,7 @@ class _Builder:
                 gpus_per_instance=point.gpus_per_instance, instances_per_node=instances,
                 **dict(zip(("gpus_per_unit", "instances_per_unit"), unit_shape(
                     point.gpus_per_instance, system.gpus_per_node, self.scenario.share_nodes_across_models))),
-                stage=point.stage, dp=point.dp, ep=point.ep, pp=point.pp, speculative=speculative,
+                stage=point.stage, dp=point.dp, ep=point.ep, pp=point.pp, speculative=speculative, engine=point.engine,
             )  # fmt: skip
         self.options[(workload.name, bucket, key)] = Option(workload.name, bucket, key, rps_per_node, instances, point)
         return key
@@ -456,7 +461,7 @@ class _Builder:
         return PerfQuery(
             model=workload.model, gpu=self.catalog.systems[offer.system].gpu, isl=bucket.isl_tokens,
             osl=bucket.osl_tokens, ttft_ms=workload.slo.ttft_ms, itl_ms=workload.slo.itl_ms, e2e_ms=workload.slo.e2e_ms,
-            tpot_ms=workload.slo.tpot_ms, token_budget=self.scenario.token_budget, arrivals="poisson",
+            tpot_ms=workload.slo.tpot_ms, token_budget=self.scenario.token_budget, arrivals="poisson", engine=self.engine,
         )  # fmt: skip
 
     def drop_dominated(self) -> None:
@@ -536,12 +541,14 @@ def enumerate_candidates(
         for offer in scenario.offers:
             done += 1
             split = scenario.disaggregated != "never" and "modeled" in scenario.perf_sources
-            for index, bucket in enumerate(workload.buckets):
+            for engine, (index, bucket) in itertools.product(workload.engines, enumerate(workload.buckets)):
+                builder.engine = engine
                 if split:
                     builder.disaggregated(offer, workload, index, bucket)
                 if scenario.disaggregated == "always" and workload.mode != "offline":
                     continue
-                answered = builder.from_data(offer, workload, index, bucket)
+                # benchmark rows are of the reference engine: another engine is the roofline's, at its class
+                answered = engine == DEFAULT_ENGINE and builder.from_data(offer, workload, index, bucket)
                 if not answered and "modeled" in scenario.perf_sources:
                     builder.from_model(offer, workload, index, bucket)
                 elif not answered:

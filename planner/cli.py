@@ -26,7 +26,15 @@ from planner.errors import InfeasiblePlanError, PlannerInputError, SolverStopped
 from planner.metrics import percentile_problem
 from planner.perf import PerfQuery
 from planner.perf.roofline import DEFAULT_TOKEN_BUDGET, SteadyStateError
+from planner.perf.types import Layout
 from planner.report import json_out, text
+
+
+class Engine(str, Enum):
+    trtllm = "trtllm"
+    vllm = "vllm"
+    sglang = "sglang"
+
 
 PRECISION_HELP = "bf16 | fp16 | fp8 | fp4 | w4a16 | w4a8 (4-bit weights, bf16 / fp8 compute)."
 
@@ -480,6 +488,11 @@ def plan(
         float | None,
         typer.Option("--perf-margin", callback=_finite, help="Robust plan: derate every throughput by this fraction (e.g. 0.2)."),
     ] = None,
+    confidence: Annotated[
+        float | None,
+        typer.Option("--confidence", callback=_finite, help="Robust plan: size each modeled line at the pessimistic "
+                     "edge of its expected-error band covering this share of its class's held-out errors (e.g. 0.8)."),
+    ] = None,
     perf_source: PerfSourceOption = None,
     solver: SolverOption = None,
     time_limit: TimeLimitOption = None,
@@ -494,7 +507,7 @@ def plan(
             raise PlannerInputError("--repair", "repair", "works with --verify (it repairs what the simulation finds)")
         with _progress(progress_mode, json) as progress:
             result = api.plan_file(scenario, catalog, solver.value if solver else None, time_limit, progress, perf_margin,
-                                   perf_source)  # fmt: skip
+                                   perf_source, confidence)  # fmt: skip
         options = _simulation_options(duration, seeds)
         repaired = checks = None
         if repair:
@@ -667,6 +680,8 @@ def perf(
     isl: Annotated[int | None, typer.Option("--isl", min=1, max=100_000_000, help="Input tokens.")] = None,
     osl: Annotated[int | None, typer.Option("--osl", min=1, max=100_000_000, help="Output tokens.")] = None,
     tp: Annotated[int | None, typer.Option("--tp", min=1, help="Tensor parallelism.")] = None,
+    layout: Annotated[str | None, typer.Option("--layout", help="TP4 | DEP8 (attention DP 8 with EP 8) | TP2EP4 | TP4PP2: the instance's layout (instead of --tp).")] = None,
+    engine: Annotated[Engine, typer.Option("--engine", help="Serving engine: its calibrated class (docs/perf-model.md).")] = Engine.trtllm,
     precision: Annotated[str | None, typer.Option("--precision", help=PRECISION_HELP)] = None,
     concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, max=1_000_000, help="Requests in flight (closed loop, as a benchmark runs).")] = None,
     rate_rps: Annotated[float | None, typer.Option("--rate", min=1e-9, max=1e9, help="Requests/s arriving at random (Poisson, open loop): the engine as a plan sizes it.")] = None,
@@ -692,8 +707,10 @@ def perf(
         _check_precision(precision)
         if concurrency is not None and rate_rps is not None:
             raise PlannerInputError("--rate", "rate", "give --concurrency (closed loop) or --rate (open loop), not both")
-        query = PerfQuery(model, gpu, isl, osl, tp, precision, concurrency, ttft_ms, itl_ms, e2e_ms, tpot_ms, token_budget,
-                          rate_rps=rate_rps)  # fmt: skip
+        parsed = _parse_layout(layout, tp)
+        beyond_tp = parsed if parsed is not None and parsed != Layout(parsed.tp) else None  # plain TP is --tp's
+        query = PerfQuery(model, gpu, isl, osl, parsed.tp if parsed else tp, precision, concurrency, ttft_ms, itl_ms,
+                          e2e_ms, tpot_ms, token_budget, rate_rps=rate_rps, engine=engine.value, layout=beyond_tp)  # fmt: skip
         answer = api.perf_point(query, catalog, perf_source, percentile)
         if json:
             sys.stdout.write(json_out.dumps(json_out.perf_document(answer, gpus_per_node)))
@@ -776,6 +793,19 @@ def curve(
                 print(f"plot written to {png}")
 
     _run(action, debug, json)
+
+
+def _parse_layout(layout: str | None, tp: int | None) -> Layout | None:
+    """--layout as a Layout (None where not given; a plain TP layout is --tp's)."""
+    if layout is None:
+        return None
+    if tp is not None:
+        raise PlannerInputError("--layout", "layout", "give --layout or --tp, not both")
+    try:
+        parsed = Layout.parse(layout)
+    except ValueError as error:
+        raise PlannerInputError("--layout", "layout", str(error)) from None
+    return parsed
 
 
 def _check_precision(precision: str | None) -> None:

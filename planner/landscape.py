@@ -15,11 +15,11 @@ limit, a price, an engine the catalog measured).
 from __future__ import annotations
 
 import dataclasses
-
 from dataclasses import dataclass
 
 from planner.catalog import Catalog
 from planner.perf import PerfQuery, PerfResult, is_modeled, limit_violation, model_precisions, modeled_points
+from planner.perf.engines import DEFAULT_ENGINE, ENGINE_NAMES
 from planner.perf.tables import matching_rows, result_from_row
 from planner.plan import Assignment, Plan
 from planner.scenario import Scenario, Workload
@@ -92,7 +92,7 @@ def measured_points(catalog: Catalog, model: str, gpu: str, isl: int, osl: int, 
 def modeled_engine_points(
     catalog: Catalog, model: str, gpu: str, isl: int, osl: int, limits, layouts, precisions,
     percentile: float | None = None, hop_bytes_per_s=lambda layout: 0.0, arrivals: str = "closed",
-    token_budget: int | None = None, engine_lengths: tuple[int, int] | None = None,
+    token_budget: int | None = None, engine_lengths: tuple[int, int] | None = None, engine: str = "trtllm",
 ) -> list[LandscapePoint]:  # fmt: skip
     """The roofline's curve for every layout x precision that fits (modeled points only: the measured ones come
     from measured_points): over concurrency (`arrivals` "closed", as a benchmark runs) or over rates of requests
@@ -101,7 +101,7 @@ def modeled_engine_points(
 
     if not supports_roofline(catalog.models[model]):
         return []
-    query = PerfQuery(model, gpu, isl, osl, arrivals=arrivals)
+    query = PerfQuery(model, gpu, isl, osl, arrivals=arrivals, engine=engine)
     if token_budget is not None:
         query = dataclasses.replace(query, token_budget=token_budget)
     out = []
@@ -111,8 +111,8 @@ def modeled_engine_points(
                                    hop_bytes_per_s=hop_bytes_per_s(layout), engine_lengths=engine_lengths)  # fmt: skip
             if isinstance(curve, str):
                 continue  # does not fit, or no steady state: no point to draw
-            engine = f"{gpu} {layout.label} {precision}"
-            out += [p for r in curve if is_modeled(r.provenance) and (p := _point(r, engine, limits))]
+            label = f"{gpu} {layout.label} {precision}" + ("" if engine == DEFAULT_ENGINE else f" {ENGINE_NAMES[engine]}")
+            out += [p for r in curve if is_modeled(r.provenance) and (p := _point(r, label, limits))]
     return out
 
 
@@ -142,6 +142,8 @@ def _chosen(assignment: Assignment, workload: Workload, catalog: Catalog) -> tup
     system = catalog.systems[assignment.system]
     engine = (f"{system.gpu} {assignment.layout or f'TP{assignment.tp}'} {assignment.precision}" if assignment.tp
               else f"{system.gpu} {system.gpus_per_node} GPUs (engine not stated)")  # fmt: skip
+    if assignment.engine != DEFAULT_ENGINE:
+        engine += f" {ENGINE_NAMES[assignment.engine]}"
     where = f"{assignment.system} {engine.removeprefix(system.gpu + ' ')}"
     if assignment.stage != "aggregated":
         return None, f"the plan serves it disaggregated ({where}): a prefill pool and a decode pool, not one engine"
@@ -179,14 +181,14 @@ def workload_landscape(plan: Plan, scenario: Scenario, catalog: Catalog, workloa
             seen_gpus.add(system.gpu)
             requested = tuple(workload.precisions) if workload.precisions is not None else None
             precisions = model_precisions(catalog, system.gpu, workload.model, requested)
-            points += modeled_engine_points(
+            points += [point for engine in workload.engines for point in modeled_engine_points(
                 catalog, workload.model, system.gpu, isl, osl, limits,
                 engine_layouts(scenario, catalog, workload.model, system_id), precisions, workload.slo.percentile,
                 lambda layout, system=system: (system.network_bytes_per_s(layout.tp * layout.dp) or 0.0) if layout.pp > 1 else 0.0,
                 # as the plan sizes its instances: requests arriving at random, engines built for its lengths
                 arrivals="poisson", token_budget=scenario.token_budget,
-                engine_lengths=(assignment.engine_isl, assignment.engine_osl),
-            )  # fmt: skip
+                engine_lengths=(assignment.engine_isl, assignment.engine_osl), engine=engine,
+            )]  # fmt: skip
     chosen, note = _chosen(assignment, workload, catalog)
     return landscape_of(workload_name, workload.model, isl, osl, limits, points, chosen, note, catalog, scenario.perf_sources)
 

@@ -66,6 +66,7 @@ from planner.catalog import Catalog
 from planner.errors import InfeasiblePlanError, PlannerInputError, SolverStoppedError
 from planner.metrics import LABELS, LATENCY_METRICS
 from planner.metrics import limits as metric_limits
+from planner.perf.engines import DEFAULT_ENGINE, ENGINE_NAMES
 from planner.plan import (
     Assignment,
     CostBreakdown,
@@ -866,9 +867,10 @@ def shared_engine_warnings(routing) -> tuple[str, ...]:
     for key, names in sorted(sharing.items(), key=lambda kv: kv[0]):
         if len(names) < 2:
             continue
-        site, role, system, _, _, precision, batch, isl, osl, stage, layout, _ = key
+        site, role, system, _, _, precision, batch, isl, osl, stage, layout, _, engine = key
         warnings.append(
-            f"{', '.join(sorted(names))} share {system} {layout or ''} {precision} engines (batch <= {batch}, built "
+            f"{', '.join(sorted(names))} share {system} {layout or ''} {precision} {ENGINE_NAMES.get(engine, engine)} "
+            f"engines (batch <= {batch}, built "
             f"for {isl}/{osl}{'' if stage == 'aggregated' else ', ' + stage}): each workload's latencies are modeled "
             "at its own requests alone; in the mix one's prompt chunks lengthen the other's token gaps and its "
             "prompts queue behind the other's (plan --verify simulates the mix)"
@@ -943,7 +945,7 @@ def _groups(schedules: list[tuple]) -> list[tuple[tuple, int]]:
 
 
 def _engine_label(c: Candidate) -> str:
-    parts = [c.model, c.layout_label, c.precision or "",
+    parts = [c.model, c.layout_label, c.precision or "", ENGINE_NAMES[c.engine] if c.engine != DEFAULT_ENGINE else "",
              f"b{c.max_batch}" if c.max_batch else "", "speculative" if c.speculative else "",
              c.stage if c.stage != "aggregated" else ""]  # fmt: skip
     return " ".join(p for p in parts if p) + f" {c.engine_isl}/{c.engine_osl}"
@@ -994,6 +996,7 @@ def _node_line(scenario, cset: CandidateSet, hardware: Hardware, schedule: tuple
         power_kw=round(hardware.power_kw * nodes, 6), cost_note=hardware.cost_note,
         runs=_runs(cset, schedule, periods, hardware.gpus_per_node),
         stage=common("stage", "mixed"), layout=next(iter(layouts)) if len(layouts) == 1 else "", speculative=common("speculative", False),
+        engine=common("engine", "mixed"),
     )  # fmt: skip
 
 
@@ -1013,6 +1016,7 @@ def _instances(scenario, cset: CandidateSet, units: dict, routed: dict) -> tuple
                 tp=c.tp, precision=c.precision, max_batch=c.max_batch, engine_isl=c.engine_isl, engine_osl=c.engine_osl,
                 gpus_per_instance=c.gpus_per_instance, instances=instances, gpus=instances * c.gpus_per_instance,
                 rps=round(rps[(c.key, period.name)], 9), stage=c.stage, layout=c.layout_label, speculative=c.speculative,
+                engine=c.engine,
             ))  # fmt: skip
     return tuple(out)
 
@@ -1032,7 +1036,7 @@ def _routing(scenario: Scenario, cset: CandidateSet, routed: dict) -> tuple[Rout
             tp=c.tp, precision=c.precision, max_batch=c.max_batch, engine_isl=c.engine_isl, engine_osl=c.engine_osl,
             rps=round(rps, 9), rps_per_node=rate[(workload, bucket, key)].rps_per_node,
             rps_per_instance=rate[(workload, bucket, key)].rps_per_instance, stage=c.stage, layout=c.layout_label,
-            speculative=c.speculative,
+            speculative=c.speculative, engine=c.engine,
         ))  # fmt: skip
     return tuple(routes)
 
@@ -1150,7 +1154,9 @@ def _assignment(option: Option, candidate: Candidate, workload, rps: float) -> A
     why = stage + (
         f"{rps:.4g} rps of {bucket.isl_tokens}/{bucket.osl_tokens} on {candidate.system} ({candidate.pricing}) at "
         f"{option.rps_per_node:.4g} rps/node = {rps / option.rps_per_node:.2f} nodes of load "
-        f"[{point}; {perf.provenance}]"
+        f"[{point}; {perf.provenance}"
+        + (f"; {ENGINE_NAMES.get(candidate.engine, candidate.engine)}, expected error ±{perf.expected_error['throughput']:.0%} "
+           "throughput" if perf.expected_error else "") + "]"
     )
     return Assignment(
         system=candidate.system, site=candidate.site, pricing=candidate.pricing, tp=candidate.tp,
@@ -1162,7 +1168,7 @@ def _assignment(option: Option, candidate: Candidate, workload, rps: float) -> A
         tpot_ms=None if perf.tpot_ms is None else round(perf.tpot_ms, 3),
         e2e_ms=None if perf.e2e_ms is None else round(perf.e2e_ms, 3),
         provenance=perf.provenance, source=perf.source, why=why, stage=candidate.stage, layout=candidate.layout_label,
-        speculative=candidate.speculative,
+        speculative=candidate.speculative, engine=candidate.engine, expected_error=perf.expected_error,
     )  # fmt: skip
 
 

@@ -30,6 +30,7 @@ class PlanLine:
     stage: str = "aggregated"  # aggregated | prefill | decode (disaggregated pools) | mixed
     layout: str = ""  # 'TP8', 'DP8 EP8', 'TP8 PP2' ('' where the nodes run several)
     speculative: bool = False
+    engine: str = "trtllm"  # the serving engine (planner/perf/engines.py); 'mixed' where the nodes run several
 
 
 @dataclass(frozen=True)
@@ -55,15 +56,17 @@ class InstanceAllocation:
     stage: str = "aggregated"
     layout: str = ""
     speculative: bool = False
+    engine: str = "trtllm"
 
 
 def configuration_key(item, role: str | None = None) -> tuple:
     """What identifies one engine configuration across a plan line, a route and a candidate (whose `role` comes
-    from its pricing): site, role, system, model, TP, precision, batch cap, engine ISL and OSL."""
+    from its pricing): site, role, system, model, TP, precision, batch cap, engine ISL and OSL, stage, layout,
+    speculation and serving engine."""
     layout = item.layout_label if hasattr(item, "layout_label") else getattr(item, "layout", "")  # a candidate's, or the plan's
     return (item.site, role or item.role, item.system, item.model, item.tp, item.precision, item.max_batch,
             item.engine_isl, item.engine_osl, getattr(item, "stage", "aggregated"), layout,
-            getattr(item, "speculative", False))  # fmt: skip
+            getattr(item, "speculative", False), getattr(item, "engine", "trtllm"))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,8 @@ class Assignment:
     layout: str = ""
     speculative: bool = False
     tpot_ms: float | None = None  # a request's mean gap; itl_ms is one token gap (planner/metrics.py)
+    engine: str = "trtllm"
+    expected_error: dict | None = None  # planner/perf/engines.py: relative errors covering 80% of its class's
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,7 @@ class Route:
     stage: str = "aggregated"
     layout: str = ""
     speculative: bool = False
+    engine: str = "trtllm"
 
 
 @dataclass(frozen=True)
@@ -199,6 +205,7 @@ class RobustnessSummary:
     nominal_objective_usd_per_year: float | None  # None: the nominal scenario has no feasible plan
     cost_of_robustness_usd_per_year: float | None
     nominal_demand_multiplier_limit: float | None  # the nominal plan holds iff demand x d / throughput x t <= this
+    confidence: float | None = None  # lines sized at the edge of their expected-error band covering this share
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Plans that survive being wrong: derated capacity, several demand forecasts, and where a plan breaks.
 
-- Robust planning: capacity per node x (1 - perf_margin), and each workload's demand x the largest factor any
+- Robust planning: capacity per node x (1 - perf_margin) (and / (1 + band) of its engine class at `confidence`),
+  and each workload's demand x the largest factor any
   forecast gives it (a fixed fleet that serves the element-wise largest demand serves every forecast: scale
   each cell's routes down). The nominal plan is solved alongside to price the robustness.
 - Break point of a plan: the largest uniform demand multiplier lambda* its fixed fleet can serve (an LP over the
@@ -33,6 +34,26 @@ def derate(cset: CandidateSet, perf_margin: float) -> CandidateSet:
     return dataclasses.replace(cset, options=options)
 
 
+def derate_by_band(cset: CandidateSet, catalog: Catalog, confidence: float | None) -> CandidateSet:
+    """Every modeled option's rps per node / (1 + e), e the relative throughput error covering `confidence` of the
+    held-out errors of its engine class (planner/perf/engines.py): the pessimistic edge of its band. Options
+    answered by a measured row carry no band and keep their rate."""
+    if confidence is None:
+        return cset
+    from planner.perf.engines import engine_class, model_kind
+
+    options = []
+    for option in cset.options:
+        candidate = cset.candidate(option.candidate)
+        if option.perf.expected_error is None:
+            options.append(option)
+            continue
+        kind = model_kind(catalog, candidate.model)
+        band = engine_class(candidate.engine, catalog.gpus[candidate.gpu].architecture, kind).throughput_error_at(confidence)
+        options.append(dataclasses.replace(option, rps_per_node=option.rps_per_node / (1.0 + band)))
+    return dataclasses.replace(cset, options=tuple(options))
+
+
 def demand_scales(scenario: Scenario) -> dict[str, float]:
     """Per workload, the largest factor of the scenario's forecasts (1 for a workload no forecast names)."""
     scales = {w.name: 1.0 for w in scenario.workloads}
@@ -59,7 +80,7 @@ def robust_scenario(scenario: Scenario) -> Scenario:
 
 
 def is_robust(scenario: Scenario) -> bool:
-    return scenario.perf_margin > 0 or bool(scenario.demand_forecasts)
+    return scenario.perf_margin > 0 or bool(scenario.demand_forecasts) or scenario.confidence is not None
 
 
 def demand_multiplier_limit(plan: Plan, scenario: Scenario, cset: CandidateSet) -> float:
@@ -110,7 +131,8 @@ def plan_robust(scenario: Scenario, catalog: Catalog, solver: str | None = None,
         limit = time_limit_s if time_limit_s is not None else scenario.time_limit_s
         progress(0, None, f"solving the robust and the nominal integer programs ({solver or scenario.solver}, at most "
                           f"{limit:g} s each)")  # fmt: skip
-    robust = solve_candidates(robust_scenario(scenario), derate(cset, scenario.perf_margin), catalog, solver, time_limit_s)
+    derated = derate(derate_by_band(cset, catalog, scenario.confidence), scenario.perf_margin)
+    robust = solve_candidates(robust_scenario(scenario), derated, catalog, solver, time_limit_s)
     try:
         nominal = solve_candidates(scenario, cset, catalog, solver, time_limit_s)
         nominal_cost = nominal.objective_usd_per_year
@@ -121,7 +143,7 @@ def plan_robust(scenario: Scenario, catalog: Catalog, solver: str | None = None,
         perf_margin=scenario.perf_margin, demand_scales=demand_scales(scenario),
         forecasts=tuple(name for name, _ in scenario.demand_forecasts), nominal_objective_usd_per_year=nominal_cost,
         cost_of_robustness_usd_per_year=None if nominal_cost is None else robust.objective_usd_per_year - nominal_cost,
-        nominal_demand_multiplier_limit=breaks_at,
+        nominal_demand_multiplier_limit=breaks_at, confidence=scenario.confidence,
     )  # fmt: skip
     return dataclasses.replace(robust, robustness=summary)
 

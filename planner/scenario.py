@@ -105,6 +105,9 @@ class WorkloadSpec(StrictModel):
     mode: WorkloadMode = "streaming"
     slo: SloSpec = Field(default_factory=SloSpec)
     precisions: list[Precision] | None = Field(default=None, min_length=1)  # [] would allow nothing
+    # serving engines the plan may run this workload on (planner/perf/engines.py); the integer program picks among
+    # them with everything else. Default: the reference TensorRT-LLM-class engine the catalog's rows measured
+    engines: list[Literal["trtllm", "vllm", "sglang"]] = Field(default_factory=lambda: ["trtllm"], min_length=1)
 
     @model_validator(mode="after")
     def _one_way_each(self) -> "WorkloadSpec":
@@ -238,6 +241,9 @@ class RobustnessSpec(StrictModel):
     """Plan on purpose for being wrong: capacity derated by `perf_margin`, demand for every forecast."""
 
     perf_margin: float = Field(default=0.0, ge=0, lt=1)
+    # size each modeled line at the pessimistic edge of its expected-error band covering this share of its class's
+    # held-out errors (planner/perf/engines.py): throughput / (1 + band); measured rows are not derated
+    confidence: float | None = Field(default=None, gt=0, lt=1)
     demand_forecasts: list[ForecastSpec] = Field(default_factory=list)
 
 
@@ -331,6 +337,7 @@ class Workload:
     mode: str
     slo: Slo
     precisions: tuple[str, ...] | None
+    engines: tuple[str, ...] = ("trtllm",)
 
 
 @dataclass(frozen=True)
@@ -396,6 +403,7 @@ class Scenario:
     solver: str
     time_limit_s: float
     perf_margin: float = 0.0  # plan for throughput (1 - margin) x what the perf model says
+    confidence: float | None = None  # plan each modeled line at the edge of its error band covering this share
     demand_forecasts: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = ()  # (name, ((workload, factor), ...))
     reconfigure_between_periods: bool = True  # fleet: a bought/reserved node may run other instances per period
     share_nodes_across_models: bool = True  # fleet: one node's GPUs may host instances of several configurations
@@ -596,6 +604,7 @@ def resolve_workload(spec: WorkloadSpec, words_per_token: float, default_quantil
         mode=spec.mode,
         slo=Slo(spec.slo.ttft_ms, spec.slo.tpot_ms, spec.slo.itl_ms, spec.slo.e2e_ms, spec.slo.percentile),
         precisions=tuple(spec.precisions) if spec.precisions is not None else None,
+        engines=tuple(dict.fromkeys(spec.engines)),
     )
 
 
@@ -758,6 +767,7 @@ def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str) -> Scenario:
         solver=spec.solver.name,
         time_limit_s=spec.solver.time_limit_s,
         perf_margin=spec.robustness.perf_margin,
+        confidence=spec.robustness.confidence,
         demand_forecasts=tuple(
             (f.name, tuple(sorted(f.scale.items()))) for f in spec.robustness.demand_forecasts
         ),

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from planner.catalog import load_catalog
 from planner.perf import PerfQuery, modeled_points, model_precisions
-from planner.perf.checks import SweepReport, check_curve, invariant_sweep, lower_bounds_ms
+from planner.perf.checks import SweepReport, check_curve, invariant_sweep, layout_engine_sweep, lower_bounds_ms
 from planner.perf.roofline import supports_roofline
 
 CATALOG = load_catalog()
@@ -162,6 +162,13 @@ def test_batch_one_decode_of_a_70b_model_falls_as_tp_rises(model, gpu):
 def test_the_whole_catalog_grid_sweep_finds_no_violation():
     report = invariant_sweep(CATALOG)
     assert report.points > 50_000 and report.total_violations == 0, report.summary() + str(dict(report.violations))
+
+
+def test_every_engine_and_layout_beyond_tp_sweep_finds_no_violation():
+    """Every serving engine x DP/EP/PP layout x precision x lengths, every model the roofline knows, on one GPU of
+    each vendor's generations that plans use most (Hopper, Blackwell, CDNA 3)."""
+    report = layout_engine_sweep(CATALOG, gpus=("H100-SXM-80GB", "B200-SXM-180GB", "MI300X-192GB"))
+    assert report.points > 100_000 and report.total_violations == 0, report.summary() + str(dict(report.violations))
 
 
 # --- the checks can fail ---------------------------------------------------------------------------------------

@@ -25,9 +25,10 @@ from planner.catalog import WEIGHT_ONLY_PRECISIONS, Catalog
 from planner.metrics import LABELS, percentile_label
 from planner.metrics import limits as metric_limits
 from planner.perf.anchor import AnchorSet, anchor_rows, build_anchors
-from planner.perf.calibration import efficiency_for, fit_kernels
-from planner.perf.open_loop import open_loop_states
+from planner.perf.calibration import fit_kernels
+from planner.perf.engines import DEFAULT_ENGINE, engine_efficiency, engine_error
 from planner.perf.interpolate import concurrency_grid, over_concurrency, over_lengths
+from planner.perf.open_loop import open_loop_states
 from planner.perf.roofline import (
     EngineShape,
     Speculation,
@@ -47,9 +48,23 @@ from planner.perf.tables import (
 from planner.perf.types import Layout, MemoryFit, PerfMiss, PerfQuery, PerfResult
 
 __all__ = [
-    "MemoryFit", "PerfMiss", "PerfQuery", "PerfResult", "SOURCES", "PERF_SOURCE_LAYERS", "TP_LADDER",
-    "estimate", "operating_points", "limit_violation", "throughput_key", "modeled_curve", "model_precisions",
-    "modeled_points", "best_point", "aic_unavailable_message", "is_modeled",
+    "PERF_SOURCE_LAYERS",
+    "SOURCES",
+    "TP_LADDER",
+    "MemoryFit",
+    "PerfMiss",
+    "PerfQuery",
+    "PerfResult",
+    "aic_unavailable_message",
+    "best_point",
+    "estimate",
+    "is_modeled",
+    "limit_violation",
+    "model_precisions",
+    "modeled_curve",
+    "modeled_points",
+    "operating_points",
+    "throughput_key",
 ]  # fmt: skip
 
 SOURCES = ("measured", "interpolated", "modeled")
@@ -137,6 +152,8 @@ def model_precisions(catalog: Catalog, gpu: str, model: str | None = None,
 
 def _table_points(query: PerfQuery, catalog: Catalog, interpolate: bool, groups=None) -> list[list[PerfResult]]:
     """Measured points per engine variant, plus log-log interpolated concurrencies between them."""
+    if query.engine != DEFAULT_ENGINE:  # rows are of the reference engine
+        return []
     if groups is None:
         groups = group_by_engine(matching_rows(catalog, dataclasses.replace(query, concurrency=None)))
     variants = []
@@ -239,7 +256,9 @@ def _curve(
     if not memory.fits:
         return f"{layout.label} {precision}: does not fit: {memory.reason}"
     shape = engine_shape(catalog, model, gpu, layout, precision, speculation, hop_bytes_per_s)
-    eff = efficiency_for(catalog, gpu.architecture)
+    eff = engine_efficiency(catalog, query.model, query.gpu, query.engine)
+    if query.engine != DEFAULT_ENGINE:  # the rows are of the reference engine
+        anchored = False
     anchors = _anchors(catalog, shape, eff) if anchored else None
     measured = anchor_rows(catalog, shape) if anchored else []
     # a row stands in for the model at its concurrency where its statistic is the percentile asked for
@@ -260,6 +279,7 @@ def _curve(
                  if anchors and percentile is not None else states)  # the anchors correct means
     factors = _anchor_factors(anchors, shape, eff, query, means)
     provenance, why = _provenance(catalog, shape, eff, query.isl)
+    error = engine_error(catalog, query.model, query.gpu, query.engine).as_dict()
     notes = (
         f"{gpu.architecture} factors: {eff.describe()}",
         ("requests arriving at random at the point's rate (open loop, planner/perf/open_loop.py); its concurrency is "
@@ -278,7 +298,7 @@ def _curve(
         f"; speculative decoding, acceptance {speculation.acceptance:g} assumed" if speculation is not None else "")
     modeled = [
         _modeled_result(query, state, mean, factors[i] if factors else None, anchors, provenance, why, source,
-                        notes, memory, tp, precision, layout, percentile)
+                        notes, memory, tp, precision, layout, percentile, error)
         for i, (state, mean) in enumerate(zip(states, means))
     ]  # fmt: skip
     if query.rate_rps is not None and factors:
@@ -295,7 +315,7 @@ def _curve(
                 return f"{layout.label} {precision}: {asked:g} requests/s is beyond what the engine serves under Poisson arrivals"
             factors = _anchor_factors(anchors, shape, eff, query, means)
             modeled = [_modeled_result(query, states[0], means[0], factors[0], anchors, provenance, why, source, notes,
-                                       memory, tp, precision, layout, percentile)]  # fmt: skip
+                                       memory, tp, precision, layout, percentile, error)]  # fmt: skip
     if query.open_loop:  # rows are closed-loop measurements: they stand beside the open-loop points, not for them
         rows = [] if query.rate_rps is not None else [
             _row_point(row, min(modeled, key=lambda p: abs(p.concurrency - row.concurrency)), catalog)
@@ -348,7 +368,7 @@ def _anchor_factors(anchors: AnchorSet | None, shape: EngineShape, eff, query: P
 
 
 def _modeled_result(query, state, mean, factors, anchors, provenance, why, source, notes, memory, tp, precision,
-                    layout: Layout | None = None, percentile: float | None = None) -> PerfResult:  # fmt: skip
+                    layout: Layout | None = None, percentile: float | None = None, error: dict | None = None) -> PerfResult:  # fmt: skip
     """One roofline point as a PerfResult, corrected by the anchors' (TTFT, TPOT) factors if any (the TPOT factor
     corrects the decode step, so it moves the token gaps, ITL, too)."""
     decode_tokens = max(query.osl - 1, 0)
@@ -390,6 +410,7 @@ def _modeled_result(query, state, mean, factors, anchors, provenance, why, sourc
         dp=layout.dp if layout else 1, ep=layout.ep if layout else 1, pp=layout.pp if layout else 1,
         tpot_ms=float(tpot), percentile=percentile,
         statistic="mean" if percentile is None else "median" if percentile == 50 else f"p{percentile:g}",
+        engine=query.engine, expected_error=error,
     )  # fmt: skip
 
 
@@ -512,7 +533,8 @@ def operating_points(
         precision_ok = not precisions or point.precision in precisions
         return precision_ok and (not tps or point.tp is None or point.tp in tps)
 
-    if "measured" in sources:
+    reference = query.engine == DEFAULT_ENGINE and query.layout is None  # rows are TP engines of the reference
+    if "measured" in sources and reference:
         groups = [g for g in group_by_engine(matching_rows(catalog, dataclasses.replace(query, concurrency=None))) if allowed(g[0])]
         if modeled:  # estimates (aic tables) stand in for nothing the calibrated roofline does not answer better
             groups = [g for g in groups if any(r.is_measurement for r in g)]
@@ -535,7 +557,7 @@ def operating_points(
                     variants += _table_points(query, catalog, "interpolated" in sources, [group])
             points = _pick(variants, query, reasons, max_concurrency)
             return points if points else PerfMiss(query, "; ".join(sorted(set(reasons))) or _no_data_reason(query, sources))
-    if "interpolated" in sources:
+    if "interpolated" in sources and reference:
         between = [p for p in over_lengths(query, catalog, percentile) if allowed(p)]
         if modeled:  # the anchored roofline interpolates where it can model the engine
             between = [p for p in between if p.tp is None or p.precision is None or not supports_roofline(catalog.models[query.model])]
@@ -551,9 +573,11 @@ def operating_points(
         tps = (query.tp,) if query.tp else (tps or TP_LADDER)
         precisions = (query.precision,) if query.precision else (precisions or model_precisions(catalog, query.gpu, query.model))
         points = []
+        if query.layout is not None:
+            tps = (query.layout.tp,)
         for tp in tps:
             for precision in precisions:
-                curve = _curve(query, catalog, tp, precision, percentile, anchored=sources != ("modeled",))
+                curve = _curve(query, catalog, tp, precision, percentile, anchored=sources != ("modeled",), layout=query.layout)
                 if "aic" in sources:  # auto: the package where the roofline would extrapolate (or cannot model)
                     curve = _aic_instead(query, catalog, tp, precision, curve)
                 best = curve if isinstance(curve, str) else best_point(curve, query, max_concurrency)

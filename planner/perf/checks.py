@@ -8,14 +8,15 @@ batch-1 decode getting faster as TP grows from 1 to 8.
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from planner.catalog import Catalog, compute_precision
 from planner.metrics import LABELS, LATENCY_METRICS
-from planner.perf import PerfQuery, is_modeled, modeled_points, model_precisions
+from planner.perf import PerfQuery, is_modeled, model_precisions, modeled_points
 from planner.perf.roofline import LM_HEAD_BYTES, model_shape, supports_roofline, weight_format
-from planner.perf.types import PerfResult
+from planner.perf.types import Layout, PerfResult
 
 LENGTHS = ((128, 128), (512, 128), (2048, 128), (128, 2048), (1000, 1000), (4096, 512), (5000, 500), (8192, 512), (20000, 2000))
 TPS = (1, 2, 4, 8)
@@ -119,6 +120,36 @@ def invariant_sweep(catalog: Catalog, models: tuple[str, ...] | None = None, gpu
                     itls = [batch_one[tp] for tp in sorted(batch_one)]
                     if any(b >= a for a, b in zip(itls, itls[1:])):
                         report.violations["tp_not_helping"].append(f"{model} {gpu} {precision}: batch-1 ITL by TP {itls}")
+    return report
+
+
+LAYOUTS = (Layout(8), Layout(1, 8, 8), Layout(2, 4, 8), Layout(8, 1, 8), Layout(4, pp=2))
+LAYOUT_LENGTHS = ((512, 128), (2048, 512), (8192, 1024))
+
+
+def layout_engine_sweep(catalog: Catalog, models: tuple[str, ...] | None = None, gpus: tuple[str, ...] | None = None,
+                        lengths=LAYOUT_LENGTHS, percentiles=(95.0,)) -> SweepReport:  # fmt: skip
+    """Every serving engine x layout beyond TP (attention DP with EP, TP with EP, pipeline stages; EP layouts for
+    mixtures of experts only) x precision x lengths, for the models and GPUs given (default: every one the
+    roofline models): the same checks as `invariant_sweep` at the mean and at each percentile."""
+    from planner.perf.engines import ENGINES
+
+    report = SweepReport()
+    models = models or tuple(m for m in sorted(catalog.models) if supports_roofline(catalog.models[m]))
+    gpus = gpus or tuple(sorted(catalog.gpus))
+    for model, gpu, engine in itertools.product(models, gpus, ENGINES):
+        layouts = [layout for layout in LAYOUTS if layout.ep == 1 or catalog.models[model].moe is not None]
+        for precision, layout, (isl, osl) in itertools.product(model_precisions(catalog, gpu, model), layouts, lengths):
+            query = PerfQuery(model, gpu, isl, osl, engine=engine)
+            means = modeled_points(query, catalog, layout.tp, precision, layout=layout)
+            curves = {p: modeled_points(query, catalog, layout.tp, precision, p, layout=layout) for p in percentiles}
+            if isinstance(means, str) or any(isinstance(c, str) for c in curves.values()):
+                continue
+            label = f"{model} {gpu} {engine} {layout.label} {precision} {isl}/{osl}"
+            check_curve(catalog, means, report, label)
+            for p, curve in curves.items():
+                check_curve(catalog, curve, report, f"{label} P{p:g}", means=False)
+            _check_percentiles(curves, report, label)
     return report
 
 

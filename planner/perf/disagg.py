@@ -30,8 +30,8 @@ from scipy.stats import poisson
 
 from planner.catalog import Catalog
 from planner.metrics import percentile_label
-from planner.perf.calibration import efficiency_for
-from planner.perf.roofline import EngineShape, Efficiency, Speculation, gamma_quantile, step_ms
+from planner.perf.engines import engine_efficiency, engine_error
+from planner.perf.roofline import Efficiency, EngineShape, Speculation, gamma_quantile, step_ms
 from planner.perf.tables import instance_memory
 from planner.perf.types import Layout, PerfQuery, PerfResult
 
@@ -137,7 +137,7 @@ def stage_points(query: PerfQuery, catalog: Catalog, layout: Layout, precision: 
         why = f"{layout.label} {precision}: does not fit: {memory.reason}"
         return why, why
     shape = engine_shape(catalog, model, gpu, layout, precision, speculation, hop_bytes_per_s)
-    eff = efficiency_for(catalog, gpu.architecture)
+    eff = engine_efficiency(catalog, query.model, query.gpu, query.engine)
     provenance, why = _provenance(catalog, shape, eff, query.isl)
     transfer = kv_transfer_ms(shape, query.isl, network_bytes_per_s, eff)
     # a decode-only step carries no prompt: one request's gaps are the steps of its batch, so TPOT and ITL are both
@@ -155,7 +155,8 @@ def stage_points(query: PerfQuery, catalog: Catalog, layout: Layout, precision: 
             return why_not, why_not
     common = dict(model=query.model, gpu=query.gpu, tp=layout.tp, precision=precision, isl=query.isl, osl=query.osl,
                   gpus_per_instance=layout.gpus, ttft_ms_bound=None, itl_ms_bound=None, provenance=provenance,
-                  memory=memory, dp=layout.dp, ep=layout.ep, pp=layout.pp)  # fmt: skip
+                  memory=memory, dp=layout.dp, ep=layout.ep, pp=layout.pp, engine=query.engine,
+                  expected_error=engine_error(catalog, query.model, query.gpu, query.engine).as_dict())  # fmt: skip
     extra = (f"extrapolated: {why}",) if why else ()
     source = f"roofline ({eff.source})"
     prefill = prefill_capacity(shape, eff, query.isl, transfer, query.ttft_ms, percentile)

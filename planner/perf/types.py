@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from planner.perf.roofline import DEFAULT_TOKEN_BUDGET
@@ -28,6 +29,10 @@ class PerfQuery:
     # them (the point at `rate_rps`, or a ladder of rates up to the engine's capacity)
     arrivals: str = "closed"
     rate_rps: float | None = None
+    # the serving engine (planner/perf/engines.py): trtllm, vllm or sglang; measured rows without an engine are of
+    # the reference TensorRT-LLM-class engine and answer or anchor only its queries
+    engine: str = "trtllm"
+    layout: Layout | None = None  # attention DP, expert parallelism, pipeline stages: None is TP `tp` alone
 
     @property
     def open_loop(self) -> bool:
@@ -56,6 +61,30 @@ class Layout:
         parts += [f"EP{self.ep}"] if self.ep > 1 else []
         parts += [f"PP{self.pp}"] if self.pp > 1 else []
         return " ".join(parts)
+
+    @classmethod
+    def parse(cls, text: str) -> Layout:
+        """'TP4', 'DEP8' (attention DP 8 with EP 8), 'TP2EP4' (experts over 4 GPUs: attention TP 2 x DP 2),
+        'TP4PP2', 'TP2DP4EP8': TP, DP, EP and PP counts in any order, spaces allowed. Experts split by EP are whole
+        on every GPU of the instance, so EP is 1 or TP x DP (DP follows from EP / TP when not given). Raises
+        ValueError saying what is allowed."""
+        allowed = "TP<n>, DP<n>, EP<n>, PP<n> or DEP<n> (attention DP n with EP n), e.g. TP4, DEP8, TP2EP4, TP4PP2"
+        compact = text.replace(" ", "").upper()
+        parts = re.findall(r"(DEP|TP|DP|EP|PP)(\d+)", compact)
+        if not parts or "".join(name + digits for name, digits in parts) != compact:
+            raise ValueError(f"layout '{text}' not understood: give {allowed}")
+        counts: dict[str, int] = {}
+        for name, digits in parts:
+            for key in (("dp", "ep") if name == "DEP" else (name.lower(),)):
+                if key in counts or int(digits) < 1:
+                    raise ValueError(f"layout '{text}': {key.upper()} given twice or below 1; give {allowed}")
+                counts[key] = int(digits)
+        tp, ep = counts.get("tp", 1), counts.get("ep", 1)
+        dp = counts.get("dp", ep // tp if ep > tp and ep % tp == 0 else 1)
+        if ep not in (1, tp * dp):
+            raise ValueError(f"layout '{text}': EP {ep} must be 1 (experts split by TP) or TP x DP = {tp * dp} "
+                             "(whole experts on every GPU of the instance)")  # fmt: skip
+        return cls(tp, dp, ep, counts.get("pp", 1))
 
 
 @dataclass(frozen=True)
@@ -114,6 +143,10 @@ class PerfResult:
     tpot_ms_bound: float | None = None
     percentile: float | None = None
     statistic: str = "mean"  # what the latencies are: mean, median, pNN (planner/metrics.py STATISTICS)
+    engine: str = "trtllm"  # the serving engine (planner/perf/engines.py)
+    # the relative error that covers 80% of the held-out errors of the point's class (engine x GPU generation x
+    # dense/MoE; planner/perf/engines.py): {"throughput", "ttft", "tpot"}; None for a measured row
+    expected_error: dict | None = None
 
     def instances_per_node(self, gpus_per_node: int) -> float:
         """Whole instances a node holds; an instance over several whole nodes (pipeline stages) is a fraction."""

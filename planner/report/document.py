@@ -169,7 +169,7 @@ def curve_plot(planned: PlannedScenario, workload_name: str, landscape: Landscap
     # the plan's view: requests arriving at random (open loop), the curve over their rate
     query = PerfQuery(workload.model, system.gpu, main.bucket_isl, main.bucket_osl, main.tp, main.precision, None,
                       slo.ttft_ms, slo.itl_ms, slo.e2e_ms, slo.tpot_ms, planned.scenario.token_budget,
-                      arrivals="poisson")  # fmt: skip
+                      arrivals="poisson", engine=main.engine)  # fmt: skip
     sources, percentile = planned.scenario.perf_sources, slo.percentile
     answer = curve_in_catalog(query, catalog, system.gpus_per_node, sources, percentile)
     note = None
@@ -221,7 +221,7 @@ def _planned_point(planned: PlannedScenario, workload_name: str, main, query: Pe
     route = next((r for r in planned.plan.routing if r.workload == workload_name and r.system == main.system
                   and r.tp == main.tp and r.precision == main.precision and r.bucket_isl == main.bucket_isl
                   and r.bucket_osl == main.bucket_osl and r.stage == main.stage and r.layout == main.layout
-                  and r.rps_per_instance > 0), None)  # fmt: skip
+                  and r.engine == main.engine and r.rps_per_instance > 0), None)  # fmt: skip
     if route is None or main.layout != f"TP{main.tp}":
         return None
     points = modeled_points(dataclasses.replace(query, rate_rps=route.rps_per_instance), planned.catalog, main.tp,

@@ -15,6 +15,7 @@ from planner.api import (
     UsersAnswer,
 )
 from planner.perf import PerfResult
+from planner.perf.types import Layout
 from planner.plan import Plan
 
 
@@ -45,7 +46,8 @@ def perf_document(answer: PerfAnswer, gpus_per_node: int) -> dict:
     result = answer.result
     if result is None:
         return {
-            "model": answer.query.model, "gpu": answer.query.gpu, "tp": answer.query.tp,
+            "model": answer.query.model, "gpu": answer.query.gpu, "tp": answer.query.tp, "engine": answer.query.engine,
+            "layout": None if answer.query.layout is None else answer.query.layout.label, "expected_error": None,
             "precision": answer.query.precision, "isl": answer.query.isl, "osl": answer.query.osl,
             "concurrency": answer.query.concurrency, "rate_rps": answer.query.rate_rps, "percentile": answer.percentile,
             "statistic": None,
@@ -58,7 +60,9 @@ def perf_document(answer: PerfAnswer, gpus_per_node: int) -> dict:
     return {
         "model": result.model, "gpu": result.gpu, "tp": result.tp, "precision": result.precision,
         "isl": result.isl, "osl": result.osl, "concurrency": result.concurrency, "rate_rps": answer.query.rate_rps,
-        "gpus_per_instance": result.gpus_per_instance,
+        "gpus_per_instance": result.gpus_per_instance, "engine": result.engine,
+        "layout": Layout(result.tp or result.gpus_per_instance, result.dp, result.ep, result.pp).label,
+        "expected_error": result.expected_error,
         "percentile": result.percentile, "statistic": result.statistic,
         "ttft_ms": result.ttft_ms, "tpot_ms": result.tpot_ms, "itl_ms": result.itl_ms,
         "e2e_ms": None if result.e2e_ms is None else round(result.e2e_ms, 3),

@@ -18,6 +18,8 @@ from planner.api import (
 )
 from planner.metrics import LABELS, LATENCY_METRICS, percentile_label
 from planner.metrics import limits as metric_limits
+from planner.perf.engines import ENGINE_NAMES
+from planner.perf.types import Layout
 from planner.plan import Plan
 from planner.scenario import Scenario
 
@@ -84,6 +86,8 @@ def print_plan(plan: Plan, console: Console) -> None:
         terms = []
         if r.perf_margin:
             terms.append(f"throughput derated {r.perf_margin:.0%}")
+        if r.confidence is not None:
+            terms.append(f"each modeled line at the edge of its expected-error band covering {r.confidence:.0%}")
         if r.forecasts:
             terms.append(f"demand of forecasts {', '.join(r.forecasts)} (x " +
                          ", ".join(f"{w} {f:g}" for w, f in sorted(r.demand_scales.items())) + ")")
@@ -150,13 +154,20 @@ def _latencies(point) -> str:
     return ", ".join(f"{LABELS[m]} {_ms(getattr(point, m))} ms" for m in LATENCY_METRICS)
 
 
+def _layout_text(result) -> str:
+    if result.tp is None:
+        return "TP not stated"
+    return Layout(result.tp, result.dp, result.ep, result.pp).label
+
+
 def print_perf(answer: PerfAnswer, gpus_per_node: int, console: Console) -> None:
     result = answer.result
     if result is None:
         console.print(f"no answer: {answer.miss_reason}", soft_wrap=True)
         return
     console.print(
-        f"{result.model} on {result.gpu}, TP {result.tp or 'not stated'}, {result.precision or 'precision not stated'}, "
+        f"{result.model} on {result.gpu}, {_layout_text(result)}, {result.precision or 'precision not stated'}, "
+        f"{ENGINE_NAMES.get(result.engine, result.engine)}, "
         f"ISL {result.isl} / OSL {result.osl}, "
         + (f"{answer.query.rate_rps:,.4g} requests/s arriving at random (a batch of {result.concurrency} at P99)"
            if answer.query.rate_rps is not None else f"concurrency {result.concurrency or 'not stated'}")
@@ -172,6 +183,10 @@ def print_perf(answer: PerfAnswer, gpus_per_node: int, console: Console) -> None
     if result.memory is not None:
         console.print(f"memory: {result.memory.reason}; max concurrency by memory {result.memory.max_concurrency_by_memory}")
     console.print(escape(f"provenance: {result.provenance} - {result.source}"), soft_wrap=True)
+    if result.expected_error:
+        error = result.expected_error
+        console.print(f"expected error (80% of held-out errors of its class): throughput ±{error['throughput']:.0%}, "
+                      f"TTFT ±{error['ttft']:.0%}, TPOT ±{error['tpot']:.0%}")  # fmt: skip
     for note in result.derivations:
         console.print(escape(f"  ({note})"), soft_wrap=True)
 

@@ -160,7 +160,7 @@ def engine_setup(route, assignment, instances: int, share: float, catalog, token
     """The engines that serve `route` (module docstring), or why it cannot be simulated. `shared_with`: the other
     workloads whose requests the engines also take (said in the description: "3 x TP2 fp4 engines shared with code")."""
     from planner.perf import is_modeled
-    from planner.perf.calibration import efficiency_for
+    from planner.perf.engines import engine_efficiency
     from planner.perf.roofline import EngineShape, kv_bytes_for
 
     system = catalog.systems[route.system]
@@ -170,7 +170,7 @@ def engine_setup(route, assignment, instances: int, share: float, catalog, token
     tp, precision, memory = found
     gpu = catalog.gpus[system.gpu]
     shape = EngineShape(catalog.models[route.model], gpu, tp, precision, kv_bytes_for(precision))
-    efficiency = efficiency_for(catalog, gpu.architecture)
+    efficiency = engine_efficiency(catalog, route.model, gpu.id, route.engine)
     base = RooflineSteps(shape, efficiency)
     overhead = efficiency.ttft_overhead_ms
     kv_tokens = memory.kv_token_capacity or (memory.max_concurrency_by_memory * (route.engine_isl + route.engine_osl))
@@ -218,7 +218,7 @@ def _point_setup(route, assignment, instances: int, share: float, catalog, token
                  shared_with: str = "") -> EngineSetup | str:  # fmt: skip
     """A model without an architecture, from its measured point (`steps.PointSteps`): one engine per plan instance."""
     from planner.perf import is_modeled
-    from planner.perf.calibration import efficiency_for
+    from planner.perf.engines import engine_efficiency
 
     model = catalog.models[route.model]
     system = catalog.systems[route.system]
@@ -231,7 +231,7 @@ def _point_setup(route, assignment, instances: int, share: float, catalog, token
         return f"the {assignment.provenance} point of {route.model} records neither TPOT/ITL nor concurrency: no step times"
     gpus = route.tp or system.gpus_per_node
     precision = route.precision or "bf16"
-    efficiency = efficiency_for(catalog, gpu.architecture)
+    efficiency = engine_efficiency(catalog, route.model, gpu.id, route.engine)
     rate = gpu.tflops_by_precision.get(compute_precision(precision), gpu.tflops_by_precision["bf16"])
     steps = PointSteps.fitted(model.params_b, gpus, rate * 1e12,
                               efficiency.gemm(precision), batch, rps, route.bucket_isl, route.bucket_osl)  # fmt: skip

@@ -1,0 +1,158 @@
+"""Serving engines: what vLLM, SGLang and TensorRT-LLM reach on the roofline's calibrated kernels, and how sure we are.
+
+The roofline's kernel and engine factors are calibrated per GPU generation (`calibration.py`) on a TensorRT-LLM-
+class engine running dense models. Measured serving rows of every engine (aiconfigurator-core's
+`systems/silicon_sample.csv`) show what that misses: software efficiency per engine, and the MoE kernels (grouped
+GEMMs at few tokens per expert, expert all-to-all) that dense models never exercise. A *class* is an engine x GPU
+generation x dense/MoE; each has two scales and an overhead fitted to its rows (`benchmarks/calibration/engine_classes.py`):
+
+    memory-bound time x memory_scale   (the bandwidth factors divided by it, at most 1: never beyond the hardware)
+    compute-bound time x compute_scale (the GEMM and attention factors divided by it, likewise)
+    ttft_overhead_ms                   what each request costs before its prefill (scheduling, tokenization)
+
+and the error of the model with them, from a leave-one-model-out validation (each model's rows predicted by the
+scales fitted without them): `expected_error` is the relative error that covers 80% of the held-out errors, for
+throughput, TTFT and TPOT. TensorRT-LLM on dense models is the reference the generation's calibration was fitted
+to: its scales are 1 unless its rows say otherwise. A class without rows borrows the same engine and kind of the
+nearest generation (and says 'extrapolated'), else keeps scale 1 with the widest expected error of its kind.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import itertools
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from planner.catalog import default_catalog_dir
+from planner.perf.roofline import Efficiency
+
+ENGINES: tuple[str, ...] = ("trtllm", "vllm", "sglang")
+DEFAULT_ENGINE = "trtllm"
+ENGINE_NAMES = {"trtllm": "TensorRT-LLM", "vllm": "vLLM", "sglang": "SGLang"}
+CLASSES_FILE = Path("engines") / "classes.csv"
+# generations that borrow another's class when they have no rows of their own, nearest first
+NEAREST = {
+    "hopper": ("blackwell",), "blackwell": ("hopper",), "blackwell-gb202": ("blackwell", "hopper"),
+    "ampere": ("hopper",), "ada": ("hopper",), "cdna3": ("hopper",), "cdna4": ("cdna3", "blackwell"),
+}  # fmt: skip
+MEMORY_FACTORS = ("bandwidth", "kv_bandwidth")
+COMPUTE_FACTORS = ("gemm_bf16", "gemm_fp8", "gemm_fp4", "attention_bf16", "attention_fp8")
+
+
+@dataclass(frozen=True)
+class ExpectedError:
+    """Relative errors covering 80% of a class's held-out errors (leave one model out)."""
+
+    throughput: float
+    ttft: float
+    tpot: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {"throughput": self.throughput, "ttft": self.ttft, "tpot": self.tpot}
+
+
+@dataclass(frozen=True)
+class EngineClass:
+    engine: str
+    architecture: str
+    kind: str  # dense | moe
+    memory_scale: float
+    compute_scale: float
+    ttft_overhead_ms: float | None  # per request (scheduling, tokenization, first-step set-up); None: the generation's
+    rows: int
+    models: int
+    expected_error: ExpectedError
+    source: str
+    basis: str = "measured"  # measured | extrapolated (borrowed from another generation) | prior
+    # (coverage, relative throughput error) of the held-out errors: 50%, 80% (= expected_error) and 90%
+    throughput_bands: tuple[tuple[float, float], ...] = ()
+
+    def throughput_error_at(self, confidence: float) -> float:
+        """The relative throughput error that covers `confidence` of the class's held-out errors: linear between
+        the shipped coverages (0 at 0), the widest beyond the last."""
+        bands = ((0.0, 0.0), *sorted(self.throughput_bands or ((0.8, self.expected_error.throughput),)))
+        for (low, low_error), (high, high_error) in itertools.pairwise(bands):
+            if confidence <= high:
+                return low_error + (high_error - low_error) * (confidence - low) / (high - low)
+        return bands[-1][1]
+
+    def describe(self) -> str:
+        overhead = "" if self.ttft_overhead_ms is None else f", {self.ttft_overhead_ms:.3g} ms per request"
+        return (f"{ENGINE_NAMES[self.engine]} on {self.architecture} {self.kind}: memory-bound time x{self.memory_scale:.3g}, "
+                f"compute-bound x{self.compute_scale:.3g}{overhead} ({self.basis}: {self.rows} rows of {self.models} "
+                f"model{'s' if self.models != 1 else ''}, catalogs/engines/classes.csv)")  # fmt: skip
+
+
+def scaled(eff: Efficiency, engine_class: EngineClass | None) -> Efficiency:
+    """The generation's factors as the engine reaches them on this kind of model (never beyond the hardware)."""
+    if engine_class is None or (engine_class.memory_scale == 1.0 and engine_class.compute_scale == 1.0
+                                and engine_class.ttft_overhead_ms is None):  # fmt: skip
+        return eff
+    changes = {name: min(1.0, getattr(eff, name) / engine_class.memory_scale) for name in MEMORY_FACTORS}
+    changes.update({name: min(1.5, getattr(eff, name) / engine_class.compute_scale) for name in COMPUTE_FACTORS})
+    if engine_class.ttft_overhead_ms is not None:
+        changes["ttft_overhead_ms"] = engine_class.ttft_overhead_ms
+    return dataclasses.replace(eff, **changes, source=f"{eff.source}; {engine_class.describe()}")
+
+
+@lru_cache(maxsize=4)
+def _classes(path: Path) -> dict[tuple[str, str, str], EngineClass]:
+    if not path.is_file():
+        return {}
+    out = {}
+    with path.open() as handle:
+        for record in csv.DictReader(handle):
+            cls = EngineClass(
+                record["engine"], record["architecture"], record["kind"], float(record["memory_scale"]),
+                float(record["compute_scale"]),
+                float(record["ttft_overhead_ms"]) if record["ttft_overhead_ms"] else None, int(record["rows"]), int(record["models"]),
+                ExpectedError(float(record["error_throughput"]), float(record["error_ttft"]), float(record["error_tpot"])),
+                record["source"],
+                throughput_bands=tuple((coverage, float(record[column])) for coverage, column in (
+                    (0.5, "error_throughput_p50"), (0.8, "error_throughput"), (0.9, "error_throughput_p90"))
+                    if record.get(column)),
+            )  # fmt: skip
+            out[(cls.engine, cls.architecture, cls.kind)] = cls
+    return out
+
+
+def engine_classes() -> dict[tuple[str, str, str], EngineClass]:
+    """The shipped classes (`catalogs/engines/classes.csv`)."""
+    return _classes(default_catalog_dir() / CLASSES_FILE)
+
+
+def engine_class(engine: str, architecture: str, kind: str) -> EngineClass:
+    """The class of an engine on a generation and kind of model, borrowed where it has no rows (module docstring)."""
+    classes = engine_classes()
+    if (engine, architecture, kind) in classes:
+        return classes[(engine, architecture, kind)]
+    for donor in NEAREST.get(architecture, ()):
+        if (engine, donor, kind) in classes:
+            found = classes[(engine, donor, kind)]
+            return dataclasses.replace(found, architecture=architecture, basis="extrapolated",
+                                       source=f"{found.source}; borrowed from {donor}: no {architecture} rows")  # fmt: skip
+    same_kind = [c.expected_error for c in classes.values() if c.kind == kind]
+    widest = ExpectedError(*(max((getattr(e, f) for e in same_kind), default=0.5) for f in ("throughput", "ttft", "tpot")))
+    return EngineClass(engine, architecture, kind, 1.0, 1.0, None, 0, 0, widest, "no measured rows of this engine", "prior")
+
+
+def engine_efficiency(catalog, model: str, gpu: str, engine: str = DEFAULT_ENGINE) -> Efficiency:
+    """The calibrated factors of `gpu`'s generation as `engine` reaches them on `model`'s kind (dense or MoE)."""
+    from planner.perf.calibration import efficiency_for
+
+    architecture = catalog.gpus[gpu].architecture
+    key = ("engine efficiency", architecture, engine, model_kind(catalog, model))
+    if key not in catalog.derived:
+        catalog.derived[key] = scaled(efficiency_for(catalog, architecture), engine_class(engine, architecture, key[3]))
+    return catalog.derived[key]
+
+
+def engine_error(catalog, model: str, gpu: str, engine: str = DEFAULT_ENGINE) -> ExpectedError:
+    return engine_class(engine, catalog.gpus[gpu].architecture, model_kind(catalog, model)).expected_error
+
+
+def model_kind(catalog, model: str) -> str:
+    return "moe" if catalog.models[model].moe is not None else "dense"

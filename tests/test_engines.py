@@ -1,0 +1,167 @@
+"""Serving engines (planner/perf/engines.py): classes calibrated on measured serving rows, layouts, expected errors,
+and plans that choose the engine."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from planner import api
+from planner.catalog import load_catalog
+from planner.cli import app
+from planner.perf import PerfQuery, PerfResult, estimate
+from planner.perf.calibration import efficiency_for
+from planner.perf.engines import (
+    ENGINES,
+    MEMORY_FACTORS,
+    engine_class,
+    engine_classes,
+    engine_efficiency,
+)
+from planner.perf.types import Layout
+
+runner = CliRunner()
+SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog()
+
+
+def test_every_shipped_class_names_its_rows_and_keeps_factors_within_the_hardware(catalog):
+    classes = engine_classes()
+    assert {c.engine for c in classes.values()} == set(ENGINES)
+    assert {c.kind for c in classes.values()} == {"dense", "moe"}
+    for (engine, architecture, kind), cls in classes.items():
+        assert ((cls.source.startswith("aiconfigurator-core ") and "silicon_sample.csv" in cls.source)
+                or cls.source.startswith("serving_amd_and_engines.csv")), cls  # fmt: skip
+        assert cls.rows > 0 and cls.models > 0
+        assert all(0 < v < 10 for v in cls.expected_error.as_dict().values()), cls  # finite, stated
+        model = "llama-3.1-70b" if kind == "dense" else "deepseek-r1"
+        gpu = next(g.id for g in catalog.gpus.values() if g.architecture == architecture)
+        assert engine_class(engine, architecture, kind).basis == "measured"
+        eff = engine_efficiency(catalog, model, gpu, engine)
+        assert all(getattr(eff, name) <= 1.0 for name in MEMORY_FACTORS), (engine, architecture, kind)
+
+
+def test_reference_engine_on_dense_models_is_the_calibration_itself(catalog):
+    """TensorRT-LLM on dense models is what the generation's calibration was fitted to: plans of dense models on the
+    default engine do not move."""
+    for gpu in ("H100-SXM-80GB", "B200-SXM-180GB"):
+        assert engine_efficiency(catalog, "llama-3.1-70b", gpu, "trtllm") == efficiency_for(catalog, catalog.gpus[gpu].architecture)
+
+
+def test_a_generation_without_rows_borrows_and_says_so():
+    """MI355X (CDNA 4) has no serving rows: it runs at CDNA 3's classes, extrapolated, and says so."""
+    borrowed = engine_class("vllm", "cdna4", "moe")
+    assert borrowed.basis == "extrapolated" and "borrowed from cdna3" in borrowed.source
+    unknown = engine_class("sglang", "ampere", "dense")
+    assert unknown.basis in ("extrapolated", "prior")
+
+
+def test_engines_differ_and_rows_answer_only_the_reference_engine(catalog):
+    """A benchmark row measured the reference engine: it answers (or anchors) trtllm queries, never a vLLM one."""
+    query = PerfQuery("llama-3.3-70b", "H100-SXM-80GB", 5000, 500, tp=2, precision="fp8", concurrency=1)
+    reference = estimate(query, catalog)
+    vllm = estimate(dataclasses.replace(query, engine="vllm"), catalog)
+    assert isinstance(reference, PerfResult) and isinstance(vllm, PerfResult)
+    assert reference.provenance == "measured" and reference.engine == "trtllm"
+    assert vllm.provenance != "measured" and vllm.engine == "vllm" and "vLLM" in vllm.source
+    assert vllm.expected_error is not None and reference.expected_error is None
+
+
+def test_moe_engine_class_slows_the_reference_roofline_where_the_rows_say_so(catalog):
+    """On Hopper MoE the measured rows are slower than the dense-calibrated roofline: every engine's class says
+    so (the model without it was 20-80% optimistic on SGLang and vLLM)."""
+    query = PerfQuery("deepseek-r1", "H200-SXM-141GB", 1024, 1024, tp=8, precision="fp8", concurrency=32)
+    plain = estimate(query, catalog, sources=("modeled",))
+    for engine in ("sglang", "vllm"):
+        answer = estimate(dataclasses.replace(query, engine=engine), catalog, sources=("modeled",))
+        assert answer.request_throughput_rps < plain.request_throughput_rps
+
+
+@pytest.mark.parametrize(
+    ("text", "layout"),
+    [("TP4", Layout(4)), ("DEP8", Layout(1, 8, 8)), ("TP2EP4", Layout(2, 2, 4)), ("TP4PP2", Layout(4, pp=2)),
+     ("tp8 ep8", Layout(8, 1, 8))],
+)  # fmt: skip
+def test_layouts_parse(text, layout):
+    assert Layout.parse(text) == layout
+
+
+@pytest.mark.parametrize("text", ["X4", "TP2EP3", "TP0", "TP2TP4", ""])
+def test_bad_layouts_say_what_is_allowed(text):
+    with pytest.raises(ValueError, match="TP"):
+        Layout.parse(text)
+
+
+def test_perf_speaks_layouts_and_engines():
+    result = runner.invoke(app, ["perf", "--model", "deepseek-r1", "--gpu", "H200", "--isl", "1024", "--osl", "1024",
+                                 "--concurrency", "32", "--layout", "DEP8", "--precision", "fp8", "--engine", "sglang",
+                                 "--json"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.output)
+    assert answer["engine"] == "sglang" and answer["layout"] == "DP8 EP8" and answer["gpus_per_instance"] == 8
+    assert set(answer["expected_error"]) == {"throughput", "ttft", "tpot"}
+    bad = runner.invoke(app, ["perf", "--model", "deepseek-r1", "--gpu", "H200", "--isl", "1024", "--osl", "1024",
+                              "--layout", "TP2EP3"])  # fmt: skip
+    assert bad.exit_code == 2 and "EP 3 must be 1" in bad.output and "Traceback" not in bad.output
+    both = runner.invoke(app, ["perf", "--model", "deepseek-r1", "--gpu", "H200", "--layout", "TP8", "--tp", "8"])
+    assert both.exit_code == 2 and "not both" in both.output
+
+
+def _scenario(tmp_path, engines):
+    spec = yaml.safe_load((SCENARIOS / "moe-engines.yaml").read_text())
+    spec["workloads"][0]["engines"] = engines
+    spec["sites"]["on_prem"]["systems"] = ["dgx-h100"]
+    path = tmp_path / f"moe-{'-'.join(engines)}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def test_the_plan_chooses_the_engine_and_pinning_one_never_costs_less(tmp_path):
+    """gpt-oss-120b (MXFP4 experts) on DGX H100 with all three engines allowed: every line names its engine, and
+    a plan pinned to any one engine costs at least as much (the integer program chose among them)."""
+    free = api.plan_file(_scenario(tmp_path, list(ENGINES)))
+    assert all(line.engine in ENGINES for line in free.lines) and all(r.engine in ENGINES for r in free.routing)
+    for engine in ENGINES:
+        pinned = api.plan_file(_scenario(tmp_path, [engine]))
+        assert {line.engine for line in pinned.lines} == {engine}
+        assert pinned.totals.annual_cost_usd >= free.totals.annual_cost_usd - 1e-6, engine
+
+
+def test_an_unknown_engine_is_refused(tmp_path):
+    spec = yaml.safe_load((SCENARIOS / "moe-engines.yaml").read_text())
+    spec["workloads"][0]["engines"] = ["tgi"]
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    result = runner.invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2 and "engines" in result.output and "trtllm" in result.output
+
+
+def test_confidence_sizes_each_modeled_line_at_the_edge_of_its_band(tmp_path):
+    """--confidence 0.8 derates each modeled option by its own class's 80% band: never cheaper than the nominal
+    plan, and the summary says so; a share outside (0, 1) is refused."""
+    path = _scenario(tmp_path, ["vllm"])
+    nominal = api.plan_file(path)
+    robust = api.plan_file(path, confidence=0.8)
+    assert robust.totals.annual_cost_usd >= nominal.totals.annual_cost_usd
+    assert robust.robustness is not None and robust.robustness.confidence == 0.8
+    assert robust.robustness.nominal_objective_usd_per_year == pytest.approx(nominal.objective_usd_per_year)
+    capacity = sum(r.rps_per_node for r in robust.routing)
+    assert capacity < sum(r.rps_per_node for r in nominal.routing)  # every modeled rate derated
+    bad = runner.invoke(app, ["plan", str(path), "--confidence", "1.5"])
+    assert bad.exit_code == 2 and "--confidence" in bad.output and "Traceback" not in bad.output
+
+
+def test_class_bands_interpolate_between_coverages():
+    cls = engine_class("sglang", "hopper", "moe")
+    assert cls.throughput_error_at(0.8) == pytest.approx(cls.expected_error.throughput)
+    values = [cls.throughput_error_at(c) for c in (0.1, 0.5, 0.7, 0.8, 0.9, 0.99)]
+    assert values == sorted(values) and values[0] > 0
