@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from planner.catalog import Catalog
 from planner.perf import PerfQuery, PerfResult, is_modeled, limit_violation, model_precisions, modeled_points
-from planner.perf.engines import DEFAULT_ENGINE, ENGINE_NAMES
+from planner.perf.engines import DEFAULT_ENGINE, engine_label
 from planner.perf.tables import matching_rows, result_from_row
 from planner.plan import Assignment, Plan
 from planner.scenario import Scenario, Workload
@@ -92,7 +92,7 @@ def measured_points(catalog: Catalog, model: str, gpu: str, isl: int, osl: int, 
 def modeled_engine_points(
     catalog: Catalog, model: str, gpu: str, isl: int, osl: int, limits, layouts, precisions,
     percentile: float | None = None, hop_bytes_per_s=lambda layout: 0.0, arrivals: str = "closed",
-    token_budget: int | None = None, engine_lengths: tuple[int, int] | None = None, engine: str = "trtllm",
+    token_budget: int | None = None, engine_lengths: tuple[int, int] | None = None, engine: str = DEFAULT_ENGINE,
 ) -> list[LandscapePoint]:  # fmt: skip
     """The roofline's curve for every layout x precision that fits (modeled points only: the measured ones come
     from measured_points): over concurrency (`arrivals` "closed", as a benchmark runs) or over rates of requests
@@ -111,7 +111,7 @@ def modeled_engine_points(
                                    hop_bytes_per_s=hop_bytes_per_s(layout), engine_lengths=engine_lengths)  # fmt: skip
             if isinstance(curve, str):
                 continue  # does not fit, or no steady state: no point to draw
-            label = f"{gpu} {layout.label} {precision}" + ("" if engine == DEFAULT_ENGINE else f" {ENGINE_NAMES[engine]}")
+            label = " ".join(filter(None, (gpu, layout.label, precision, engine_label(engine))))
             out += [p for r in curve if is_modeled(r.provenance) and (p := _point(r, label, limits))]
     return out
 
@@ -142,8 +142,7 @@ def _chosen(assignment: Assignment, workload: Workload, catalog: Catalog) -> tup
     system = catalog.systems[assignment.system]
     engine = (f"{system.gpu} {assignment.layout or f'TP{assignment.tp}'} {assignment.precision}" if assignment.tp
               else f"{system.gpu} {system.gpus_per_node} GPUs (engine not stated)")  # fmt: skip
-    if assignment.engine != DEFAULT_ENGINE:
-        engine += f" {ENGINE_NAMES[assignment.engine]}"
+    engine = " ".join(filter(None, (engine, engine_label(assignment.engine))))
     where = f"{assignment.system} {engine.removeprefix(system.gpu + ' ')}"
     if assignment.stage != "aggregated":
         return None, f"the plan serves it disaggregated ({where}): a prefill pool and a decode pool, not one engine"

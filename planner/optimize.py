@@ -66,7 +66,7 @@ from planner.catalog import Catalog
 from planner.errors import InfeasiblePlanError, PlannerInputError, SolverStoppedError
 from planner.metrics import LABELS, LATENCY_METRICS
 from planner.metrics import limits as metric_limits
-from planner.perf.engines import DEFAULT_ENGINE, ENGINE_NAMES
+from planner.perf.engines import ENGINE_NAMES, engine_label
 from planner.plan import (
     Assignment,
     CostBreakdown,
@@ -945,7 +945,7 @@ def _groups(schedules: list[tuple]) -> list[tuple[tuple, int]]:
 
 
 def _engine_label(c: Candidate) -> str:
-    parts = [c.model, c.layout_label, c.precision or "", ENGINE_NAMES[c.engine] if c.engine != DEFAULT_ENGINE else "",
+    parts = [c.model, c.layout_label, c.precision or "", engine_label(c.engine),
              f"b{c.max_batch}" if c.max_batch else "", "speculative" if c.speculative else "",
              c.stage if c.stage != "aggregated" else ""]  # fmt: skip
     return " ".join(p for p in parts if p) + f" {c.engine_isl}/{c.engine_osl}"

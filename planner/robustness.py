@@ -40,7 +40,7 @@ def derate_by_band(cset: CandidateSet, catalog: Catalog, confidence: float | Non
     answered by a measured row carry no band and keep their rate."""
     if confidence is None:
         return cset
-    from planner.perf.engines import engine_class, model_kind
+    from planner.perf.engines import class_of
 
     options = []
     for option in cset.options:
@@ -48,8 +48,7 @@ def derate_by_band(cset: CandidateSet, catalog: Catalog, confidence: float | Non
         if option.perf.expected_error is None:
             options.append(option)
             continue
-        kind = model_kind(catalog, candidate.model)
-        band = engine_class(candidate.engine, catalog.gpus[candidate.gpu].architecture, kind).throughput_error_at(confidence)
+        band = class_of(catalog, candidate.model, candidate.gpu, candidate.engine).throughput_error_at(confidence)
         options.append(dataclasses.replace(option, rps_per_node=option.rps_per_node / (1.0 + band)))
     return dataclasses.replace(cset, options=tuple(options))
 

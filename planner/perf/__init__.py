@@ -152,8 +152,6 @@ def model_precisions(catalog: Catalog, gpu: str, model: str | None = None,
 
 def _table_points(query: PerfQuery, catalog: Catalog, interpolate: bool, groups=None) -> list[list[PerfResult]]:
     """Measured points per engine variant, plus log-log interpolated concurrencies between them."""
-    if query.engine != DEFAULT_ENGINE:  # rows are of the reference engine
-        return []
     if groups is None:
         groups = group_by_engine(matching_rows(catalog, dataclasses.replace(query, concurrency=None)))
     variants = []
@@ -235,10 +233,10 @@ def _curve(
 ) -> list[PerfResult] | str:
     """The roofline's points for one engine over the concurrency ladder (or at the query's concurrency), anchored
     on the engine's measured rows; a measured row at the query's lengths stands in for the model at its concurrency.
-    A layout beyond TP (attention DP, expert parallelism, pipeline stages) or speculative decoding is modeled
-    without anchors: the benchmark rows are of TP engines."""
+    A layout beyond TP (attention DP, expert parallelism, pipeline stages), speculative decoding or another serving
+    engine than the reference is modeled without anchors: the benchmark rows are of TP engines of the reference."""
     layout = layout or Layout(tp)
-    if layout != Layout(tp) or speculation is not None:
+    if layout != Layout(tp) or speculation is not None or query.engine != DEFAULT_ENGINE:
         anchored = False
     model = catalog.models[query.model]
     if not supports_roofline(model):
@@ -257,8 +255,6 @@ def _curve(
         return f"{layout.label} {precision}: does not fit: {memory.reason}"
     shape = engine_shape(catalog, model, gpu, layout, precision, speculation, hop_bytes_per_s)
     eff = engine_efficiency(catalog, query.model, query.gpu, query.engine)
-    if query.engine != DEFAULT_ENGINE:  # the rows are of the reference engine
-        anchored = False
     anchors = _anchors(catalog, shape, eff) if anchored else None
     measured = anchor_rows(catalog, shape) if anchored else []
     # a row stands in for the model at its concurrency where its statistic is the percentile asked for
@@ -570,15 +566,13 @@ def operating_points(
         points = _pick(_aic_points(query, catalog, tps, precisions), query, reasons, max_concurrency)
         return points if points else PerfMiss(query, "; ".join(dict.fromkeys(reasons)))
     if modeled and model_without_rows:
-        tps = (query.tp,) if query.tp else (tps or TP_LADDER)
+        tps = (query.layout.tp,) if query.layout else (query.tp,) if query.tp else (tps or TP_LADDER)
         precisions = (query.precision,) if query.precision else (precisions or model_precisions(catalog, query.gpu, query.model))
         points = []
-        if query.layout is not None:
-            tps = (query.layout.tp,)
         for tp in tps:
             for precision in precisions:
                 curve = _curve(query, catalog, tp, precision, percentile, anchored=sources != ("modeled",), layout=query.layout)
-                if "aic" in sources:  # auto: the package where the roofline would extrapolate (or cannot model)
+                if "aic" in sources and reference:  # auto: the package (TP, TensorRT-LLM) where the roofline extrapolates
                     curve = _aic_instead(query, catalog, tp, precision, curve)
                 best = curve if isinstance(curve, str) else best_point(curve, query, max_concurrency)
                 if isinstance(best, str):

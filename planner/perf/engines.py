@@ -10,10 +10,10 @@ generation x dense/MoE; each has two scales and an overhead fitted to its rows (
     compute-bound time x compute_scale (the GEMM and attention factors divided by it, likewise)
     ttft_overhead_ms                   what each request costs before its prefill (scheduling, tokenization)
 
-and the error of the model with them, from a leave-one-model-out validation (each model's rows predicted by the
-scales fitted without them): `expected_error` is the relative error that covers 80% of the held-out errors, for
-throughput, TTFT and TPOT. TensorRT-LLM on dense models is the reference the generation's calibration was fitted
-to: its scales are 1 unless its rows say otherwise. A class without rows borrows the same engine and kind of the
+and the error of the model with them, from leave-one-model-out and leave-one-GPU-out validations (each model's,
+or GPU's, rows predicted by the scales fitted without them): `expected_error` is the relative error that covers 80%
+of the held-out errors, for throughput, TTFT and TPOT. TensorRT-LLM on dense models is the reference the
+generation's calibration was fitted to: its scales are 1. A class without rows borrows the same engine and kind of the
 nearest generation (and says 'extrapolated'), else keeps scale 1 with the widest expected error of its kind.
 """
 
@@ -44,7 +44,7 @@ COMPUTE_FACTORS = ("gemm_bf16", "gemm_fp8", "gemm_fp4", "attention_bf16", "atten
 
 @dataclass(frozen=True)
 class ExpectedError:
-    """Relative errors covering 80% of a class's held-out errors (leave one model out)."""
+    """Relative errors covering 80% of a class's held-out errors (leave one model out, leave one GPU out)."""
 
     throughput: float
     ttft: float
@@ -139,6 +139,17 @@ def engine_class(engine: str, architecture: str, kind: str) -> EngineClass:
     return EngineClass(engine, architecture, kind, 1.0, 1.0, None, 0, 0, widest, "no measured rows of this engine", "prior")
 
 
+def engine_label(engine: str) -> str:
+    """How plan lines, landscapes and reasons name an engine: '' for the reference engine (every line before
+    engines were a dimension ran it), else its name."""
+    return "" if engine == DEFAULT_ENGINE else ENGINE_NAMES[engine]
+
+
+def class_of(catalog, model: str, gpu: str, engine: str = DEFAULT_ENGINE) -> EngineClass:
+    """The class `engine` serving `model` on `gpu` belongs to (its generation, dense or MoE)."""
+    return engine_class(engine, catalog.gpus[gpu].architecture, model_kind(catalog, model))
+
+
 def engine_efficiency(catalog, model: str, gpu: str, engine: str = DEFAULT_ENGINE) -> Efficiency:
     """The calibrated factors of `gpu`'s generation as `engine` reaches them on `model`'s kind (dense or MoE)."""
     from planner.perf.calibration import efficiency_for
@@ -146,12 +157,12 @@ def engine_efficiency(catalog, model: str, gpu: str, engine: str = DEFAULT_ENGIN
     architecture = catalog.gpus[gpu].architecture
     key = ("engine efficiency", architecture, engine, model_kind(catalog, model))
     if key not in catalog.derived:
-        catalog.derived[key] = scaled(efficiency_for(catalog, architecture), engine_class(engine, architecture, key[3]))
+        catalog.derived[key] = scaled(efficiency_for(catalog, architecture), class_of(catalog, model, gpu, engine))
     return catalog.derived[key]
 
 
 def engine_error(catalog, model: str, gpu: str, engine: str = DEFAULT_ENGINE) -> ExpectedError:
-    return engine_class(engine, catalog.gpus[gpu].architecture, model_kind(catalog, model)).expected_error
+    return class_of(catalog, model, gpu, engine).expected_error
 
 
 def model_kind(catalog, model: str) -> str:
