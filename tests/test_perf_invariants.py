@@ -93,7 +93,10 @@ def test_no_answer_is_faster_than_the_hardware(engine):
 
 # --- the open loop (requests arriving at random: what plans size) ------------------------------------------------
 
-OPEN_LOOP = settings(max_examples=int(__import__("os").environ.get("PERF_EXAMPLES_OPEN", 30)), deadline=None)
+# derandomized, as the model-vs-simulator property (test_metrics.py): the open-loop solves are slow enough that CI
+# draws 30 engines; a draw that finds a defect is pinned as an example (strict xfail below) and the run repeats
+OPEN_LOOP = settings(max_examples=int(__import__("os").environ.get("PERF_EXAMPLES_OPEN", 30)), deadline=None,
+                     derandomize=True)
 
 
 def rate_curve(engine, percentile=None):
@@ -118,6 +121,17 @@ def test_open_loop_latencies_never_fall_as_the_rate_rises(engine):
         for metric in ("ttft_ms", "tpot_ms", "e2e_ms"):
             assert getattr(high, metric) >= getattr(low, metric) * 0.99, (metric, low.request_throughput_rps, high.request_throughput_rps)
         assert high.concurrency >= low.concurrency
+
+
+@pytest.mark.xfail(strict=True, reason="known defect: the anchors' TTFT factor interpolates between NIM's row at "
+                   "concurrency 50 (834 ms) and its queue-bound row at 100 (7,996 ms), x1.030 -> x0.985 between rates "
+                   "10.45 and 11.24 rps: the anchored mean TTFT dips 1.0% (93.51 -> 92.56 ms); unanchored it rises")
+def test_anchored_open_loop_ttft_does_not_dip_between_anchor_rows():
+    """Found by the property above in a random draw (CI of 9f1e1e6); present since the open loop (2ddaec6)."""
+    points = modeled_points(PerfQuery("llama-3.3-70b", "H100-SXM-80GB", 332, 261, arrivals="poisson"), CATALOG, 2, "fp8")
+    points = sorted(points, key=lambda p: p.request_throughput_rps)
+    for low, high in zip(points, points[1:]):
+        assert high.ttft_ms >= low.ttft_ms * 0.99
 
 
 @OPEN_LOOP
