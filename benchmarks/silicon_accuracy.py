@@ -9,13 +9,18 @@ Prints, per serving engine x GPU generation x dense/MoE: rows, median |error|, p
 median (model / measured - 1; positive throughput = the model is optimistic) of each figure; rows it could not
 ask, by reason. The rows come from the package (extra `.[aic]`); without it the script says so and exits 0.
 
+With --source aic the same rows are asked of aiconfigurator-core itself (its estimate at the row's backend,
+layout, precision and concurrency): the baseline the model is measured against.
+
 Run:  python benchmarks/silicon_accuracy.py [--engine vllm] [--model deepseek-r1] [--csv out.csv] [--worst 20]
+                                            [--source aic]
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import re
 import statistics
 import sys
@@ -53,7 +58,7 @@ def layout_of(row: dict) -> Layout:
     return Layout(tp, dp, tp * dp if ep > 1 else 1, pp)
 
 
-def ask(row: dict, catalog) -> dict | str:
+def ask(row: dict, catalog, source: str = "model") -> dict | str:
     try:
         model = catalog.resolve("model", row["model_path"])
         gpu = catalog.resolve("gpu", row["system"])
@@ -67,7 +72,13 @@ def ask(row: dict, catalog) -> dict | str:
     query = PerfQuery(model, gpu, isl, osl, tp=layout.tp, precision=precision, concurrency=concurrency,
                       engine=row["backend"])  # each row at its engine's class (planner/perf/engines.py)
     try:
-        points = _curve(query, catalog, layout.tp, precision, None, layout=layout)
+        if source == "aic":  # aiconfigurator's own estimate of the row, as `--perf-source aic` asks it
+            from planner.perf import aic
+
+            query = dataclasses.replace(query, layout=layout)
+            points = aic.aic_points(query, catalog.gpus[gpu].memory_gb, layout.tp, precision)
+        else:
+            points = _curve(query, catalog, layout.tp, precision, None, layout=layout)
     except (ValueError, KeyError) as error:
         return f"not modeled: {type(error).__name__}"
     if isinstance(points, str):
@@ -105,6 +116,8 @@ def main() -> int:
     parser.add_argument("--model", help="only this catalog model id")
     parser.add_argument("--csv", help="write every compared row here")
     parser.add_argument("--worst", type=int, default=0, help="print the N rows with the largest throughput error")
+    parser.add_argument("--source", choices=("model", "aic"), default="model",
+                        help="model: the planner's roofline with its engine classes; aic: aiconfigurator's estimate")
     args = parser.parse_args()
     rows = silicon_rows()
     if rows is None:
@@ -115,7 +128,7 @@ def main() -> int:
     for row in rows:
         if row["mode"] != "agg" or (args.engine and row["backend"] != args.engine):
             continue
-        answer = ask(row, catalog)
+        answer = ask(row, catalog, args.source)
         if isinstance(answer, str):
             skipped[answer] += 1
         elif not args.model or answer["model"] == args.model:

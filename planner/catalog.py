@@ -313,6 +313,8 @@ STEP_COLUMNS: tuple[str, ...] = (
     "source", "model", "gpu", "tp", "precision", "decode_batch", "decode_context_tokens", "prefill_prompts",
     "prefill_isl", "time_ms", "provenance",
 )  # fmt: skip
+# the same with the engine's layout beyond TP: attention DP ranks and expert parallelism (1, or TP x DP)
+STEP_COLUMNS_LAYOUT: tuple[str, ...] = (*STEP_COLUMNS[:4], "dp", "ep", *STEP_COLUMNS[4:])
 
 
 class StepTable:
@@ -571,8 +573,11 @@ def load_step_table(path: Path, models: dict, gpus: dict, origin: str = SHIPPED_
         frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise PlannerInputError(str(path), "", f"cannot read CSV: {exc}") from exc
-    if tuple(frame.columns) != STEP_COLUMNS:
-        raise PlannerInputError(str(path), "header", f"expected the columns {', '.join(STEP_COLUMNS)}")
+    if tuple(frame.columns) not in (STEP_COLUMNS, STEP_COLUMNS_LAYOUT):
+        raise PlannerInputError(str(path), "header", f"expected the columns {', '.join(STEP_COLUMNS)} (dp and ep after tp "
+                                                     "where the engines use attention DP or expert parallelism)")  # fmt: skip
+    if "dp" not in frame.columns:
+        frame = frame.assign(dp="1", ep="1")
     out = frame[["source", "model", "gpu", "precision", "provenance"]].copy()
 
     def fail(mask, column: str, allowed: str) -> None:
@@ -585,7 +590,7 @@ def load_step_table(path: Path, models: dict, gpus: dict, origin: str = SHIPPED_
     fail(~frame["gpu"].isin(list(gpus)), "gpu", "a GPU id of the catalog")
     supported = [p in gpus[g].precisions if g in gpus else False for g, p in zip(frame["gpu"], frame["precision"])]
     fail(~pd.Series(supported, index=frame.index), "precision", "a precision the GPU supports")
-    for column, low in (("tp", 1), ("decode_batch", 0), ("decode_context_tokens", 0), ("prefill_prompts", 0), ("prefill_isl", 0)):
+    for column, low in (("tp", 1), ("dp", 1), ("ep", 1), ("decode_batch", 0), ("decode_context_tokens", 0), ("prefill_prompts", 0), ("prefill_isl", 0)):
         values = pd.to_numeric(frame[column], errors="coerce")
         fail(values.isna() | (values != values.round()) | (values < low) | (values > 10_000_000), column, f"a whole number >= {low}")
         out[column] = values.astype("int64")
@@ -595,6 +600,7 @@ def load_step_table(path: Path, models: dict, gpus: dict, origin: str = SHIPPED_
     fail((out["decode_batch"] == 0) & (out["prefill_prompts"] == 0), "decode_batch", "an iteration decodes or prefills something")
     fail((out["prefill_prompts"] > 0) != (out["prefill_isl"] > 0), "prefill_isl", "> 0 exactly when prefill_prompts > 0")
     fail((out["decode_batch"] > 0) & (out["decode_context_tokens"] == 0), "decode_context_tokens", "> 0 when decode_batch > 0")
+    fail((out["ep"] != 1) & (out["ep"] != out["tp"] * out["dp"]), "ep", "1 (experts split by TP) or tp x dp")
     return StepTable(str(path), origin, out)
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import importlib.util
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -189,13 +191,17 @@ def test_roofline_batch_one_decode_by_tp_tracks_the_packages_estimate(catalog):
 def test_the_shipped_step_table_holds_the_packages_own_iteration_times(catalog):
     from planner.perf import aic
 
-    frame = catalog.steps[0].frame
-    for row in frame.iloc[[0, 40, 400, 900, 1500]].itertuples():
-        if aic.database_version(aic.SYSTEM_NAMES[row.gpu], aic.DEFAULT_BACKEND) is None:
-            continue
-        live = aic.step_ms(row.model, row.gpu, row.tp, row.precision, row.decode_batch, row.decode_context_tokens,
-                           row.prefill_prompts, row.prefill_isl)  # fmt: skip
-        assert live.error is None and live.ttft_ms == pytest.approx(row.time_ms, rel=1e-4)
+    from planner.perf.types import Layout
+
+    tables = {Path(t.path).name: t.frame for t in catalog.steps}
+    for name, picks in (("aic-steps.csv", [0, 40, 400, 900, 1500]), ("aic-moe-steps.csv", [0, 100, 300, 600, 900])):
+        for row in tables[name].iloc[picks].itertuples():
+            if aic.database_version(aic.SYSTEM_NAMES[row.gpu], aic.DEFAULT_BACKEND) is None:
+                continue
+            layout = Layout(row.tp, row.dp, row.ep)  # the package's batch and prompts are per attention-DP rank
+            live = aic.step_ms(row.model, row.gpu, row.tp, row.precision, row.decode_batch // row.dp,
+                               row.decode_context_tokens, row.prefill_prompts // row.dp, row.prefill_isl, layout=layout)  # fmt: skip
+            assert live.error is None and live.ttft_ms == pytest.approx(row.time_ms, rel=1e-4), (name, row)
 
 
 @needs_aic
@@ -227,3 +233,29 @@ def test_engine_classes_bring_the_measured_serving_rows_closer():
         after = [e["throughput"] for c in group if (e := c.errors(scaled(base, cls)))]
         assert statistics.median(map(abs, after)) <= statistics.median(map(abs, before)) + 0.02, key
         assert abs(statistics.median(after)) <= 0.15, (key, statistics.median(after))
+
+
+@needs_aic
+def test_stated_expected_error_covers_most_measured_rows():
+    """Every answer's expected_error (its class's held-out band) against aiconfigurator-core's measured serving rows
+    within one node: the stated throughput band covers at least 70% of the rows' errors, for dense models and for
+    mixtures of experts alike (a quarter of the rows, every fourth)."""
+    from planner.catalog import load_catalog
+    from planner.perf.engines import engine_error
+
+    spec = importlib.util.spec_from_file_location(
+        "silicon_accuracy", Path(__file__).resolve().parent.parent / "benchmarks" / "silicon_accuracy.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    catalog = load_catalog()
+    rows = [r for r in module.silicon_rows() if r["mode"] == "agg" and module.layout_of(r).gpus <= 8][::4]
+    covered: dict[str, list[bool]] = {"dense": [], "moe": []}
+    for row in rows:
+        answer = module.ask(row, catalog)
+        if isinstance(answer, str):
+            continue
+        band = engine_error(catalog, answer["model"], answer["gpu"], answer["engine"]).throughput
+        covered[answer["kind"]].append(abs(answer["throughput"]) <= band)
+    for kind, hits in covered.items():
+        assert len(hits) >= 100, kind
+        assert sum(hits) / len(hits) >= 0.7, (kind, sum(hits) / len(hits))

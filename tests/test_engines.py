@@ -108,7 +108,7 @@ def test_perf_speaks_layouts_and_engines():
     assert result.exit_code == 0, result.output
     answer = json.loads(result.output)
     assert answer["engine"] == "sglang" and answer["layout"] == "DP8 EP8" and answer["gpus_per_instance"] == 8
-    assert set(answer["expected_error"]) == {"throughput", "ttft", "tpot"}
+    assert set(answer["expected_error"]) == {"throughput", "ttft", "tpot", "itl"}
     bad = runner.invoke(app, ["perf", "--model", "deepseek-r1", "--gpu", "H200", "--isl", "1024", "--osl", "1024",
                               "--layout", "TP2EP3"])  # fmt: skip
     assert bad.exit_code == 2 and "EP 3 must be 1" in bad.output and "Traceback" not in bad.output

@@ -131,7 +131,7 @@ def test_gpt_oss_120b_runs_on_one_h100_at_w4a16():
     assert answer.result is not None, answer.reason
     memory = answer.result.memory
     assert 63 <= memory.weights_gb_per_gpu <= 66 and memory.max_concurrency_by_memory > 0
-    assert answer.result.output_tokens_per_s > 0 and answer.result.provenance == "extrapolated"
+    assert answer.result.output_tokens_per_s > 0 and answer.result.provenance == "modeled"  # gpt-oss w4a16 timed
     # at fp8 its 116.8 GB do not fit one GPU, and Hopper has no fp4 tensor cores
     assert perf_point(PerfQuery("gpt-oss-120b", H100, 1000, 500, tp=1, precision="fp8", concurrency=16)).result is None
     with pytest.raises(PlannerInputError, match="does not support fp4; allowed: bf16, fp16, fp8, w4a16, w4a8"):

@@ -50,6 +50,12 @@ def test_kernel_factors_fit_each_generations_timed_iterations(architecture):
     for name in ("bandwidth", "kv_bandwidth", "gemm_bf16", "attention_bf16", "link"):
         assert 0.01 <= factors[name] <= 1.0, name
     assert fit.basis == "aic kernels" and "aic-steps.csv" in fit.tables
+    if architecture in ("hopper", "blackwell"):  # mixtures of experts timed: grouped GEMMs below dense ones
+        assert fit.moe_iterations >= 300 and fit.moe_median_abs_rel_error < 0.2 and "aic-moe-steps.csv" in fit.tables
+        assert 0.1 <= factors["moe_gemm"] < 1.0 and 0.3 <= factors["moe_bandwidth"] <= 1.0
+        assert fit.max_ep == 8 and fit.max_dp == 8
+    else:
+        assert fit.moe_iterations == 0 and not fit.mixture_of_experts
 
 
 def test_engine_overheads_are_fitted_on_the_measured_rows():
@@ -82,8 +88,10 @@ def test_beyond_the_timed_range_the_answer_is_extrapolated():
     beyond = point("llama-3.1-8b", "H200-SXM-141GB", 2 * longest, 64, 1, "bf16", 1)
     assert inside.provenance == "modeled"
     assert beyond.provenance == "extrapolated" and any("beyond the longest timed" in d for d in beyond.derivations)
-    moe = point("mixtral-8x7b", "H100-SXM-80GB", 512, 128, 2, "bf16", 1)
-    assert moe.provenance == "extrapolated"  # no mixture of experts among the timed models
+    moe = point("mixtral-8x7b", "A100-SXM-80GB", 512, 128, 2, "bf16", 1)
+    assert moe.provenance == "extrapolated"  # no mixture of experts among Ampere's timed models
+    assert any("no mixture-of-experts model timed" in d for d in moe.derivations)
+    assert point("mixtral-8x7b", "H100-SXM-80GB", 512, 128, 2, "bf16", 1).provenance == "modeled"  # Hopper timed some
     # Hopper's all-reduce was timed over NVLink: a PCIe H100 at TP1 is calibrated, at TP2 it is not
     assert point("llama-3.1-8b", "H100-PCIe-80GB", 1024, 128, 1, "fp8", 8).provenance == "modeled"
     pcie = point("llama-3.1-8b", "H100-PCIe-80GB", 1024, 128, 2, "fp8", 8)

@@ -210,10 +210,14 @@ def residuals(group: list[Case], bases: dict, scales) -> np.ndarray:
 
 
 def fit(group: list[Case], bases: dict) -> tuple[float, float, float]:
-    """Scales within [floor, 20] (the floor keeps the bandwidth factors at most 1: never beyond the hardware) and
+    """Scales within [floor, 20] (the floor keeps the bandwidth factors at most 1: never beyond the hardware; for a
+    mixture of experts every read is capped at the peak on its own, so the floor is the slowest read's factor) and
     the per-request overhead within [0, MAX_OVERHEAD_MS]; a robust loss (soft L1 beyond 30%) so that a few odd rows
     (a client's cold start in TTFT) do not carry the class."""
-    floor = max(max(getattr(bases[c.architecture], f) for c in group for f in MEMORY_FACTORS), 0.05)
+    if group[0].kind == "moe":  # each read capped at the peak (engines.scaled): down to the slowest read's factor
+        floor = max(min(min(b.kv_bandwidth, b.bandwidth * b.moe_bandwidth) for b in (bases[c.architecture] for c in group)), 0.05)
+    else:
+        floor = max(max(getattr(bases[c.architecture], f) for c in group for f in MEMORY_FACTORS), 0.05)
     start = [max(1.0, floor), 1.0, max(bases[c.architecture].ttft_overhead_ms for c in group)]
     start[2] = min(start[2], MAX_OVERHEAD_MS)
     result = least_squares(lambda s: residuals(group, bases, s), start, bounds=([floor, 0.2, 0.0], [20.0, 20.0, MAX_OVERHEAD_MS]),

@@ -183,8 +183,10 @@ def _provenance(catalog: Catalog, shape: EngineShape, eff, isl: int) -> tuple[st
     """The roofline's provenance for this engine and prompt, and why it is extrapolated (if it is)."""
     covered = fit_kernels(catalog, shape.gpu.architecture)  # what the generation's timed iterations cover
     why = covered.outside(shape.tp, shape.gpu.link, shape.precision, isl, shape.model.moe is not None) if covered else None
+    timed_dp, timed_ep = (covered.max_dp, covered.max_ep) if covered else (1, 1)
     beyond = [what for what, used in (
-        (f"attention data parallelism (DP{shape.dp})", shape.dp > 1), (f"expert parallelism (EP{shape.ep})", shape.ep > 1),
+        (f"attention data parallelism (DP{shape.dp})", shape.dp > timed_dp),
+        (f"expert parallelism (EP{shape.ep})", shape.ep > timed_ep),
         (f"pipeline stages across nodes (PP{shape.pp})", shape.pp > 1),
     ) if used]  # fmt: skip
     if beyond:
@@ -605,11 +607,11 @@ def _aic_points(query: PerfQuery, catalog: Catalog, tps, precisions) -> list:
 
     if not aic.available():
         raise PlannerInputError("--perf-source", "aic", aic_unavailable_message())
-    tps = (query.tp,) if query.tp else (tps or TP_LADDER)
+    tps = (query.layout.tp,) if query.layout else (query.tp,) if query.tp else (tps or TP_LADDER)
     precisions = (query.precision,) if query.precision else (precisions or model_precisions(catalog, query.gpu, query.model))
-    supported = [p for p in precisions if aic.unsupported_reason(query.model, query.gpu, p) is None]
+    supported = [p for p in precisions if aic.unsupported_reason(query.model, query.gpu, p, query.engine) is None]
     if not supported:
-        return [aic.unsupported_reason(query.model, query.gpu, precisions[0])]
+        return [aic.unsupported_reason(query.model, query.gpu, precisions[0], query.engine)]
     memory_gb = catalog.gpus[query.gpu].memory_gb
     variants = []
     for tp in tps:

@@ -40,6 +40,7 @@ from planner.metrics import statistic_percentile
 from planner.perf.roofline import (
     ENGINE_FACTORS,
     KERNEL_FACTORS,
+    MOE_FACTORS,
     Efficiency,
     EngineShape,
     ShapeBatch,
@@ -60,6 +61,7 @@ KERNEL_BOUNDS = {
     "attention_bf16": (0.05, 1.5, 0.5), "attention_fp8": (0.05, 1.5, 0.5), "link": (0.01, 1.0, 0.7),
     "allreduce_latency_us": (0.0, 100.0, 5.0), "layer_latency_bf16_us": (0.0, 500.0, 20.0),
     "layer_latency_fp8_us": (0.0, 500.0, 20.0), "layer_latency_fp4_us": (0.0, 500.0, 20.0), "sharpness": (1.0, 30.0, 4.0),
+    "moe_gemm": (0.05, 1.5, 0.6), "moe_bandwidth": (0.2, 1.5, 0.9), "moe_layer_latency_us": (0.0, 500.0, 20.0),
 }  # fmt: skip
 # Engine factors: bounds, start, and the weak prior (centre, scale) they are pulled to
 ENGINE_BOUNDS = {"step_overhead_ms": (0.0, 50.0, 0.5), "ttft_overhead_ms": (0.0, 2000.0, 10.0), "queue_factor": (0.25, 8.0, 1.0)}
@@ -78,12 +80,15 @@ PRIOR = Efficiency(
 )  # fmt: skip
 
 
+NEUTRAL_MOE = Efficiency(**{n: 0.0 for n in KERNEL_FACTORS if n not in MOE_FACTORS})  # MoE factors at their defaults
+
+
 @dataclass(frozen=True)
 class KernelFit:
     architecture: str
     factors: dict  # kernel factor -> value
     iterations: int
-    median_abs_rel_error: float
+    median_abs_rel_error: float  # of the dense iterations (all of them where only mixtures of experts were timed)
     worst_abs_rel_error: float
     tables: tuple[str, ...]
     max_tp: dict  # link (nvlink, pcie) -> the largest TP timed over it
@@ -92,6 +97,10 @@ class KernelFit:
     mixture_of_experts: bool  # whether any timed model routes to experts
     labels: tuple[str, ...]  # the rows' provenance labels (aic:... for aiconfigurator's kernel database)
     fitted: tuple[str, ...]  # the factors the data determined (the others keep their starting value, unused)
+    max_dp: int = 1  # the most attention-DP ranks timed
+    max_ep: int = 1  # the most GPUs experts were spread over (expert parallelism)
+    moe_iterations: int = 0  # of `iterations`, those of mixtures of experts (they fit the grouped-GEMM factors)
+    moe_median_abs_rel_error: float | None = None  # and their median error (the median above is the dense one's)
 
     @property
     def basis(self) -> str:
@@ -177,36 +186,60 @@ def _fit_kernels(catalog: Catalog, architecture: str) -> KernelFit | None:
     key = ("kernel", architecture, hashlib.sha256(frame.to_csv(index=False).encode()).hexdigest())
     if key in _CACHE:
         return _CACHE[key]
-    shapes = ShapeBatch.of([
-        EngineShape(catalog.models[m], catalog.gpus[g], int(tp), p, kv_bytes_for(p))
-        for m, g, tp, p in zip(frame["model"], frame["gpu"], frame["tp"], frame["precision"])
-    ])  # fmt: skip
-    load = (frame["decode_batch"].to_numpy(float), frame["decode_context_tokens"].to_numpy(float),
-            frame["prefill_prompts"].to_numpy(float), frame["prefill_isl"].to_numpy(float))  # fmt: skip
-    measured = np.log(frame["time_ms"].to_numpy(float))
-    free = _kernel_free(set(frame["precision"]))
+    routed = frame["model"].map(lambda m: catalog.models[m].moe is not None).to_numpy()
     start = {name: bounds[2] for name, bounds in KERNEL_BOUNDS.items()}
-
-    def efficiency(values) -> Efficiency:
-        return Efficiency(**{**start, **dict(zip(free, values))})
-
-    result = least_squares(
-        lambda values: np.log(step_ms(shapes, efficiency(values), *load)) - measured,
-        [start[n] for n in free], bounds=([KERNEL_BOUNDS[n][0] for n in free], [KERNEL_BOUNDS[n][1] for n in free]),
-        x_scale="jac",
-    )  # fmt: skip
-    errors = np.abs(np.expm1(result.fun))
-    factors = {name: _rounded(value) for name, value in zip(KERNEL_FACTORS, dataclasses.astuple(efficiency(result.x)))}
+    # dense iterations set the GPU's kernel factors; a mixture of experts' iterations then its grouped GEMMs' (the
+    # dense factors held), so the MoE tables never move a dense model's answers
+    dense = ~routed if (~routed).any() else np.ones(len(frame), dtype=bool)
+    free = [n for n in _kernel_free(set(frame.loc[dense, "precision"])) if n not in MOE_FACTORS]
+    fitted = _least_squares(catalog, frame[dense], Efficiency(**start), free)
+    if routed.any() and (~routed).any():
+        fitted = _least_squares(catalog, frame[routed], fitted, list(MOE_FACTORS))
+        free += list(MOE_FACTORS)
+    else:  # no mixture of experts timed: the grouped GEMMs as the dense ones (kernel_efficiency borrows them)
+        fitted = dataclasses.replace(fitted, **{n: getattr(NEUTRAL_MOE, n) for n in MOE_FACTORS})
+    shapes, load, measured = _step_batch(catalog, frame)
+    errors = np.abs(np.expm1(np.log(step_ms(shapes, fitted, *load)) - measured))
+    factors = {name: _rounded(getattr(fitted, name)) for name in KERNEL_FACTORS}
+    expert_parallel = frame[frame["ep"] > 1]
     fit = KernelFit(
-        architecture, factors, len(frame), float(np.median(errors)), float(errors.max()),
+        architecture, factors, len(frame), float(np.median(errors[dense])), float(errors.max()),
         tuple(sorted(set(frame["table"]))),
         {link: int(tp) for link, tp in frame.groupby(frame["gpu"].map(lambda g: catalog.gpus[g].link))["tp"].max().items()},
         tuple(sorted(set(frame["precision"]))),
-        int(frame["prefill_isl"].max()), any(catalog.models[m].moe is not None for m in set(frame["model"])),
-        tuple(sorted(set(frame["provenance"]))), tuple(free),
+        int(frame["prefill_isl"].max()), bool(routed.any()),
+        tuple(sorted(set(frame["provenance"]))), tuple(free), int(frame["dp"].max()),
+        int(expert_parallel["ep"].max()) if len(expert_parallel) else 1, int(routed.sum()),
+        float(np.median(errors[routed])) if routed.any() else None,
     )  # fmt: skip
     _CACHE[key] = fit
     return fit
+
+
+def _step_batch(catalog: Catalog, frame):
+    """The engines of timed iterations as one batch, their loads, and the log of their times."""
+    shapes = ShapeBatch.of([
+        EngineShape(catalog.models[m], catalog.gpus[g], int(tp), p, kv_bytes_for(p), int(dp), int(ep))
+        for m, g, tp, p, dp, ep in zip(frame["model"], frame["gpu"], frame["tp"], frame["precision"], frame["dp"], frame["ep"])
+    ])  # fmt: skip
+    load = (frame["decode_batch"].to_numpy(float), frame["decode_context_tokens"].to_numpy(float),
+            frame["prefill_prompts"].to_numpy(float), frame["prefill_isl"].to_numpy(float))  # fmt: skip
+    return shapes, load, np.log(frame["time_ms"].to_numpy(float))
+
+
+def _least_squares(catalog: Catalog, frame, base: Efficiency, free: list[str]) -> Efficiency:
+    """`base` with the factors `free` fitted to the iterations of `frame` (least squares on the log error)."""
+    shapes, load, measured = _step_batch(catalog, frame)
+
+    def efficiency(values) -> Efficiency:
+        return dataclasses.replace(base, **dict(zip(free, values)))
+
+    result = least_squares(
+        lambda values: np.log(step_ms(shapes, efficiency(values), *load)) - measured,
+        [getattr(base, n) for n in free], bounds=([KERNEL_BOUNDS[n][0] for n in free], [KERNEL_BOUNDS[n][1] for n in free]),
+        x_scale="jac",
+    )  # fmt: skip
+    return efficiency(result.x)
 
 
 def shape_for_row(row: BenchmarkRow, catalog: Catalog) -> EngineShape | None:
@@ -408,8 +441,17 @@ def kernel_efficiency(catalog: Catalog, architecture: str) -> tuple[Efficiency, 
         kernel_factors = kernel.factors
         notes.append(
             f"kernels fitted to {kernel.iterations} timed {architecture} iterations ({', '.join(kernel.tables)}; median "
-            f"error {kernel.median_abs_rel_error:.1%}, worst {kernel.worst_abs_rel_error:.0%})"
-        )
+            f"error {kernel.median_abs_rel_error:.1%}"
+            + (f", mixtures of experts {kernel.moe_median_abs_rel_error:.1%} over {kernel.moe_iterations}"
+               if kernel.moe_iterations else "") + f", worst {kernel.worst_abs_rel_error:.0%})"
+        )  # fmt: skip
+    if kernel is None or not kernel.mixture_of_experts:  # grouped GEMMs from the generation that timed the most
+        moe_donors = [k for a in _architectures(catalog) if a != architecture and (k := fit_kernels(catalog, a)) is not None
+                      and k.mixture_of_experts]  # fmt: skip
+        if moe_donors:
+            donor = max(moe_donors, key=lambda k: (k.iterations, k.architecture))
+            kernel_factors = {**kernel_factors, **{n: donor.factors[n] for n in MOE_FACTORS}}
+            notes.append(f"no {architecture} mixture of experts timed: {donor.architecture} grouped-GEMM factors")
     return Efficiency(**kernel_factors, basis=basis), kernel, notes
 
 

@@ -51,7 +51,8 @@ class ExpectedError:
     tpot: float
 
     def as_dict(self) -> dict[str, float]:
-        return {"throughput": self.throughput, "ttft": self.ttft, "tpot": self.tpot}
+        """The JSON form; `itl` is TPOT's band: the measured rows give a request's mean gap, not one gap's law."""
+        return {"throughput": self.throughput, "ttft": self.ttft, "tpot": self.tpot, "itl": self.tpot}
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,8 @@ def scaled(eff: Efficiency, engine_class: EngineClass | None) -> Efficiency:
                                 and engine_class.ttft_overhead_ms is None):  # fmt: skip
         return eff
     changes = {name: min(1.0, getattr(eff, name) / engine_class.memory_scale) for name in MEMORY_FACTORS}
+    # a mixture of experts' weight reads (bandwidth x moe_bandwidth of the peak) scale alike, never beyond the peak
+    changes["moe_bandwidth"] = min(1.0, eff.bandwidth * eff.moe_bandwidth / engine_class.memory_scale) / changes["bandwidth"]
     changes.update({name: min(1.5, getattr(eff, name) / engine_class.compute_scale) for name in COMPUTE_FACTORS})
     if engine_class.ttft_overhead_ms is not None:
         changes["ttft_overhead_ms"] = engine_class.ttft_overhead_ms

@@ -17,7 +17,9 @@ One engine iteration (a forward pass of the batch) on an instance of TP GPUs, pe
                   prefill: causal 2 x layers x ISL^2 x heads x head_dim FLOPs per prompt / (TP peak(bf16) e_attn)
     all-reduce  = 2 x layers x (latency + 2 (TP-1)/TP x tokens x hidden x 2 B / (link per direction x e_link))
                   (ring all-reduce over NVLink or PCIe; 0 at TP 1)
-    fixed       = layers x per-layer kernel latency(precision) + per-iteration engine overhead
+    fixed       = layers x (per-layer kernel latency(precision) + MoE routing latency) + per-iteration engine overhead
+    mixture of experts: its expert weights read at e_bw x e_moe_bw and its expert FLOPs at e_gemm x e_moe_gemm (grouped
+                  GEMMs against dense ones, fitted to the kernel database's MoE iterations), in the same smoothmax
     smoothmax(a, b) = (a^k + b^k)^(1/k): a GEMM moves from memory- to compute-bound over a range of tokens
 
 tokens = decode sequences + prompt tokens of the iteration. A mixture of experts reads, per layer, the attention
@@ -113,6 +115,11 @@ class Efficiency:
     layer_latency_fp8_us: float
     layer_latency_fp4_us: float
     sharpness: float
+    # a mixture of experts' grouped GEMMs against the dense GEMMs of the same precision: their compute and
+    # weight-read efficiencies as fractions of the dense ones, and the routing / permute kernels per MoE layer
+    moe_gemm: float = 1.0
+    moe_bandwidth: float = 1.0
+    moe_layer_latency_us: float = 0.0
     step_overhead_ms: float = 0.0
     ttft_overhead_ms: float = 0.0
     queue_factor: float = 1.0
@@ -136,12 +143,14 @@ class Efficiency:
             f"{self.gemm_fp8:.0%}/{self.gemm_fp4:.0%} (half at depth {self.gemm_depth_half:.0f}), attention "
             f"{self.attention_bf16:.0%}/{self.attention_fp8:.0%}, link {self.link:.0%} + {self.allreduce_latency_us:.3g} us, "
             f"per layer {self.layer_latency_bf16_us:.3g}/{self.layer_latency_fp8_us:.3g}/{self.layer_latency_fp4_us:.3g} us, "
+            f"MoE GEMM {self.moe_gemm:.0%} / reads {self.moe_bandwidth:.0%} of dense + {self.moe_layer_latency_us:.3g} us per layer, "
             f"per step {self.step_overhead_ms:.3g} ms, per request {self.ttft_overhead_ms:.3g} ms, queue x{self.queue_factor:.3g}"
         )
 
 
-KERNEL_FACTORS = tuple(f.name for f in fields(Efficiency))[:14]
 ENGINE_FACTORS = ("step_overhead_ms", "ttft_overhead_ms", "queue_factor")
+MOE_FACTORS = ("moe_gemm", "moe_bandwidth", "moe_layer_latency_us")
+KERNEL_FACTORS = tuple(f.name for f in fields(Efficiency) if f.name not in (*ENGINE_FACTORS, "source", "basis"))
 
 
 @dataclass(frozen=True)
@@ -394,8 +403,8 @@ class ShapeBatch:
     bf16_flops: np.ndarray
     bandwidth_bytes_per_s: np.ndarray
     link_bytes_per_s: np.ndarray
-    dp: float = 1.0  # a calibration batch holds TP-only, single-stage engines without speculation
-    ep: float = 1.0
+    dp: np.ndarray | float = 1.0  # a calibration batch holds single-stage engines without speculation
+    ep: np.ndarray | float = 1.0
     pp: float = 1.0
     hop_bytes_per_s: float = 0.0
     speculation: None = None
@@ -411,6 +420,7 @@ class ShapeBatch:
             kv_bytes_per_token_per_gpu=column("kv_bytes_per_token_per_gpu"),
             peak_flops=column("peak_flops"), bf16_flops=column("bf16_flops"),
             bandwidth_bytes_per_s=column("bandwidth_bytes_per_s"), link_bytes_per_s=column("link_bytes_per_s"),
+            dp=column("dp"), ep=column("ep"),
         )  # fmt: skip
 
 
@@ -474,15 +484,17 @@ def _stage_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, decode_tokens, d
     layers = a.layers / pp
     bandwidth = shape.bandwidth_bytes_per_s * eff.bandwidth
     expert_split = np.where(ep > 1, ep, tp)
+    routed = np.asarray(a.experts) > 1  # a mixture of experts: grouped GEMMs at their own efficiencies
+    moe_bandwidth, moe_gemm = np.where(routed, eff.moe_bandwidth, 1.0), np.where(routed, eff.moe_gemm, 1.0)
     weights = (
         layers * (a.attention_params / tp * shape.layer_bytes_per_param
-                  + a.mlp_params_read(tokens) / expert_split * shape.expert_bytes_per_param)
+                  + a.mlp_params_read(tokens) / expert_split * shape.expert_bytes_per_param / moe_bandwidth)
         + a.lm_head_params * LM_HEAD_BYTES / (tp * pp)
     )
     depth = a.hidden / (a.hidden + eff.gemm_depth_half)
     expert_params = a.experts_per_token * a.mlp_params
     compute_s = (
-        2 * layers * (a.attention_params * rank_tokens / tp + expert_params * tokens / stage_gpus)
+        2 * layers * (a.attention_params * rank_tokens / tp + expert_params * tokens / stage_gpus / moe_gemm)
         / (shape.peak_flops * eff.gemm(precision))
         + 2 * a.lm_head_params * (decode_tokens + prompts) / (dp * tp * pp) / (shape.bf16_flops * eff.gemm_bf16)
     ) / depth
@@ -494,12 +506,18 @@ def _stage_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, decode_tokens, d
     )
     causal_flops = prompts / dp * 2 * layers * isl**2 * a.heads * a.head_dim
     attention_s = kv_s + causal_flops / (tp * shape.bf16_flops * eff.attention(precision))
-    return (linear_s + elementwise_s + attention_s) * 1e3 + allreduce_ms(shape, eff, tokens) + layers * eff.layer_latency_us(precision) * 1e-3
+    return ((linear_s + elementwise_s + attention_s) * 1e3 + allreduce_ms(shape, eff, tokens)
+            + layers * _layer_latency_us(a, eff, precision) * 1e-3)  # fmt: skip
+
+
+def _layer_latency_us(a: ModelShape, eff: Efficiency, precision):
+    """Fixed kernel latencies of one layer: the precision's, and a mixture of experts' routing kernels."""
+    return eff.layer_latency_us(precision) + np.where(np.asarray(a.experts) > 1, eff.moe_layer_latency_us, 0.0)
 
 
 def fixed_ms(shape: EngineShape | ShapeBatch, eff: Efficiency):
     """What every iteration pays whatever it holds: per-layer kernel latencies and the engine's own overhead."""
-    return shape.arch.layers * eff.layer_latency_us(shape.precision) * 1e-3 + eff.step_overhead_ms
+    return shape.arch.layers * _layer_latency_us(shape.arch, eff, shape.precision) * 1e-3 + eff.step_overhead_ms
 
 
 def allreduce_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, tokens):

@@ -145,7 +145,7 @@ class PerfResult:
     statistic: str = "mean"  # what the latencies are: mean, median, pNN (planner/metrics.py STATISTICS)
     engine: str = "trtllm"  # the serving engine (planner/perf/engines.py)
     # the relative error that covers 80% of the held-out errors of the point's class (engine x GPU generation x
-    # dense/MoE; planner/perf/engines.py): {"throughput", "ttft", "tpot"}; None for a measured row
+    # dense/MoE; planner/perf/engines.py): {"throughput", "ttft", "tpot", "itl"}; None for a measured row
     expected_error: dict | None = None
 
     def instances_per_node(self, gpus_per_node: int) -> float:
