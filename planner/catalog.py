@@ -94,6 +94,11 @@ class Gpu(StrictModel):
     link_gb_per_s: float = Field(gt=0, le=1e6)
     tdp_w: float = Field(gt=0, le=1e5)
     form_factor: Literal["sxm", "pcie", "oam", "superchip"]
+    # the GPUs one `link` domain joins (8 on an HGX/DGX board, 72 in a GB200 NVL72), and the scale-out network
+    # beyond it, per GPU and direction (GB/s): where an engine's experts or attention TP span several domains, their
+    # traffic crosses it (None: not known; such layouts are then modeled as if the domain held them, and say so)
+    domain_gpus: int | None = Field(default=None, ge=1, le=100_000)
+    scale_out_gb_per_s: float | None = Field(default=None, gt=0, le=1e5)
     notes: str = ""
     source: str = Field(min_length=1)
 

@@ -165,3 +165,30 @@ def test_class_bands_interpolate_between_coverages():
     assert cls.throughput_error_at(0.8) == pytest.approx(cls.expected_error.throughput)
     values = [cls.throughput_error_at(c) for c in (0.1, 0.5, 0.7, 0.8, 0.9, 0.99)]
     assert values == sorted(values) and values[0] > 0
+
+
+# --- engines spanning link domains (scale-out network) ------------------------------------------------------------
+
+
+def test_experts_across_boards_cross_the_scale_out_network_and_say_so(catalog):
+    """DeepSeek-R1 DEP16 on H200 (two 8-GPU boards): the all-to-all's off-board share crosses the scale-out network
+    (the shipped fit: a share of the NIC's 50 GB/s and a latency per phase), so every step is slower than if one
+    NVLink domain held the 16 GPUs; the answer says extrapolated, why, and carries the wider band."""
+    from planner.perf.engines import scale_out
+
+    network = scale_out()
+    assert network is not None and network.rows >= 100 and "silicon_sample.csv" in network.source
+    assert 0.02 <= network.efficiency <= 1.0 and network.latency_us >= 0
+    query = PerfQuery("deepseek-r1", "H200-SXM-141GB", 1024, 1024, concurrency=256, precision="fp8",
+                      layout=Layout(1, 16, 16), engine="sglang")  # fmt: skip
+    across = estimate(query, catalog)
+    one_domain = catalog.model_copy(update={"gpus": {**catalog.gpus, "H200-SXM-141GB": catalog.gpus[
+        "H200-SXM-141GB"].model_copy(update={"domain_gpus": 72})}})  # an NVL72-like domain of the same GPUs
+    within = estimate(query, one_domain)
+    assert isinstance(across, PerfResult) and isinstance(within, PerfResult)
+    assert across.tpot_ms > 1.05 * within.tpot_ms and across.output_tokens_per_s < within.output_tokens_per_s
+    assert across.provenance == "extrapolated" and any("span link domains of 8" in d for d in across.derivations)
+    assert across.expected_error["throughput"] >= network.expected_error.throughput
+    # within one board nothing crosses: DEP8 is the same with or without the network's fit
+    eight = dataclasses.replace(query, layout=Layout(1, 8, 8), concurrency=128)
+    assert estimate(eight, catalog).tpot_ms == pytest.approx(estimate(eight, one_domain).tpot_ms, rel=1e-12)

@@ -191,6 +191,10 @@ def _provenance(catalog: Catalog, shape: EngineShape, eff, isl: int) -> tuple[st
     ) if used]  # fmt: skip
     if beyond:
         why = "; ".join([*([why] if why else []), f"no timed iteration of {', '.join(beyond)}"])
+    if shape.crosses_domain:
+        why = "; ".join([*([why] if why else []), (
+            f"{max(shape.tp, shape.ep)} GPUs span link domains of {shape.gpu.domain_gpus}: the scale-out network as "
+            "fitted to measured multi-node serving rows (docs/perf-model.md)")])
     if why:
         return "extrapolated", why
     return MODEL_PROVENANCE[eff.basis], None
@@ -277,7 +281,7 @@ def _curve(
                  if anchors and percentile is not None else states)  # the anchors correct means
     factors = _anchor_factors(anchors, shape, eff, query, means)
     provenance, why = _provenance(catalog, shape, eff, query.isl)
-    error = engine_error(catalog, query.model, query.gpu, query.engine).as_dict()
+    error = engine_error(catalog, query.model, query.gpu, query.engine, shape.crosses_domain).as_dict()
     notes = (
         f"{gpu.architecture} factors: {eff.describe()}",
         ("requests arriving at random at the point's rate (open loop, planner/perf/open_loop.py); its concurrency is "

@@ -123,7 +123,7 @@ def invariant_sweep(catalog: Catalog, models: tuple[str, ...] | None = None, gpu
     return report
 
 
-LAYOUTS = (Layout(8), Layout(1, 8, 8), Layout(2, 4, 8), Layout(8, 1, 8), Layout(4, pp=2))
+LAYOUTS = (Layout(8), Layout(1, 8, 8), Layout(2, 4, 8), Layout(8, 1, 8), Layout(4, pp=2), Layout(1, 16, 16))  # DEP16: two boards
 LAYOUT_LENGTHS = ((512, 128), (2048, 512), (8192, 1024))
 
 

@@ -156,7 +156,8 @@ def stage_points(query: PerfQuery, catalog: Catalog, layout: Layout, precision: 
     common = dict(model=query.model, gpu=query.gpu, tp=layout.tp, precision=precision, isl=query.isl, osl=query.osl,
                   gpus_per_instance=layout.gpus, ttft_ms_bound=None, itl_ms_bound=None, provenance=provenance,
                   memory=memory, dp=layout.dp, ep=layout.ep, pp=layout.pp, engine=query.engine,
-                  expected_error=engine_error(catalog, query.model, query.gpu, query.engine).as_dict())  # fmt: skip
+                  expected_error=engine_error(catalog, query.model, query.gpu, query.engine,
+                                               shape.crosses_domain).as_dict())  # fmt: skip
     extra = (f"extrapolated: {why}",) if why else ()
     source = f"roofline ({eff.source})"
     prefill = prefill_capacity(shape, eff, query.isl, transfer, query.ttft_ms, percentile)

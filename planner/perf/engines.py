@@ -32,6 +32,7 @@ from planner.perf.roofline import Efficiency
 ENGINES: tuple[str, ...] = ("trtllm", "vllm", "sglang")
 DEFAULT_ENGINE = "trtllm"
 ENGINE_NAMES = {"trtllm": "TensorRT-LLM", "vllm": "vLLM", "sglang": "SGLang"}
+SCALE_OUT_FILE = Path("engines") / "scale_out.csv"
 CLASSES_FILE = Path("engines") / "classes.csv"
 # generations that borrow another's class when they have no rows of their own, nearest first
 NEAREST = {
@@ -122,6 +123,35 @@ def _classes(path: Path) -> dict[tuple[str, str, str], EngineClass]:
     return out
 
 
+@dataclass(frozen=True)
+class ScaleOut:
+    """The scale-out network as engines spanning several link domains reach it (one fit for every engine and
+    generation, `benchmarks/calibration/scale_out.py`): its share of the NIC's bandwidth, its latency per collective,
+    and the held-out error of throughput over the measured multi-domain rows."""
+
+    efficiency: float
+    latency_us: float
+    rows: int
+    expected_error: ExpectedError
+    source: str
+
+
+@lru_cache(maxsize=4)
+def _scale_out(path: Path) -> ScaleOut | None:
+    if not path.is_file():
+        return None
+    with path.open() as handle:
+        record = next(csv.DictReader(handle))
+    return ScaleOut(float(record["efficiency"]), float(record["latency_us"]), int(record["rows"]),
+                    ExpectedError(float(record["error_throughput"]), float(record["error_ttft"]), float(record["error_tpot"])),
+                    record["source"])  # fmt: skip
+
+
+def scale_out() -> ScaleOut | None:
+    """The shipped scale-out fit (`catalogs/engines/scale_out.csv`), None where it is absent."""
+    return _scale_out(default_catalog_dir() / SCALE_OUT_FILE)
+
+
 def engine_classes() -> dict[tuple[str, str, str], EngineClass]:
     """The shipped classes (`catalogs/engines/classes.csv`)."""
     return _classes(default_catalog_dir() / CLASSES_FILE)
@@ -160,12 +190,21 @@ def engine_efficiency(catalog, model: str, gpu: str, engine: str = DEFAULT_ENGIN
     architecture = catalog.gpus[gpu].architecture
     key = ("engine efficiency", architecture, engine, model_kind(catalog, model))
     if key not in catalog.derived:
-        catalog.derived[key] = scaled(efficiency_for(catalog, architecture), class_of(catalog, model, gpu, engine))
+        eff = scaled(efficiency_for(catalog, architecture), class_of(catalog, model, gpu, engine))
+        network = scale_out()
+        if network is not None:
+            eff = dataclasses.replace(eff, scale_out=network.efficiency, scale_out_latency_us=network.latency_us)
+        catalog.derived[key] = eff
     return catalog.derived[key]
 
 
-def engine_error(catalog, model: str, gpu: str, engine: str = DEFAULT_ENGINE) -> ExpectedError:
-    return class_of(catalog, model, gpu, engine).expected_error
+def engine_error(catalog, model: str, gpu: str, engine: str = DEFAULT_ENGINE, crosses_domain: bool = False) -> ExpectedError:
+    """The class's band; for an engine spanning link domains, the wider of it and the scale-out fit's."""
+    error = class_of(catalog, model, gpu, engine).expected_error
+    network = scale_out() if crosses_domain else None
+    if network is None:
+        return error
+    return ExpectedError(*(max(getattr(error, f), getattr(network.expected_error, f)) for f in ("throughput", "ttft", "tpot")))
 
 
 def model_kind(catalog, model: str) -> str:

@@ -120,6 +120,10 @@ class Efficiency:
     moe_gemm: float = 1.0
     moe_bandwidth: float = 1.0
     moe_layer_latency_us: float = 0.0
+    # the scale-out network between link domains (engines spanning nodes): its share of the NIC's bandwidth and its
+    # latency per collective crossing it (fitted to measured multi-node serving rows, planner/perf/engines.py)
+    scale_out: float = 1.0
+    scale_out_latency_us: float = 0.0
     step_overhead_ms: float = 0.0
     ttft_overhead_ms: float = 0.0
     queue_factor: float = 1.0
@@ -150,7 +154,9 @@ class Efficiency:
 
 ENGINE_FACTORS = ("step_overhead_ms", "ttft_overhead_ms", "queue_factor")
 MOE_FACTORS = ("moe_gemm", "moe_bandwidth", "moe_layer_latency_us")
-KERNEL_FACTORS = tuple(f.name for f in fields(Efficiency) if f.name not in (*ENGINE_FACTORS, "source", "basis"))
+SCALE_OUT_FACTORS = ("scale_out", "scale_out_latency_us")
+KERNEL_FACTORS = tuple(f.name for f in fields(Efficiency)
+                       if f.name not in (*ENGINE_FACTORS, *SCALE_OUT_FACTORS, "source", "basis"))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -365,6 +371,21 @@ class EngineShape:
         """Per direction: the catalog gives the datasheet's total of both directions."""
         return self.gpu.link_gb_per_s * 1e9 / 2
 
+    @property
+    def domain_gpus(self) -> float:
+        """GPUs one link domain joins (a board, an NVL72 rack); unknown: as if it held the whole stage."""
+        return float(self.gpu.domain_gpus) if self.gpu.domain_gpus and self.gpu.scale_out_gb_per_s else math.inf
+
+    @property
+    def scale_out_bytes_per_s(self) -> float:
+        """The scale-out network beyond the domain, per GPU and direction (0: not known)."""
+        return (self.gpu.scale_out_gb_per_s or 0.0) * 1e9
+
+    @property
+    def crosses_domain(self) -> bool:
+        """Whether the experts or the attention TP of one stage span more GPUs than one link domain joins."""
+        return max(self.tp, self.ep) > self.domain_gpus
+
 
 @dataclass(frozen=True)
 class Speculation:
@@ -403,9 +424,11 @@ class ShapeBatch:
     bf16_flops: np.ndarray
     bandwidth_bytes_per_s: np.ndarray
     link_bytes_per_s: np.ndarray
-    dp: np.ndarray | float = 1.0  # a calibration batch holds single-stage engines without speculation
-    ep: np.ndarray | float = 1.0
+    dp: np.ndarray | float = 1.0  # a calibration batch holds single-stage engines without speculation, each
+    ep: np.ndarray | float = 1.0  # within one link domain
     pp: float = 1.0
+    domain_gpus: float = math.inf
+    scale_out_bytes_per_s: float = 0.0
     hop_bytes_per_s: float = 0.0
     speculation: None = None
     draft: None = None
@@ -524,17 +547,28 @@ def allreduce_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, tokens):
     """Per layer of one stage: with experts split by TP, 2 all-reduces of a rank's tokens x hidden bf16 activations
     over its TP GPUs (ring algorithm over the GPU link; 0 at TP 1). With expert parallelism, 1 all-reduce (the
     attention) and an all-to-all that sends each token to its k experts and back (dispatch and combine): per GPU
-    2 x tokens / GPUs x k x hidden x 2 B x (EP-1)/EP over the link."""
+    2 x tokens / GPUs x k x hidden x 2 B x (EP-1)/EP over the link.
+
+    Beyond one link domain of D GPUs (a board of 8; 72 in an NVL72): a ring over TP > D GPUs runs at the scale-out
+    network's pace (per GPU and direction, x e_scale_out) and pays its latency; an all-to-all over EP > D GPUs sends
+    the share 1 - D/EP of its bytes across that network, and each of its two phases waits the network's latency."""
     tp, dp, ep, pp = (np.asarray(v, dtype=float) for v in (shape.tp, shape.dp, shape.ep, shape.pp))
     layers = shape.arch.layers / pp
     rank_tokens = np.asarray(tokens, dtype=float) / dp
     link = shape.link_bytes_per_s * eff.link
     latency_s = eff.allreduce_latency_us * 1e-6
-    wire_s = 2 * (tp - 1) / np.maximum(tp, 1) * rank_tokens * shape.arch.hidden * ACTIVATION_BYTES / link
+    domain = shape.domain_gpus
+    scale_out = max(shape.scale_out_bytes_per_s * eff.scale_out, 1e-9)
+    scale_out_latency_s = eff.scale_out_latency_us * 1e-6
+    ring = np.where(tp > domain, np.minimum(link, scale_out), link)
+    wire_s = (2 * (tp - 1) / np.maximum(tp, 1) * rank_tokens * shape.arch.hidden * ACTIVATION_BYTES / ring
+              + np.where(tp > domain, scale_out_latency_s, 0.0))  # fmt: skip
     reduces = np.where(ep > 1, 1.0, 2.0)
     reduce_ms = np.where(tp > 1, reduces * layers * (latency_s + wire_s) * 1e3, 0.0)
     dispatch_bytes = 2 * np.asarray(tokens, dtype=float) / (tp * dp) * shape.arch.experts_per_token * shape.arch.hidden * ACTIVATION_BYTES
-    all_to_all_ms = np.where(ep > 1, layers * (2 * latency_s + dispatch_bytes * (ep - 1) / np.maximum(ep, 1) / link) * 1e3, 0.0)
+    within_s = dispatch_bytes * (np.minimum(ep, domain) - 1) / np.maximum(ep, 1) / link
+    across_s = np.where(ep > domain, 2 * scale_out_latency_s + dispatch_bytes * (1 - domain / np.maximum(ep, 1)) / scale_out, 0.0)
+    all_to_all_ms = np.where(ep > 1, layers * (2 * latency_s + within_s + across_s) * 1e3, 0.0)
     return reduce_ms + all_to_all_ms
 
 
