@@ -35,12 +35,13 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
-from planner.catalog import BenchmarkRow, Catalog
+from planner.catalog import BenchmarkRow, Catalog, compute_precision
 from planner.metrics import statistic_percentile
 from planner.perf.roofline import (
     ENGINE_FACTORS,
     KERNEL_FACTORS,
     MOE_FACTORS,
+    MOE_GEMM_FACTORS,
     Efficiency,
     EngineShape,
     ShapeBatch,
@@ -61,7 +62,7 @@ KERNEL_BOUNDS = {
     "attention_bf16": (0.05, 1.5, 0.5), "attention_fp8": (0.05, 1.5, 0.5), "link": (0.01, 1.0, 0.7),
     "allreduce_latency_us": (0.0, 100.0, 5.0), "layer_latency_bf16_us": (0.0, 500.0, 20.0),
     "layer_latency_fp8_us": (0.0, 500.0, 20.0), "layer_latency_fp4_us": (0.0, 500.0, 20.0), "sharpness": (1.0, 30.0, 4.0),
-    "moe_gemm": (0.05, 1.5, 0.6), "moe_bandwidth": (0.2, 1.5, 0.9), "moe_layer_latency_us": (0.0, 500.0, 20.0),
+    "moe_gemm_bf16": (0.05, 1.5, 0.6), "moe_gemm_fp8": (0.05, 1.5, 0.6), "moe_gemm_fp4": (0.05, 1.5, 0.6), "moe_bandwidth": (0.2, 1.5, 0.9), "moe_layer_latency_us": (0.0, 500.0, 20.0),
 }  # fmt: skip
 # Engine factors: bounds, start, and the weak prior (centre, scale) they are pulled to
 ENGINE_BOUNDS = {"step_overhead_ms": (0.0, 50.0, 0.5), "ttft_overhead_ms": (0.0, 2000.0, 10.0), "queue_factor": (0.25, 8.0, 1.0)}
@@ -194,8 +195,16 @@ def _fit_kernels(catalog: Catalog, architecture: str) -> KernelFit | None:
     free = [n for n in _kernel_free(set(frame.loc[dense, "precision"])) if n not in MOE_FACTORS]
     fitted = _least_squares(catalog, frame[dense], Efficiency(**start), free)
     if routed.any() and (~routed).any():
-        fitted = _least_squares(catalog, frame[routed], fitted, list(MOE_FACTORS))
-        free += list(MOE_FACTORS)
+        # a grouped-GEMM factor for each compute precision timed; one not timed takes the nearest timed one's
+        timed = {compute_precision(p) for p in set(frame.loc[routed, "precision"])}
+        moe_free = [n for n in MOE_FACTORS if n not in MOE_GEMM_FACTORS.values()] + [
+            MOE_GEMM_FACTORS[c] for c in ("bf16", "fp8", "fp4") if c in timed]
+        fitted = _least_squares(catalog, frame[routed], fitted, moe_free)
+        for compute, name in MOE_GEMM_FACTORS.items():
+            if compute not in timed:
+                nearest = next(MOE_GEMM_FACTORS[c] for c in ("fp8", "bf16", "fp4") if c in timed)
+                fitted = dataclasses.replace(fitted, **{name: getattr(fitted, nearest)})
+        free += moe_free
     else:  # no mixture of experts timed: the grouped GEMMs as the dense ones (kernel_efficiency borrows them)
         fitted = dataclasses.replace(fitted, **{n: getattr(NEUTRAL_MOE, n) for n in MOE_FACTORS})
     shapes, load, measured = _step_batch(catalog, frame)

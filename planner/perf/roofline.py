@@ -18,7 +18,7 @@ One engine iteration (a forward pass of the batch) on an instance of TP GPUs, pe
     all-reduce  = 2 x layers x (latency + 2 (TP-1)/TP x tokens x hidden x 2 B / (link per direction x e_link))
                   (ring all-reduce over NVLink or PCIe; 0 at TP 1)
     fixed       = layers x (per-layer kernel latency(precision) + MoE routing latency) + per-iteration engine overhead
-    mixture of experts: its expert weights read at e_bw x e_moe_bw and its expert FLOPs at e_gemm x e_moe_gemm (grouped
+    mixture of experts: its expert weights read at e_bw x e_moe_bw and its expert FLOPs at e_gemm x e_moe_gemm(precision) (grouped
                   GEMMs against dense ones, fitted to the kernel database's MoE iterations), in the same smoothmax
     smoothmax(a, b) = (a^k + b^k)^(1/k): a GEMM moves from memory- to compute-bound over a range of tokens
 
@@ -117,7 +117,9 @@ class Efficiency:
     sharpness: float
     # a mixture of experts' grouped GEMMs against the dense GEMMs of the same precision: their compute and
     # weight-read efficiencies as fractions of the dense ones, and the routing / permute kernels per MoE layer
-    moe_gemm: float = 1.0
+    moe_gemm_bf16: float = 1.0  # per compute precision, as the dense GEMM factors
+    moe_gemm_fp8: float = 1.0
+    moe_gemm_fp4: float = 1.0
     moe_bandwidth: float = 1.0
     moe_layer_latency_us: float = 0.0
     # the scale-out network between link domains (engines spanning nodes): its share of the NIC's bandwidth and its
@@ -133,6 +135,10 @@ class Efficiency:
     def gemm(self, precision):
         return _by_precision(precision, self.gemm_bf16, self.gemm_fp8, self.gemm_fp4)
 
+    def moe_gemm(self, precision):
+        """Grouped GEMMs of a mixture of experts against the dense GEMMs of the same compute precision."""
+        return _by_precision(precision, self.moe_gemm_bf16, self.moe_gemm_fp8, self.moe_gemm_fp4)
+
     def attention(self, precision):
         """Prefill attention as a fraction of the bf16 tensor rate: fp8 engines (fp8, w4a8 and fp4 compute, all
         with an fp8 KV cache) run fp8 attention kernels."""
@@ -147,13 +153,15 @@ class Efficiency:
             f"{self.gemm_fp8:.0%}/{self.gemm_fp4:.0%} (half at depth {self.gemm_depth_half:.0f}), attention "
             f"{self.attention_bf16:.0%}/{self.attention_fp8:.0%}, link {self.link:.0%} + {self.allreduce_latency_us:.3g} us, "
             f"per layer {self.layer_latency_bf16_us:.3g}/{self.layer_latency_fp8_us:.3g}/{self.layer_latency_fp4_us:.3g} us, "
-            f"MoE GEMM {self.moe_gemm:.0%} / reads {self.moe_bandwidth:.0%} of dense + {self.moe_layer_latency_us:.3g} us per layer, "
+            f"MoE GEMM bf16/fp8/fp4 {self.moe_gemm_bf16:.0%}/{self.moe_gemm_fp8:.0%}/{self.moe_gemm_fp4:.0%}, reads "
+            f"{self.moe_bandwidth:.0%} of dense + {self.moe_layer_latency_us:.3g} us per layer, "
             f"per step {self.step_overhead_ms:.3g} ms, per request {self.ttft_overhead_ms:.3g} ms, queue x{self.queue_factor:.3g}"
         )
 
 
 ENGINE_FACTORS = ("step_overhead_ms", "ttft_overhead_ms", "queue_factor")
-MOE_FACTORS = ("moe_gemm", "moe_bandwidth", "moe_layer_latency_us")
+MOE_GEMM_FACTORS = {"bf16": "moe_gemm_bf16", "fp8": "moe_gemm_fp8", "fp4": "moe_gemm_fp4"}  # by compute precision
+MOE_FACTORS = (*MOE_GEMM_FACTORS.values(), "moe_bandwidth", "moe_layer_latency_us")
 SCALE_OUT_FACTORS = ("scale_out", "scale_out_latency_us")
 KERNEL_FACTORS = tuple(f.name for f in fields(Efficiency)
                        if f.name not in (*ENGINE_FACTORS, *SCALE_OUT_FACTORS, "source", "basis"))  # fmt: skip
@@ -508,7 +516,7 @@ def _stage_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, decode_tokens, d
     bandwidth = shape.bandwidth_bytes_per_s * eff.bandwidth
     expert_split = np.where(ep > 1, ep, tp)
     routed = np.asarray(a.experts) > 1  # a mixture of experts: grouped GEMMs at their own efficiencies
-    moe_bandwidth, moe_gemm = np.where(routed, eff.moe_bandwidth, 1.0), np.where(routed, eff.moe_gemm, 1.0)
+    moe_bandwidth, moe_gemm = np.where(routed, eff.moe_bandwidth, 1.0), np.where(routed, eff.moe_gemm(precision), 1.0)
     weights = (
         layers * (a.attention_params / tp * shape.layer_bytes_per_param
                   + a.mlp_params_read(tokens) / expert_split * shape.expert_bytes_per_param / moe_bandwidth)
