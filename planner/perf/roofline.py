@@ -575,7 +575,8 @@ def allreduce_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, tokens):
     reduce_ms = np.where(tp > 1, reduces * layers * (latency_s + wire_s) * 1e3, 0.0)
     dispatch_bytes = 2 * np.asarray(tokens, dtype=float) / (tp * dp) * shape.arch.experts_per_token * shape.arch.hidden * ACTIVATION_BYTES
     within_s = dispatch_bytes * (np.minimum(ep, domain) - 1) / np.maximum(ep, 1) / link
-    across_s = np.where(ep > domain, 2 * scale_out_latency_s + dispatch_bytes * (1 - domain / np.maximum(ep, 1)) / scale_out, 0.0)
+    off_domain = 1 - np.minimum(domain, ep) / np.maximum(ep, 1)  # the share of an all-to-all's bytes leaving the domain
+    across_s = np.where(ep > domain, 2 * scale_out_latency_s, 0.0) + dispatch_bytes * off_domain / scale_out
     all_to_all_ms = np.where(ep > 1, layers * (2 * latency_s + within_s + across_s) * 1e3, 0.0)
     return reduce_ms + all_to_all_ms
 
