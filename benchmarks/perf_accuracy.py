@@ -10,6 +10,10 @@
    - roofline: the calibrated roofline alone (--perf-source model);
    - aic / auto: aiconfigurator-core's estimate and --perf-source auto, when the extra is installed.
    Max-throughput rows are compared with the best throughput the source reaches.
+4. Serving engines (other scripts, extra `.[aic]`): benchmarks/calibration/engine_classes.py fits the engine classes
+   and writes their held-out bands (leave one model out, leave one GPU out) to catalogs/engines/classes.csv;
+   benchmarks/calibration/scale_out.py the network between link domains (catalogs/engines/scale_out.csv);
+   benchmarks/silicon_accuracy.py compares the model, or aiconfigurator (--source aic), with every measured row.
 Run:  python benchmarks/perf_accuracy.py [--markdown] [--no-sweep]
 """
 

@@ -107,7 +107,7 @@ def test_frozen_header_and_filters(boms, which, tmp_path):
     workbook = openpyxl.load_workbook(path)
     sheet, notes = workbook["BOM"], workbook["Assumptions"]
     assert sheet.freeze_panes == "A2" and notes.freeze_panes == "A2"
-    assert sheet.auto_filter.ref == f"A1:Q{_total_row(sheet) - 1}"  # header and lines; TOTAL stays under them
+    assert sheet.auto_filter.ref == f"A1:R{_total_row(sheet) - 1}"  # header and lines; TOTAL stays under them
     assert notes.auto_filter.ref == f"A1:D{notes.max_row}"
     assert workbook.calculation.fullCalcOnLoad
 

@@ -197,3 +197,13 @@ def test_experts_across_boards_cross_the_scale_out_network_and_say_so(catalog):
     # within one board nothing crosses: DEP8 is the same with or without the network's fit
     eight = dataclasses.replace(query, layout=Layout(1, 8, 8), concurrency=128)
     assert estimate(eight, catalog).tpot_ms == pytest.approx(estimate(eight, one_domain).tpot_ms, rel=1e-12)
+
+
+def test_bom_lines_carry_the_expected_error_of_what_their_nodes_serve():
+    """The BOM line of the nodes serving gpt-oss-120b on engine classes carries the widest band of the engines
+    routed to them; the contact center's nodes answer from NIM's measured rows: no band."""
+    planned = api.plan_in_context(SCENARIOS / "moe-engines.yaml")
+    bands = [a.expected_error["throughput"] for w in planned.plan.workloads for a in w.assignments if a.expected_error]
+    [line] = api.bom(SCENARIOS / "moe-engines.yaml").lines
+    assert bands and line.expected_error_throughput == max(bands)
+    assert all(line.expected_error_throughput is None for line in api.bom(SCENARIOS / "contact-center.yaml").lines)

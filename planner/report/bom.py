@@ -36,6 +36,9 @@ class BomLine:
     count: int
     gpus: int
     runs: str
+    # the widest expected throughput error (80% of its class's held-out errors) of what these nodes serve; None
+    # where every engine on them answers from measured rows (or for idle spares)
+    expected_error_throughput: float | None
     unit_price_usd: float
     unit: str  # "per node" (capex) or "per node-hour"
     hours_per_year: float | None
@@ -78,7 +81,7 @@ class Bom:
         rows = [asdict(line) for line in self.lines]
         rows.append({
             "item": "TOTAL", "description": "", "site": "", "how": "", "period": "", "gpu": "", "count": None,
-            "gpus": self.totals.gpus, "runs": "", "unit_price_usd": None, "unit": "", "hours_per_year": None,
+            "gpus": self.totals.gpus, "runs": "", "expected_error_throughput": None, "unit_price_usd": None, "unit": "", "hours_per_year": None,
             "extended_price_usd": round(sum(line.extended_price_usd for line in self.lines), 2),
             "annual_cost_usd": self.totals.annual_tco_usd, "power_kw": self.totals.power_kw,
             "rack_units": self.totals.rack_units, "price_source": "",
@@ -115,6 +118,16 @@ def purchase_lines(plan: Plan) -> list[tuple]:
     return out
 
 
+_ROLES = {"capex": "bought", "reserved": "reserved", "on-demand": "on-demand"}
+
+
+def _expected_error(plan: Plan, line) -> float | None:
+    """The widest expected throughput error of the engines routed to nodes of this line's system, site and role."""
+    errors = [a.expected_error["throughput"] for w in plan.workloads for a in w.assignments
+              if a.expected_error and (a.site, a.system, _ROLES.get(a.pricing)) == (line.site, line.system, line.role)]
+    return max(errors) if errors else None
+
+
 def build_bom(plan: Plan, scenario: Scenario, catalog: Catalog) -> Bom:
     hours = {p.name: p.hours_per_year for p in scenario.periods}
     offers = {(o.system, o.pricing): o for o in scenario.offers}
@@ -128,7 +141,8 @@ def build_bom(plan: Plan, scenario: Scenario, catalog: Catalog) -> Bom:
             offer = offers.get((line.system, "capex"))
             lines.append(BomLine(
                 item=line.system, description=system.name, site=line.site, how=line.role, period=line.period,
-                gpu=line.gpu, count=line.nodes, gpus=line.gpus, runs=runs, unit_price_usd=round(unit_price, 2),
+                gpu=line.gpu, count=line.nodes, gpus=line.gpus, runs=runs, expected_error_throughput=_expected_error(plan, line),
+                unit_price_usd=round(unit_price, 2),
                 unit="per node", hours_per_year=None, extended_price_usd=round(line.capex_usd, 2),
                 annual_cost_usd=line.annual_cost_usd, power_kw=line.power_kw,
                 rack_units=(system.rack_units or 0) * line.nodes,
@@ -140,7 +154,8 @@ def build_bom(plan: Plan, scenario: Scenario, catalog: Catalog) -> Bom:
             period_hours = 8760.0 if line.role == "reserved" else hours[line.period]
             lines.append(BomLine(
                 item=line.system, description=system.name, site=line.site, how=line.role, period=line.period,
-                gpu=line.gpu, count=line.nodes, gpus=line.gpus, runs=runs, unit_price_usd=offer.usd_per_hour,
+                gpu=line.gpu, count=line.nodes, gpus=line.gpus, runs=runs, expected_error_throughput=_expected_error(plan, line),
+                unit_price_usd=offer.usd_per_hour,
                 unit="per node-hour", hours_per_year=period_hours, extended_price_usd=line.annual_cost_usd,
                 annual_cost_usd=line.annual_cost_usd, power_kw=0.0, rack_units=0,
                 price_source=f"{offer.price_note}: {system.source}",
@@ -202,7 +217,8 @@ def csv_text(bom: Bom) -> str:
 SUMMED_COLUMNS = ("gpus", "extended_price_usd", "annual_cost_usd", "power_kw", "rack_units")  # count: nodes of
 # different systems and periods, not one number (as in the CSV)
 XLSX_FORMATS = {"unit_price_usd": "#,##0.00", "extended_price_usd": "#,##0.00", "annual_cost_usd": "#,##0.00",
-                "power_kw": "#,##0.0", "hours_per_year": "#,##0", "count": "#,##0", "gpus": "#,##0", "rack_units": "#,##0"}  # fmt: skip
+                "power_kw": "#,##0.0", "hours_per_year": "#,##0", "count": "#,##0", "gpus": "#,##0", "rack_units": "#,##0",
+                "expected_error_throughput": "0%"}  # fmt: skip
 
 
 def write_xlsx(bom: Bom, path: Path) -> None:
@@ -332,7 +348,7 @@ def markdown_table(frame: pd.DataFrame) -> str:
 
 
 def to_markdown(bom: Bom) -> str:
-    columns = ["item", "how", "period", "gpu", "count", "gpus", "runs", "unit_price_usd", "unit",
+    columns = ["item", "how", "period", "gpu", "count", "gpus", "runs", "expected_error_throughput", "unit_price_usd", "unit",
                "extended_price_usd", "annual_cost_usd", "power_kw", "rack_units"]  # fmt: skip
     totals = bom.totals
     parts = [
