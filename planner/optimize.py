@@ -891,18 +891,40 @@ _ROLE = {"capex": "bought", "reserved": "reserved", "on-demand": "on-demand"}
 
 
 def pack_nodes(hardware: Hardware, nodes: int, running: list[tuple[Candidate, int]]) -> list[tuple[tuple[str, int], ...]]:
-    """What each of `nodes` nodes runs: units placed largest first into the first node with room. Unit sizes
-    form a divisibility chain of the node size, so this never fails when the units' GPUs fit in the nodes'
-    (the node-room constraint); each node's content is ((configuration key, instances), ...)."""
-    free = [hardware.gpus_per_node] * nodes
+    """What each of `nodes` nodes runs; each node's content is ((configuration key, instances), ...).
+
+    A unit over whole nodes (pipeline stages, an instance wider than a node) takes that many empty nodes, and
+    lists its instances on each. The others go largest first into the nodes in order: unit sizes form a divisibility
+    chain of the node size, so a node's free room is always a multiple of the size being placed and filling the
+    nodes one after another never fails when the units' GPUs fit (the node-room constraint). Work is linear in
+    the nodes per unit size, whatever the number of units."""
+    node_gpus = hardware.gpus_per_node
+    free = [node_gpus] * nodes
     content: list[dict[str, int]] = [defaultdict(int) for _ in range(nodes)]
-    for candidate, count in sorted(running, key=lambda item: (-item[0].gpus_per_unit, item[0].key)):
+    defect = f"units of {hardware.system} do not pack into {nodes} nodes: a planner defect"
+    wide = [(c, n) for c, n in running if c.gpus_per_unit > node_gpus]
+    narrow = [(c, n) for c, n in running if c.gpus_per_unit <= node_gpus]
+    empty = 0  # whole nodes go first, from the start: every node before `empty` is taken
+    for candidate, count in sorted(wide, key=lambda item: (-item[0].gpus_per_unit, item[0].key)):
+        span = -(-candidate.gpus_per_unit // node_gpus)
         for _ in range(count):
-            node = next((i for i, room in enumerate(free) if room >= candidate.gpus_per_unit), None)
-            if node is None:
-                raise RuntimeError(f"units of {hardware.system} do not pack into {nodes} nodes: a planner defect")
-            free[node] -= candidate.gpus_per_unit
-            content[node][candidate.key] += candidate.instances_per_unit
+            if empty + span > nodes:
+                raise RuntimeError(defect)
+            for node in range(empty, empty + span):
+                free[node] = 0
+                content[node][candidate.key] += candidate.instances_per_unit
+            empty += span
+    for candidate, count in sorted(narrow, key=lambda item: (-item[0].gpus_per_unit, item[0].key)):
+        size, left, node = candidate.gpus_per_unit, count, empty
+        while left:
+            while node < nodes and free[node] < size:
+                node += 1
+            if node == nodes:
+                raise RuntimeError(defect)
+            placed = min(left, free[node] // size)
+            free[node] -= placed * size
+            content[node][candidate.key] += placed * candidate.instances_per_unit
+            left -= placed
     return [tuple(sorted(c.items())) for c in content]
 
 
@@ -952,12 +974,19 @@ def _engine_label(c: Candidate) -> str:
 
 
 
+def _across(c: Candidate, gpus_per_node: int) -> str:
+    """' across N nodes' for an instance wider than a node (pipeline stages): each of its nodes lists it."""
+    span = -(-c.gpus_per_instance // gpus_per_node)
+    return f" across {span} nodes" if span > 1 else ""
+
+
 def _runs(cset: CandidateSet, schedule: tuple, periods: tuple[str, ...], gpus_per_node: int) -> str:
     """Consecutive periods with the same content, in words, with the GPUs left idle."""
 
     def words(content) -> str:
         idle = gpus_per_node - sum(n * min(cset.candidate(k).gpus_per_instance, gpus_per_node) for k, n in content)
-        running = " + ".join(f"{n}x {_engine_label(cset.candidate(k))}" for k, n in content)
+        running = " + ".join(f"{n}x {_engine_label(cset.candidate(k))}" + _across(cset.candidate(k), gpus_per_node)
+                             for k, n in content)  # fmt: skip
         if not running:
             return "idle"
         return running + (f" ({idle} GPU{'s' if idle > 1 else ''} idle)" if idle > 0 else "")

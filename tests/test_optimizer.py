@@ -277,3 +277,72 @@ def test_time_limited_solve_is_never_reported_optimal_without_proof():
     assert outcome.status == "optimal" and outcome.mip_gap == 0.0 and n.value() == 3
     problem.sol_status = pulp.LpSolutionIntegerFeasible
     assert {pulp.LpSolutionIntegerFeasible: "feasible"}[problem.sol_status] == "feasible"
+
+
+# --- node packing ---------------------------------------------------------------------------------------------------
+
+
+def _hardware(gpus_per_node=8):
+    from planner.optimize import Hardware
+
+    return Hardware(("on-prem", "capex", "box"), "on-prem", "capex", "box", "H100-SXM-80GB", gpus_per_node, 1.0, None,
+                    1.0, 1.0, 1, "")  # fmt: skip
+
+
+def _unit(key, gpus, instances=1):
+    from planner.candidates import Candidate
+
+    return Candidate(key=key, site="on-prem", pricing="capex", system="box", gpu="H100-SXM-80GB", gpus_per_node=8,
+                     model="m", tp=min(gpus, 8), precision="bf16", max_batch=8, engine_isl=100, engine_osl=10,
+                     annual_cost_usd=1.0, usd_per_hour=None, capex_usd=1.0, power_kw=1.0, rack_units=1, cost_note="",
+                     gpus_per_instance=gpus, gpus_per_unit=gpus, instances_per_unit=instances,
+                     pp=max(gpus // 8, 1))  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_units_of_a_divisibility_chain_pack_whenever_their_gpus_fit(seed):
+    """Random units of 1, 2, 4, 8 GPUs and of whole 2- and 3-node instances (pipeline stages), as many as the nodes
+    hold: every unit is placed, no node holds more than its GPUs, whole-node units take empty nodes."""
+    import random
+
+    from planner.optimize import pack_nodes
+
+    rng = random.Random(seed)
+    nodes = rng.randint(1, 12)
+    budget, running = nodes * 8, []
+    for key, gpus in (("w3", 24), ("w2", 16), ("n8", 8), ("n4", 4), ("n2", 2), ("n1", 1)):
+        count = rng.randint(0, budget // gpus)
+        budget -= count * gpus
+        if count:
+            running.append((_unit(key, gpus), count))
+    packed = pack_nodes(_hardware(), nodes, running)
+    sizes = dict((c.key, c.gpus_per_unit) for c, _ in running)
+    used = [sum(n * min(sizes[k], 8) for k, n in content) for content in packed]
+    assert len(packed) == nodes and all(u <= 8 for u in used)
+    for candidate, count in running:
+        placed = sum(n for content in packed for k, n in content if k == candidate.key)
+        assert placed == count * max(candidate.gpus_per_unit // 8, 1), candidate.key  # listed on each of its nodes
+
+
+def test_packing_is_linear_in_the_units():
+    """A million one-GPU units into 125,000 nodes (the size of a plan at the schema's largest demand) pack in
+    bulk, without a scan per unit."""
+    from planner.optimize import pack_nodes
+
+    packed = pack_nodes(_hardware(), 125_000, [(_unit("a", 1), 999_993), (_unit("b", 8), 0)])
+    assert sum(n for content in packed for _, n in content) == 999_993
+    assert packed[0] == (("a", 8),) and packed[-1] == (("a", 1),)
+
+
+def test_a_model_that_needs_pipeline_stages_plans(tmp_path):
+    """Llama 3.1 405B in bf16 holds in no DGX H100: TP8 over two nodes (PP2) plans, its nodes saying so."""
+    path = write_scenario(tmp_path, {
+        "name": "pp", "metrics_version": 2,
+        "workloads": [{"name": "big", "model": "llama-3.1-405b", "isl_tokens": 4000, "osl_tokens": 300, "peak_rps": 2,
+                       "slo": {"ttft_ms": 5000, "tpot_ms": 100}, "precisions": ["bf16"]}],
+        "sites": {"on_prem": {"systems": ["dgx-h100"]}}, "perf": {"source": "model"},
+    })  # fmt: skip
+    result = plan_file(path)
+    assert result.status == "optimal" and result.lines
+    assert all("PP2" in line.runs and "across 2 nodes" in line.runs for line in result.lines)
+    assert sum(line.nodes for line in result.lines) % 2 == 0  # whole two-node instances
