@@ -398,7 +398,9 @@ def add_spare_nodes(model: FleetModel, scenario: Scenario, catalog: Catalog) -> 
 
 
 def add_variant_limit(model: FleetModel, cset: CandidateSet, scenario: Scenario) -> None:
-    """sum_{c of v} U[c,t] <= B[v] use[v] in every period; sum_v use[v] <= V."""
+    """sum_{c of v} U[c,t] <= B[v,t] use[v] in every period; sum_v use[v] <= V. B[v,t] is the sum of the unit
+    variables' own upper bounds: a year-round U[c] (bought/reserved nodes not reconfigured) is bounded by its
+    busiest period, never by period t's demand (which capped it at a quiet period's bound: a wrong optimum)."""
     limit = scenario.limits.max_engine_variants
     if limit is None:
         return
@@ -410,7 +412,7 @@ def add_variant_limit(model: FleetModel, cset: CandidateSet, scenario: Scenario)
         model.variant_used[variant] = use
         for t, period in enumerate(scenario.periods):
             units = [model.units[(c.key, period.name)] for c in members if (c.key, period.name) in model.units]
-            upper = sum(model.unit_bounds[(c.key, period.name)] for c in members)
+            upper = sum(unit.upBound for unit in units)
             if units:
                 model.problem += pulp.lpSum(units) <= max(1, upper) * use, f"variant_{index}_{t}"
     model.problem += pulp.lpSum(model.variant_used.values()) <= limit, "variant_limit"

@@ -363,3 +363,35 @@ def test_compare_prices_candidates_once_and_reports_the_gap(cli, monkeypatch):
     sides = json.loads(out)["deployments"]
     assert [s["deployment"] for s in sides] == ["on-prem", "cloud", "hybrid"] and len(calls) == 1
     assert all(s["mip_gap"] == 0.0 and s["status"] == "optimal" and s["solve_seconds"] >= 0 for s in sides)
+
+
+# ---------------------------------------------------------------- a variant limit that does not bind changes nothing
+# Day chat (llama-3-8b) runs in the day period only, night batch (mistral-7b) in the night period only; nodes are
+# bought, shared across models and not reconfigured, so each configuration has one unit count for the year. Two
+# variants are needed; a limit of 2 must not change the optimum. It did: the limit's per-period bound capped a
+# year-round unit count at the quiet period's bound (1 unit), a wrong optimum called optimal.
+def test_a_variant_limit_that_does_not_bind_leaves_the_year_round_optimum(tmp_path):
+    catalog = make_catalog(tmp_path, [on_prem_system("rack", "H100-SXM-80GB", 50_000.0)],
+                           [node_row("llama-3-8b", "H100-SXM-80GB", 1000, 100, 10.0),
+                            node_row("mistral-7b", "H100-SXM-80GB", 1000, 100, 10.0)])  # fmt: skip
+
+    def planned(limits):
+        document = {
+            "name": "day-night", "deployment": "on-prem",
+            "workloads": [{"name": "day", "model": "llama-3-8b", "isl_tokens": 1000, "osl_tokens": 100, "peak_rps": 40,
+                           "slo": {"ttft_ms": 500}},
+                          {"name": "night", "model": "mistral-7b", "isl_tokens": 1000, "osl_tokens": 100,
+                           "peak_rps": 30, "slo": {"ttft_ms": 500}}],
+            "periods": [{"name": "day", "hours_per_year": 4380, "demand_factor": {"day": 1.0, "night": 0.0}},
+                        {"name": "night", "hours_per_year": 4380, "demand_factor": {"day": 0.0, "night": 1.0}}],
+            "fleet": {"reconfigure_between_periods": False, "share_nodes_across_models": True},
+            "sites": {"on_prem": {"systems": ["rack"], "amortization_years": 1, "usd_per_kwh": 0}},
+            "limits": limits,
+        }  # fmt: skip
+        return plan_file(write_scenario(tmp_path, document, f"s{len(limits)}.yaml"), catalog)
+
+    free, limited = planned({}), planned({"max_engine_variants": 2})
+    # 4 nodes for the day chat and 3 for the night batch, side by side all year: 7 x 50,000
+    assert free.status == limited.status == "optimal"
+    assert free.objective_usd_per_year == pytest.approx(350_000)
+    assert limited.objective_usd_per_year == pytest.approx(free.objective_usd_per_year)
