@@ -18,7 +18,7 @@ from planner.requirements import (
     peak_rps_from_mean,
     requests_per_day,
 )
-from planner.scenario import Scenario, load_scenario, scenario_catalog_dirs
+from planner.scenario import Scenario, ScenarioOverrides, load_scenario, scenario_catalog_dirs
 
 
 def scenario_catalog(scenario_path: Path | str, catalog_dirs: CatalogDirs = None) -> Catalog:
@@ -36,12 +36,15 @@ def plan_file(
     perf_margin: float | None = None,
     perf_source: str | None = None,
     confidence: float | None = None,
+    overrides: ScenarioOverrides | None = None,
 ) -> Plan:
     """Load the catalog and a scenario file, then size the fleet (raises InfeasiblePlanError with a diagnosis).
     `progress(done, total)` follows the candidate enumeration, the long part of big scenarios. A perf margin
-    (argument or the scenario's `robustness:`) or demand forecasts make it a robust plan priced against the nominal."""
+    (argument or the scenario's `robustness:`) or demand forecasts make it a robust plan priced against the nominal.
+    `overrides` change the scenario for this run (deployment, systems, precisions, engines)."""
     catalog = scenario_catalog(scenario_path, catalog_dirs)
-    scenario = with_perf_source(with_perf_margin(load_scenario(scenario_path, catalog), perf_margin), perf_source)
+    scenario = load_scenario(scenario_path, catalog, overrides)
+    scenario = with_perf_source(with_perf_margin(scenario, perf_margin), perf_source)
     return solve_scenario(with_confidence(scenario, confidence), catalog, solver, time_limit_s, progress)
 
 
@@ -301,7 +304,7 @@ def output_tokens_per_year(scenario: Scenario) -> float:
 
 def compare(
     scenario_path: Path | str, catalog_dirs: CatalogDirs = None, solver: str | None = None,
-    time_limit_s: float | None = None,
+    time_limit_s: float | None = None, overrides: ScenarioOverrides | None = None,
 ) -> tuple[DeploymentResult, ...]:
     """Plan the scenario on-prem, in the cloud and hybrid (as its sites allow) and return the three side by side.
     Candidates are priced once, for the deployment with the most offers, and each deployment solves on its part."""
@@ -311,7 +314,7 @@ def compare(
     from planner.scenario import load_scenario_deployments
 
     catalog = scenario_catalog(scenario_path, catalog_dirs)
-    deployments = load_scenario_deployments(scenario_path, catalog)
+    deployments = load_scenario_deployments(scenario_path, catalog, overrides)
     widest = max(deployments.values(), key=lambda s: len(s.offers))
     priced = enumerate_candidates(widest, catalog)
     results = []
@@ -339,9 +342,10 @@ class PlannedScenario:
 def plan_in_context(
     scenario_path: Path | str, catalog_dirs: CatalogDirs = None, solver: str | None = None,
     time_limit_s: float | None = None, progress=None, perf_margin: float | None = None, perf_source: str | None = None,
+    overrides: ScenarioOverrides | None = None,
 ) -> PlannedScenario:
     catalog = scenario_catalog(scenario_path, catalog_dirs)
-    scenario = with_perf_source(with_perf_margin(load_scenario(scenario_path, catalog), perf_margin), perf_source)
+    scenario = with_perf_source(with_perf_margin(load_scenario(scenario_path, catalog, overrides), perf_margin), perf_source)
     result = solve_scenario(scenario, catalog, solver, time_limit_s, progress)
     return PlannedScenario(result, scenario, catalog)
 
@@ -358,11 +362,11 @@ def workload_landscapes(planned: PlannedScenario) -> list[Landscape]:
 
 
 def bom(scenario_path: Path | str, catalog_dirs: CatalogDirs = None, solver: str | None = None,
-        time_limit_s: float | None = None, progress=None):  # fmt: skip
+        time_limit_s: float | None = None, progress=None, overrides: ScenarioOverrides | None = None):  # fmt: skip
     """Plan the scenario and return its bill of materials (planner.report.bom.Bom)."""
     from planner.report.bom import build_bom
 
-    planned = plan_in_context(scenario_path, catalog_dirs, solver, time_limit_s, progress)
+    planned = plan_in_context(scenario_path, catalog_dirs, solver, time_limit_s, progress, overrides=overrides)
     return build_bom(planned.plan, planned.scenario, planned.catalog)
 
 
@@ -409,25 +413,26 @@ def _saved_plan(document, scenario: Scenario) -> Plan:
     return result
 
 
-def verify(plan: Plan, scenario_path: Path | str, catalog_dirs: CatalogDirs = None, options=None, progress=None):
+def verify(plan: Plan, scenario_path: Path | str, catalog_dirs: CatalogDirs = None, options=None, progress=None,
+           overrides: ScenarioOverrides | None = None):  # fmt: skip
     """Simulate a plan just made (`planner plan --verify`): the checks of `planner.simulate.simulate_plan`, each
     with its `verdict` (holds, misses, inconclusive, not simulated)."""
     from planner.simulate import simulate_plan
 
     catalog = scenario_catalog(scenario_path, catalog_dirs)
-    return simulate_plan(plan, load_scenario(scenario_path, catalog), catalog, options, progress)
+    return simulate_plan(plan, load_scenario(scenario_path, catalog, overrides), catalog, options, progress)
 
 
 def repair(plan: Plan, scenario_path: Path | str, catalog_dirs: CatalogDirs = None, options=None, solver: str | None = None,
            time_limit_s: float | None = None, progress=None, perf_margin: float | None = None,
-           perf_source: str | None = None):  # fmt: skip
+           perf_source: str | None = None, overrides: ScenarioOverrides | None = None):  # fmt: skip
     """`planner plan --verify --repair`: simulate, and add the cheapest capacity until no limit is conclusively
     missed; inconclusive checks are reported, not repaired (`planner.repair.repair_plan`)."""
     from planner.repair import repair_plan
     from planner.simulate import simulate_plan
 
     catalog = scenario_catalog(scenario_path, catalog_dirs)
-    scenario = with_perf_source(with_perf_margin(load_scenario(scenario_path, catalog), perf_margin), perf_source)
+    scenario = with_perf_source(with_perf_margin(load_scenario(scenario_path, catalog, overrides), perf_margin), perf_source)
     return repair_plan(
         plan, scenario, catalog,
         simulate=lambda p, s: simulate_plan(p, s, catalog, options, progress),

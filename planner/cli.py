@@ -138,6 +138,38 @@ SolverOption = Annotated[
 ]
 
 
+class DeploymentChoice(str, Enum):
+    on_prem = "on-prem"
+    cloud = "cloud"
+    hybrid = "hybrid"
+
+
+# one run's changes to the scenario (planner.scenario.ScenarioOverrides), echoed in the output
+DeploymentOption = Annotated[DeploymentChoice | None, typer.Option(
+    "--deployment", help="Override the scenario's deployment for this run: on-prem, cloud or hybrid.")]
+SystemsOption = Annotated[str | None, typer.Option(
+    "--systems", help="Override the scenario's systems (comma-separated catalog ids; each to the site of its kind).")]
+PrecisionsOption = Annotated[str | None, typer.Option(
+    "--precisions", help="Override every workload's precisions (comma-separated: bf16, fp8, fp4, w4a16, ...).")]
+EnginesOption = Annotated[str | None, typer.Option(
+    "--engines", help="Override every workload's serving engines (comma-separated: trtllm, vllm, sglang).")]
+
+
+def _overrides(deployment: DeploymentChoice | None, systems: str | None, precisions: str | None, engines: str | None):
+    """The run's ScenarioOverrides from the options (None when none is given); echoed on stderr."""
+    from planner.scenario import ScenarioOverrides
+
+    def listed(text: str | None) -> tuple[str, ...] | None:
+        return None if text is None else tuple(part.strip() for part in text.split(",") if part.strip())
+
+    overrides = ScenarioOverrides(deployment.value if deployment else None, listed(systems), listed(precisions),
+                                  listed(engines))  # fmt: skip
+    if not overrides:
+        return None
+    print(f"overrides for this run: {overrides.describe()}", file=sys.stderr)
+    return overrides
+
+
 class CatalogKind(str, Enum):
     gpus = "gpus"
     systems = "systems"
@@ -494,6 +526,10 @@ def plan(
                      "edge of its expected-error band covering this share of its class's held-out errors (e.g. 0.8)."),
     ] = None,
     perf_source: PerfSourceOption = None,
+    deployment: DeploymentOption = None,
+    systems: SystemsOption = None,
+    precisions: PrecisionsOption = None,
+    engines: EnginesOption = None,
     solver: SolverOption = None,
     time_limit: TimeLimitOption = None,
     catalog: CatalogOption = None,
@@ -505,21 +541,24 @@ def plan(
     def action() -> None:
         if repair and not verify:  # refused before any solving
             raise PlannerInputError("--repair", "repair", "works with --verify (it repairs what the simulation finds)")
+        overrides = _overrides(deployment, systems, precisions, engines)
         with _progress(progress_mode, json) as progress:
             result = api.plan_file(scenario, catalog, solver.value if solver else None, time_limit, progress, perf_margin,
-                                   perf_source, confidence)  # fmt: skip
+                                   perf_source, confidence, overrides)  # fmt: skip
         options = _simulation_options(duration, seeds)
         repaired = checks = None
         if repair:
             with _progress(progress_mode, json, "simulating and repairing") as progress:
                 repaired = api.repair(result, scenario, catalog, options, solver.value if solver else None, time_limit,
-                                      progress, perf_margin, perf_source)  # fmt: skip
+                                      progress, perf_margin, perf_source, overrides)  # fmt: skip
             result, checks = repaired.plan, repaired.checks
         elif verify:
             with _progress(progress_mode, json, "simulating (workload x period)") as progress:
-                checks = api.verify(result, scenario, catalog, options, progress)
+                checks = api.verify(result, scenario, catalog, options, progress, overrides)
         if json:
             document = json_out.plan_document(result)
+            if overrides:
+                document["overrides"] = overrides.as_dict()
             if checks is not None:
                 document["verification"] = json_out.simulation_document(checks)
             if repaired is not None:
@@ -528,6 +567,8 @@ def plan(
             for warning in result.warnings:  # the document holds them; a pipeline's log should too
                 print(f"warning: {warning}", file=sys.stderr)
         else:
+            if overrides:
+                print(f"Overrides for this run: {overrides.describe()}")
             text.print_plan(result, _stdout())
             if checks is not None:
                 text.print_simulation(checks, _stdout())
@@ -559,6 +600,9 @@ def _exit_on_conclusive_miss(checks, repaired: bool) -> None:
 def compare(
     scenario: Annotated[Path, typer.Argument(help="Scenario YAML file with on_prem and/or cloud sites.")],
     json: JsonOption = False,
+    systems: SystemsOption = None,
+    precisions: PrecisionsOption = None,
+    engines: EnginesOption = None,
     solver: SolverOption = None,
     time_limit: TimeLimitOption = None,
     catalog: CatalogOption = None,
@@ -567,10 +611,16 @@ def compare(
     """Plan on-prem, cloud and hybrid side by side: annual cost, cost per million output tokens, GPUs, peak nodes."""
 
     def action() -> None:
-        results = api.compare(scenario, catalog, solver.value if solver else None, time_limit)
+        overrides = _overrides(None, systems, precisions, engines)
+        results = api.compare(scenario, catalog, solver.value if solver else None, time_limit, overrides)
         if json:
-            sys.stdout.write(json_out.dumps(json_out.compare_document(results)))
+            document = json_out.compare_document(results)
+            if overrides and isinstance(document, dict):
+                document["overrides"] = overrides.as_dict()
+            sys.stdout.write(json_out.dumps(document))
         else:
+            if overrides:
+                print(f"Overrides for this run: {overrides.describe()}")
             text.print_compare(results, _stdout())
 
     _run(action, debug, json)
@@ -591,6 +641,10 @@ def bom(
     scenario: ScenarioArgument,
     format: Annotated[BomFormat, typer.Option("--format", help="csv | xlsx | md.")] = BomFormat.csv,
     out: Annotated[Path | None, typer.Option("--out", help="Output file (csv and md print to stdout without it).")] = None,
+    deployment: DeploymentOption = None,
+    systems: SystemsOption = None,
+    precisions: PrecisionsOption = None,
+    engines: EnginesOption = None,
     solver: SolverOption = None,
     time_limit: TimeLimitOption = None,
     catalog: CatalogOption = None,
@@ -606,8 +660,9 @@ def bom(
         _not_an_input(out, scenario, *(catalog or ()))
         from planner.report import bom as bom_report
 
+        overrides = _overrides(deployment, systems, precisions, engines)
         with _progress(progress_mode) as progress:
-            result = api.bom(scenario, catalog, solver.value if solver else None, time_limit, progress)
+            result = api.bom(scenario, catalog, solver.value if solver else None, time_limit, progress, overrides)
         if format is BomFormat.xlsx:
             bom_report.write_xlsx(result, out)
         else:
@@ -630,6 +685,10 @@ def report(
     scenario: ScenarioArgument,
     out: Annotated[Path, typer.Option("--out", help="Folder for report.md, report.html and the PNG plots.")],
     force: Annotated[bool, typer.Option("--force", help="Write into a non-empty folder that holds no previous report.")] = False,
+    deployment: DeploymentOption = None,
+    systems: SystemsOption = None,
+    precisions: PrecisionsOption = None,
+    engines: EnginesOption = None,
     solver: SolverOption = None,
     time_limit: TimeLimitOption = None,
     catalog: CatalogOption = None,
@@ -643,8 +702,10 @@ def report(
         from planner.report.files import check_report_folder
 
         check_report_folder(out, force)  # before planning; write_report clears a previous report's files
+        overrides = _overrides(deployment, systems, precisions, engines)
         with _progress(progress_mode) as progress:
-            planned = api.plan_in_context(scenario, catalog, solver.value if solver else None, time_limit, progress)
+            planned = api.plan_in_context(scenario, catalog, solver.value if solver else None, time_limit, progress,
+                                          overrides=overrides)  # fmt: skip
         files = document.write_report(document.build_report(planned), out, force)
         print(f"report written to {files[0]} and {files[1]} ({len(files) - 2} plots)")
 

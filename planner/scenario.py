@@ -7,6 +7,7 @@ workloads carry resolved token lengths and peak request rates.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -829,10 +830,10 @@ def _speculation(spec: SpeculativeSpec | None, catalog: Catalog, file: str):
     return Speculation(spec.method, spec.draft_tokens, spec.acceptance_rate, draft)
 
 
-def load_scenario_deployments(path: Path | str, catalog: Catalog) -> dict[str, Scenario]:
+def load_scenario_deployments(path: Path | str, catalog: Catalog, overrides: ScenarioOverrides | None = None) -> dict[str, Scenario]:
     """The scenario once per deployment its sites allow (on-prem, cloud, hybrid), for side-by-side comparison."""
     file = str(path)
-    spec = validate_model(ScenarioSpec, read_yaml(Path(path)), file)
+    spec = apply_overrides(validate_model(ScenarioSpec, read_yaml(Path(path)), file), overrides, catalog, file)
     available = {
         "on-prem": spec.sites.on_prem is not None,
         "cloud": spec.sites.cloud is not None,
@@ -862,8 +863,80 @@ def scenario_catalog_dirs(path: Path | str) -> list[Path]:
     return directories
 
 
-def load_scenario(path: Path | str, catalog: Catalog) -> Scenario:
-    """Read, validate and resolve a scenario file; any problem raises PlannerInputError (file, field, allowed)."""
+@dataclass(frozen=True)
+class ScenarioOverrides:
+    """What one run changes of a scenario file (`--deployment`, `--systems`, `--precisions`, `--engines`), without a
+    copied YAML. `systems` replaces both sites' systems (each system goes to the site of its kind; a site left
+    without systems is dropped); `precisions` and `engines` replace every workload's."""
+
+    deployment: str | None = None
+    systems: tuple[str, ...] | None = None
+    precisions: tuple[str, ...] | None = None
+    engines: tuple[str, ...] | None = None
+
+    def __bool__(self) -> bool:
+        return any(v is not None for v in (self.deployment, self.systems, self.precisions, self.engines))
+
+    def describe(self) -> str:
+        """'deployment cloud; systems a, b' for the echo on the output."""
+        parts = [(name, value if isinstance(value, str) else ", ".join(value))
+                 for name, value in (("deployment", self.deployment), ("systems", self.systems),
+                                     ("precisions", self.precisions), ("engines", self.engines)) if value is not None]  # fmt: skip
+        return "; ".join(f"{name} {value}" for name, value in parts)
+
+    def as_dict(self) -> dict:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+def apply_overrides(spec: ScenarioSpec, overrides: ScenarioOverrides | None, catalog: Catalog, file: str) -> ScenarioSpec:
+    """The scenario spec with one run's overrides (a bad value raises PlannerInputError naming its option)."""
+    if not overrides:
+        return spec
+    from planner.catalog import PRECISIONS
+    from planner.perf.engines import ENGINES
+
+    update: dict = {}
+    for option, values, allowed in (("--precisions", overrides.precisions, PRECISIONS), ("--engines", overrides.engines, tuple(ENGINES))):
+        wrong = [v for v in values or () if v not in allowed]
+        if wrong or values == ():
+            raise PlannerInputError(file, option, f"one or more of {', '.join(allowed)} (got {', '.join(wrong) or 'nothing'})")
+    if overrides.deployment is not None:
+        if overrides.deployment not in ("on-prem", "cloud", "hybrid"):
+            raise PlannerInputError(file, "--deployment", f"on-prem, cloud or hybrid (got {overrides.deployment!r})")
+        needs = {"on-prem": ("on_prem",), "cloud": ("cloud",), "hybrid": ("on_prem", "cloud")}[overrides.deployment]
+        missing = [site for site in needs if getattr(spec.sites, site) is None]
+        if missing and overrides.systems is None:
+            raise PlannerInputError(file, "--deployment", f"{overrides.deployment} needs a {' and '.join(m.replace('_', '-') for m in missing)} "
+                                    "site, which the scenario does not have: name its systems with --systems")  # fmt: skip
+        update["deployment"] = overrides.deployment
+    if overrides.systems is not None:
+        if not overrides.systems:
+            raise PlannerInputError(file, "--systems", "one or more system ids of the catalog")
+        chosen = [catalog.resolve("system", name, file, "--systems") for name in overrides.systems]
+        sites = {}
+        for site, kind, model in (("on_prem", "on-prem", OnPremSite), ("cloud", "cloud", CloudSite)):
+            mine = list(dict.fromkeys(s for s in chosen if catalog.systems[s].kind == kind))
+            current = getattr(spec.sites, site)
+            sites[site] = None if not mine else (current.model_copy(update={"systems": mine}) if current else model(systems=mine))
+        update["sites"] = spec.sites.model_copy(update=sites)
+        have = {site for site, value in sites.items() if value is not None}
+        deployment = update.get("deployment", spec.deployment)
+        needs = {"on-prem": {"on_prem"}, "cloud": {"cloud"}, "hybrid": {"on_prem", "cloud"}}[deployment]
+        if not needs <= have:
+            if overrides.deployment is not None:
+                raise PlannerInputError(file, "--systems", f"deployment {deployment} needs "
+                                        f"{' and '.join(k.replace('_', '-') for k in sorted(needs))} systems among them")
+            update["deployment"] = "hybrid" if have == {"on_prem", "cloud"} else "cloud" if "cloud" in have else "on-prem"
+    if overrides.precisions is not None or overrides.engines is not None:
+        changes = {name: list(values) for name, values in (("precisions", overrides.precisions), ("engines", overrides.engines))
+                   if values is not None}  # fmt: skip
+        update["workloads"] = [w.model_copy(update=changes) for w in spec.workloads]
+    return spec.model_copy(update=update)
+
+
+def load_scenario(path: Path | str, catalog: Catalog, overrides: ScenarioOverrides | None = None) -> Scenario:
+    """Read, validate and resolve a scenario file, with one run's overrides if any; any problem raises
+    PlannerInputError (file, field, allowed)."""
     file = str(path)
-    spec = validate_model(ScenarioSpec, read_yaml(Path(path)), file)
+    spec = apply_overrides(validate_model(ScenarioSpec, read_yaml(Path(path)), file), overrides, catalog, file)
     return build_scenario(spec, catalog, file)
