@@ -1090,6 +1090,14 @@ def _totals(scenario: Scenario, cset: CandidateSet, catalog: Catalog, lines: lis
         peak_rented_gpus = max(peak_rented_gpus, sum(catalog.systems[s].gpus_per_node * n for s, n in rented.items()))
     for system_id, count in peak_rented.items():
         nodes_by_system[system_id] += count
+    # what runs at once: the fixed nodes and the busiest period's rented ones (per-system peaks of different
+    # periods do not add up)
+    fixed_nodes, fixed_gpus = sum(line.nodes for line in fixed_lines), sum(line.gpus for line in fixed_lines)
+    concurrent = [(sum(line.nodes for line in lines if line.role == "on-demand" and line.period == period.name),
+                   sum(line.gpus for line in lines if line.role == "on-demand" and line.period == period.name))
+                  for period in scenario.periods]  # fmt: skip
+    peak_nodes = fixed_nodes + max((n for n, _ in concurrent), default=0)
+    peak_gpus = fixed_gpus + max((g for _, g in concurrent), default=0)
     costs = scenario.on_prem_costs
     capital = energy = maintenance = space = reserved = on_demand = 0.0
     for line in lines:
@@ -1115,6 +1123,8 @@ def _totals(scenario: Scenario, cset: CandidateSet, catalog: Catalog, lines: lis
         rack_units=sum((catalog.systems[line.system].rack_units or 0) * line.nodes for line in fixed_lines if line.site == "on-prem"),
         annual_cost_usd=round(sum(line.annual_cost_usd for line in lines), 2),
         cost_breakdown=breakdown,
+        peak_concurrent_nodes=peak_nodes,
+        peak_concurrent_gpus=peak_gpus,
     )  # fmt: skip
 
 

@@ -177,6 +177,10 @@ class Totals:
     rack_units: int
     annual_cost_usd: float
     cost_breakdown: CostBreakdown
+    # nodes and GPUs running at once at the busiest period (bought, reserved and spare nodes, and that period's
+    # on-demand ones); `nodes` adds each system's own peak, which may fall in different periods
+    peak_concurrent_nodes: int = 0
+    peak_concurrent_gpus: int = 0
 
     @property
     def nodes(self) -> int:

@@ -395,3 +395,19 @@ def test_a_variant_limit_that_does_not_bind_leaves_the_year_round_optimum(tmp_pa
     assert free.status == limited.status == "optimal"
     assert free.objective_usd_per_year == pytest.approx(350_000)
     assert limited.objective_usd_per_year == pytest.approx(free.objective_usd_per_year)
+
+
+@pytest.mark.parametrize("deployment", ["on-prem", "cloud", "hybrid"])
+def test_peak_concurrent_nodes_are_what_runs_at_once(tmp_path, hybrid_catalog, deployment):
+    """The compare table's peak nodes and GPUs, recounted from the plan lines: bought/reserved/spare nodes plus the
+    busiest period's on-demand ones (hybrid: 2 bought + 8 rented at peak = 10 nodes, 80 GPUs)."""
+    result = plan_file(write_scenario(tmp_path, hybrid_scenario(deployment)), hybrid_catalog)
+    fixed = [line for line in result.lines if line.role != "on-demand"]
+    periods = {line.period for line in result.lines if line.role == "on-demand"} or {"all"}
+    nodes = max(sum(line.nodes for line in result.lines if line.role == "on-demand" and line.period == p) for p in periods)
+    gpus = max(sum(line.gpus for line in result.lines if line.role == "on-demand" and line.period == p) for p in periods)
+    assert result.totals.peak_concurrent_nodes == sum(line.nodes for line in fixed) + nodes
+    assert result.totals.peak_concurrent_gpus == sum(line.gpus for line in fixed) + gpus == result.totals.gpus
+    assert result.totals.peak_concurrent_nodes <= result.totals.nodes
+    if deployment == "hybrid":
+        assert (result.totals.peak_concurrent_nodes, result.totals.peak_concurrent_gpus) == (10, 80)

@@ -299,16 +299,18 @@ def print_compare(results: tuple[DeploymentResult, ...], console: Console) -> No
         table.add_row(
             r.deployment, status, f"{plan.objective_usd_per_year:,.0f}",
             "-" if per_million is None else f"{per_million:,.3f}", str(plan.totals.gpus),
-            str(plan.totals.nodes), f"{plan.totals.capex_usd:,.0f}",
+            str(plan.totals.peak_concurrent_nodes), f"{plan.totals.capex_usd:,.0f}",
         )
     console.print(table)
     for r in results:
         if r.plan is not None:
             systems = ", ".join(f"{n} x {s}" for s, n in r.plan.totals.nodes_by_system.items())
-            console.print(f"- {r.deployment}: {systems}", soft_wrap=True)
+            several = len(r.plan.totals.nodes_by_system) > 1 and any(line.role == "on-demand" for line in r.plan.lines)
+            console.print(f"- {r.deployment}: {systems}" + (" (each system at its own peak)" if several else ""), soft_wrap=True)
         else:
             console.print(f"- {r.deployment}: " + "; ".join(r.infeasible), soft_wrap=True)
-    console.print("Output tokens per year use each workload's mean rate where the scenario gives one, else its peak.")
+    console.print("Peak nodes and GPUs: what runs at once in the busiest period. Output tokens per year use each "
+                  "workload's mean rate where the scenario gives one, else its peak.")
 
 
 def print_simulation(checks, console: Console, wall_s: float | None = None) -> None:
