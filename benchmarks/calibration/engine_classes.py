@@ -66,6 +66,15 @@ REFERENCE = ("trtllm", "dense")
 EXCLUDED_REFERENCE_ROWS = {row: "community ROCm build, 2-4x below the same run on AMD's checkpoint" for row in range(244, 263)}
 
 
+def aic_version() -> str | None:
+    """The installed aiconfigurator-core version, or None after saying how to install it."""
+    try:
+        return metadata.version("aiconfigurator-core")
+    except metadata.PackageNotFoundError:
+        print("aiconfigurator-core is not installed: pip install '.[aic]'", file=sys.stderr)
+        return None
+
+
 def silicon_rows() -> list[dict]:
     path = resources.files("aiconfigurator_core") / "systems" / "silicon_sample.csv"
     with path.open() as handle:
@@ -254,10 +263,8 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--rows-out", help="write the held-out error of every row here")
     args = parser.parse_args()
-    try:
-        version = metadata.version("aiconfigurator-core")
-    except metadata.PackageNotFoundError:
-        print("aiconfigurator-core is not installed: pip install '.[aic]'", file=sys.stderr)
+    version = aic_version()
+    if version is None:
         return 2
     started = time.time()
     catalog = load_catalog()

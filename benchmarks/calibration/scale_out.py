@@ -26,7 +26,6 @@ import dataclasses
 import importlib.util
 import math
 import sys
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -104,13 +103,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    try:
-        version = metadata.version("aiconfigurator-core")
-    except metadata.PackageNotFoundError:
-        print("aiconfigurator-core is not installed: pip install '.[aic]'", file=sys.stderr)
+    module = _classes_module()
+    version = module.aic_version()
+    if version is None:
         return 2
     catalog = load_catalog()
-    module = _classes_module()
     found, skipped = cases(catalog, module)
     print(f"{len(found)} measured rows span link domains (aiconfigurator-core {version} silicon_sample.csv; "
           f"not used: {skipped})")

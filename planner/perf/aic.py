@@ -215,6 +215,12 @@ def _engine(model_name: str, system: str, backend: str, db_version: str, layout:
     return database, get_model(model_name, config, backend), get_backend(backend)
 
 
+def _engine_of(inputs: dict):
+    """`_engine` for the cache inputs of one answer (`_inputs`)."""
+    return _engine(inputs["model"], inputs["system"], inputs["backend"], inputs["db"], tuple(inputs["layout"]),
+                   tuple(inputs["quant"]))  # fmt: skip
+
+
 def _layout(tp: int, layout) -> tuple[int, int, int, int]:
     """(TP, DP, EP, PP) of a query's layout, or TP alone."""
     return (layout.tp, layout.dp, layout.ep, layout.pp) if layout is not None else (tp, 1, 1, 1)
@@ -233,8 +239,7 @@ def _call_package(inputs: dict, batch: int, isl: int, osl: int) -> AicPoint:
     from aiconfigurator_core.sdk.config import RuntimeConfig
 
     try:
-        database, model, engine = _engine(inputs["model"], inputs["system"], inputs["backend"], inputs["db"],
-                                          tuple(inputs["layout"]), tuple(inputs["quant"]))  # fmt: skip
+        database, model, engine = _engine_of(inputs)
         summary = engine.run_agg(model, database, RuntimeConfig(isl=isl, osl=osl, batch_size=batch), ctx_tokens=isl)
     except Exception as exc:  # the package's own way of saying "no data for this combination"
         return AicPoint(0.0, 0.0, 0.0, 0.0, False, f"{type(exc).__name__}: {exc}")
@@ -293,7 +298,7 @@ def aic_points(query: PerfQuery, gpu_memory_gb: float, tp: int, precision: str, 
             ttft_ms_bound=None, itl_ms_bound=None, request_throughput_rps=point.tokens_per_s / query.osl,
             output_tokens_per_s=point.tokens_per_s, provenance=label,
             source=f"{PACKAGE} {package_version()} {backend} db {database_version(SYSTEM_NAMES[query.gpu], backend)} on "
-                   f"{SYSTEM_NAMES[query.gpu]}: {MODEL_NAMES[query.model]} {label_layout} {precision} batch {batch}{f' per DP rank' if dp > 1 else ''}",
+                   f"{SYSTEM_NAMES[query.gpu]}: {MODEL_NAMES[query.model]} {label_layout} {precision} batch {batch}{' per DP rank' if dp > 1 else ''}",
             memory=memory, engine=backend, dp=layout.dp if layout else 1, ep=layout.ep if layout else 1,
             pp=layout.pp if layout else 1,
             derivations=("request_throughput_rps = output tokens/s / OSL", "tpot_ms = aiconfigurator TPOT (it gives no single token gap, ITL)"),
@@ -346,8 +351,7 @@ def _call_step(inputs: dict, decode_batch: int, decode_context: int, prefill_pro
     from aiconfigurator_core.sdk.step_estimate import MixedStepInput
 
     try:
-        database, model, engine = _engine(inputs["model"], inputs["system"], inputs["backend"], inputs["db"],
-                                          tuple(inputs["layout"]), tuple(inputs["quant"]))  # fmt: skip
+        database, model, engine = _engine_of(inputs)
         if prefill_prompts:
             # the package takes a decoding sequence's context as isl + osl / 2: osl = 2 (context - isl) makes it ours
             isl = prefill_isl

@@ -81,9 +81,6 @@ PRIOR = Efficiency(
 )  # fmt: skip
 
 
-NEUTRAL_MOE = Efficiency(**{n: 0.0 for n in KERNEL_FACTORS if n not in MOE_FACTORS})  # MoE factors at their defaults
-
-
 @dataclass(frozen=True)
 class KernelFit:
     architecture: str
@@ -206,7 +203,7 @@ def _fit_kernels(catalog: Catalog, architecture: str) -> KernelFit | None:
                 fitted = dataclasses.replace(fitted, **{name: getattr(fitted, nearest)})
         free += moe_free
     else:  # no mixture of experts timed: the grouped GEMMs as the dense ones (kernel_efficiency borrows them)
-        fitted = dataclasses.replace(fitted, **{n: getattr(NEUTRAL_MOE, n) for n in MOE_FACTORS})
+        fitted = dataclasses.replace(fitted, **{n: getattr(PRIOR, n) for n in MOE_FACTORS})  # Efficiency's defaults
     shapes, load, measured = _step_batch(catalog, frame)
     errors = np.abs(np.expm1(np.log(step_ms(shapes, fitted, *load)) - measured))
     factors = {name: _rounded(getattr(fitted, name)) for name in KERNEL_FACTORS}

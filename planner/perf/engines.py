@@ -51,6 +51,11 @@ class ExpectedError:
     ttft: float
     tpot: float
 
+    @classmethod
+    def of(cls, record: dict) -> ExpectedError:
+        """From a shipped CSV record's error_throughput, error_ttft and error_tpot columns."""
+        return cls(float(record["error_throughput"]), float(record["error_ttft"]), float(record["error_tpot"]))
+
     def as_dict(self) -> dict[str, float]:
         """The JSON form; `itl` is TPOT's band: the measured rows give a request's mean gap, not one gap's law."""
         return {"throughput": self.throughput, "ttft": self.ttft, "tpot": self.tpot, "itl": self.tpot}
@@ -113,7 +118,7 @@ def _classes(path: Path) -> dict[tuple[str, str, str], EngineClass]:
                 record["engine"], record["architecture"], record["kind"], float(record["memory_scale"]),
                 float(record["compute_scale"]),
                 float(record["ttft_overhead_ms"]) if record["ttft_overhead_ms"] else None, int(record["rows"]), int(record["models"]),
-                ExpectedError(float(record["error_throughput"]), float(record["error_ttft"]), float(record["error_tpot"])),
+                ExpectedError.of(record),
                 record["source"],
                 throughput_bands=tuple((coverage, float(record[column])) for coverage, column in (
                     (0.5, "error_throughput_p50"), (0.8, "error_throughput"), (0.9, "error_throughput_p90"))
@@ -143,7 +148,7 @@ def _scale_out(path: Path) -> ScaleOut | None:
     with path.open() as handle:
         record = next(csv.DictReader(handle))
     return ScaleOut(float(record["efficiency"]), float(record["latency_us"]), int(record["rows"]),
-                    ExpectedError(float(record["error_throughput"]), float(record["error_ttft"]), float(record["error_tpot"])),
+                    ExpectedError.of(record),
                     record["source"])  # fmt: skip
 
 
