@@ -259,3 +259,21 @@ def test_stated_expected_error_covers_most_measured_rows():
     for kind, hits in covered.items():
         assert len(hits) >= 100, kind
         assert sum(hits) / len(hits) >= 0.7, (kind, sum(hits) / len(hits))
+
+
+@needs_aic
+def test_aic_answers_moe_models_at_the_querys_engine_and_layout():
+    """`--perf-source aic` maps MoE models and the package's other backends: gpt-oss-120b at w4a16 on one H100 with
+    vLLM, and DeepSeek-R1 DEP8 with SGLang, whose per-rank batch is the instance's concurrency / DP."""
+    from planner.perf import aic
+    from planner.perf.types import Layout
+
+    query = PerfQuery("gpt-oss-120b", "H100-SXM-80GB", 1024, 256, concurrency=16, engine="vllm")
+    [point] = aic.aic_points(query, 80.0, 1, "w4a16")
+    assert point.engine == "vllm" and ":vllm:" in point.provenance and point.output_tokens_per_s > 0
+    dep = PerfQuery("deepseek-r1", "H200-SXM-141GB", 1024, 256, concurrency=64, engine="sglang", layout=Layout(1, 8, 8))
+    answer = aic.aic_points(dep, 141.0, 1, "fp8")
+    assert not isinstance(answer, str), answer
+    [point] = answer
+    assert point.concurrency == 64 and point.gpus_per_instance == 8 and (point.dp, point.ep) == (8, 8)
+    assert "batch 8 per DP rank" in point.source and ":sglang:" in point.provenance
