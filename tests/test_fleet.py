@@ -229,7 +229,7 @@ def test_time_limit_without_a_solution_is_not_a_plan(limited, monkeypatch):
     import planner.optimize as optimize
     from planner.errors import SolverStoppedError
 
-    monkeypatch.setattr(optimize, "_solve_cbc", lambda problem, limit: ("stopped", None))
+    monkeypatch.setattr(optimize.solve, "_solve_cbc", lambda problem, limit: ("stopped", None))
     with pytest.raises(SolverStoppedError) as error:
         limited()
     assert "before finding any plan" in str(error.value) and "raise --time-limit" in str(error.value)
@@ -238,14 +238,14 @@ def test_time_limit_without_a_solution_is_not_a_plan(limited, monkeypatch):
 def test_feasible_status_carries_the_gap_from_the_bound(limited, monkeypatch):
     import planner.optimize as optimize
 
-    real = optimize._solve_cbc
+    real = optimize.solve._solve_cbc
 
     def stopped_early(problem, limit):
         status, _ = real(problem, limit)
         # a bound 3.89% under the objective: the gap is that, not CBC's rounded log figure
         return ("feasible", 0.9611 * pulp.value(problem.objective)) if status == "optimal" else (status, None)
 
-    monkeypatch.setattr(optimize, "_solve_cbc", stopped_early)
+    monkeypatch.setattr(optimize.solve, "_solve_cbc", stopped_early)
     result = limited()
     assert result.status == "feasible" and result.mip_gap == pytest.approx(0.0389, abs=1e-6)
 
@@ -325,7 +325,7 @@ def test_a_diagnosis_never_quotes_a_minimum_from_a_stopped_re_solve(limited, mon
         value = pulp.value(model.problem.objective)
         return optimize.SolveOutcome("feasible", 0.1, outcome.seconds, best_bound=0.99 * value)
 
-    monkeypatch.setattr(optimize, "solve_model", stopped_with_a_bound)
+    monkeypatch.setattr(optimize.diagnose, "solve_model", stopped_with_a_bound)  # the diagnosis' re-solves
     with pytest.raises(InfeasiblePlanError) as error:
         limited({"power_kw": 14})
     (message,) = error.value.diagnosis

@@ -46,7 +46,7 @@ def test_infeasible_json_plan_is_a_json_diagnosis(tmp_path):
 def test_a_time_limit_stop_without_a_plan_has_its_own_status_and_exit_code(cli, monkeypatch):
     import planner.optimize as optimize
 
-    monkeypatch.setattr(optimize, "_solve_cbc", lambda problem, limit: ("stopped", None))
+    monkeypatch.setattr(optimize.solve, "_solve_cbc", lambda problem, limit: ("stopped", None))
     code, out, err = cli("plan", SCENARIOS / "contact-center.yaml", "--time-limit", "0.01", "--json")
     assert code == 4
     document = json.loads(out)

@@ -1,0 +1,335 @@
+"""Read-back: the solved program's values as a Plan (lines, totals, routes, instances, per-workload results,
+warnings)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from planner.candidates import Candidate, CandidateSet, Option, unit_rate
+from planner.catalog import Catalog
+from planner.metrics import LABELS, LATENCY_METRICS
+from planner.metrics import limits as metric_limits
+from planner.optimize.model import _TOLERANCE, FleetModel
+from planner.optimize.packing import _ROLE, node_lines
+from planner.optimize.solve import SolveOutcome
+from planner.perf.engines import ENGINE_NAMES
+from planner.plan import (
+    Assignment,
+    CostBreakdown,
+    InstanceAllocation,
+    PeriodLoad,
+    Plan,
+    PlanLine,
+    Route,
+    Totals,
+    WorkloadResult,
+    configuration_key,
+)
+from planner.scenario import Scenario
+
+
+def _read_plan(scenario, cset: CandidateSet, catalog: Catalog, model: FleetModel, solver: str, outcome: SolveOutcome) -> Plan:
+    fixed = {key: int(round(var.value() or 0.0)) for key, var in model.fixed_nodes.items()}
+    rented = {key: int(round(var.value() or 0.0)) for key, var in model.period_nodes.items()}
+    units = {key: int(round(var.value() or 0.0)) for key, var in model.units.items()}
+    spares = {s: int(round(var.value() or 0.0)) for s, var in model.spares.items()}
+    routed = {key: max(0.0, var.value() or 0.0) for key, var in model.routed.items()}
+
+    lines = node_lines(scenario, cset, model, fixed, rented, units)
+    for system_id, count in sorted(spares.items()):
+        if count > 0:
+            figures = model.spare_figures[system_id]
+            system = catalog.systems[system_id]
+            lines.append(PlanLine(
+                site="on-prem", system=system_id, gpu=system.gpu, model="(spare)", tp=None, precision=None,
+                max_batch=None, engine_isl=0, engine_osl=0, nodes=count, gpus=system.gpus_per_node * count,
+                period="all", role="spare", annual_cost_usd=round(figures["annual_cost_usd"] * count, 2),
+                capex_usd=round(figures["capex_usd"] * count, 2), power_kw=round(figures["power_kw"] * count, 6),
+                cost_note=f"N+{scenario.limits.spare_nodes_per_system} spare", runs="idle: a spare",
+            ))  # fmt: skip
+    objective = sum(line.annual_cost_usd for line in lines)
+    totals = _totals(scenario, cset, catalog, lines)
+    instances = _instances(scenario, cset, units, routed)
+    workloads = tuple(_workload_result(w, scenario, cset, routed, units) for w in scenario.workloads)
+    routing = _routing(scenario, cset, routed)
+    return Plan(
+        scenario=scenario.name, deployment=scenario.deployment, status=outcome.status, solver=solver,
+        objective_usd_per_year=round(objective, 2), solve_seconds=round(outcome.seconds, 3), mip_gap=outcome.mip_gap,
+        lines=tuple(lines), totals=totals, workloads=workloads,
+        binding_limits=_binding_limits(scenario, totals, lines, instances),
+        candidates=cset.stats,
+        periods=tuple(p.name for p in scenario.periods),
+        routing=routing,
+        instances=instances,
+        fleet={"reconfigure_between_periods": scenario.reconfigure_between_periods,
+               "share_nodes_across_models": scenario.share_nodes_across_models},
+        warnings=(plan_warnings(scenario, workloads) + shared_engine_warnings(routing)
+                  + catalog_calibration_warnings(scenario, catalog)),
+    )  # fmt: skip
+
+
+def plan_warnings(scenario, workloads) -> tuple[str, ...]:
+    """What a reader must know before trusting the plan: a latency limit read by the metrics-version-1 rule (its
+    itl_ms as tpot_ms, docs/metrics.md); a streaming or sequential workload with no latency limit, sized at each
+    engine's highest throughput whatever its latency there (a TTFT of minutes), with the latencies it came to."""
+    warnings = list(scenario.metrics_notes) if scenario.metrics_migrated else []
+    for workload, result in zip(scenario.workloads, workloads):
+        slo = workload.slo
+        if workload.mode == "offline" or metric_limits(slo):
+            continue
+        at = ", ".join(f"{name} {value / 1000:,.1f} s" for name, value in
+                       (("TTFT", result.ttft_ms), ("E2E", result.e2e_ms)) if value is not None)  # fmt: skip
+        warnings.append(
+            f"workload '{workload.name}' has no latency limits (slo): it was sized at maximum throughput"
+            + (f", where {at}" if at else ", at a point whose latencies are not recorded")
+            + "; give slo.ttft_ms / tpot_ms / itl_ms / e2e_ms (or mode: offline for batch work)"
+        )  # fmt: skip
+    return tuple(warnings)
+
+
+def shared_engine_warnings(routing) -> tuple[str, ...]:
+    """Engines that serve several workloads at once: each workload's latencies are modeled at its own requests
+    alone (the capacity constraint shares an instance's time between them), while in the mix one workload's prompt
+    chunks lengthen the other's token gaps and its prompts queue behind the other's. Said once per engine."""
+    sharing: dict[tuple, set[str]] = defaultdict(set)
+    for route in routing:
+        if route.rps > 0:
+            sharing[configuration_key(route)].add(route.workload)
+    warnings = []
+    for key, names in sorted(sharing.items(), key=lambda kv: kv[0]):
+        if len(names) < 2:
+            continue
+        site, role, system, _, _, precision, batch, isl, osl, stage, layout, _, engine = key
+        warnings.append(
+            f"{', '.join(sorted(names))} share {system} {layout or ''} {precision} {ENGINE_NAMES.get(engine, engine)} "
+            f"engines (batch <= {batch}, built "
+            f"for {isl}/{osl}{'' if stage == 'aggregated' else ', ' + stage}): each workload's latencies are modeled "
+            "at its own requests alone; in the mix one's prompt chunks lengthen the other's token gaps and its "
+            "prompts queue behind the other's (plan --verify simulates the mix)"
+        )  # fmt: skip
+    return tuple(warnings)
+
+
+def catalog_calibration_warnings(scenario, catalog: Catalog) -> tuple[str, ...]:
+    """What user catalogs' benchmark rows did to the engine factors of the GPU generations the scenario may run on:
+    the catalogs named, the factors moved (or why not) and the fit's error before and after (perf/fit_report.py)."""
+    from planner.perf.fit_report import calibration_warnings
+
+    generations = {catalog.gpus[catalog.systems[offer.system].gpu].architecture for offer in scenario.offers}
+    return calibration_warnings(catalog, generations)
+
+
+def _instances(scenario, cset: CandidateSet, units: dict, routed: dict) -> tuple[InstanceAllocation, ...]:
+    rps: dict[tuple[str, str], float] = defaultdict(float)
+    for (_, _, key, period), value in routed.items():
+        rps[(key, period)] += value
+    out = []
+    for period in scenario.periods:
+        for c in cset.candidates:
+            count = units.get((c.key, period.name), 0)
+            if count <= 0:
+                continue
+            instances = count * c.instances_per_unit
+            out.append(InstanceAllocation(
+                period=period.name, site=c.site, role=_ROLE[c.pricing], system=c.system, gpu=c.gpu, model=c.model,
+                tp=c.tp, precision=c.precision, max_batch=c.max_batch, engine_isl=c.engine_isl, engine_osl=c.engine_osl,
+                gpus_per_instance=c.gpus_per_instance, instances=instances, gpus=instances * c.gpus_per_instance,
+                rps=round(rps[(c.key, period.name)], 9), stage=c.stage, layout=c.layout_label, speculative=c.speculative,
+                engine=c.engine,
+            ))  # fmt: skip
+    return tuple(out)
+
+
+def _routing(scenario: Scenario, cset: CandidateSet, routed: dict) -> tuple[Route, ...]:
+    rate = {(o.workload, o.bucket, o.candidate): o for o in cset.options}
+    buckets = {w.name: w.buckets for w in scenario.workloads}
+    order = {p.name: i for i, p in enumerate(scenario.periods)}
+    routes = []
+    for (workload, bucket, key, period), rps in sorted(routed.items(), key=lambda kv: (order[kv[0][3]], kv[0][:3])):
+        if rps <= _TOLERANCE:
+            continue
+        c = cset.candidate(key)
+        routes.append(Route(
+            period=period, workload=workload, bucket_isl=buckets[workload][bucket].isl_tokens,
+            bucket_osl=buckets[workload][bucket].osl_tokens, site=c.site, role=_ROLE[c.pricing], system=c.system, model=c.model,
+            tp=c.tp, precision=c.precision, max_batch=c.max_batch, engine_isl=c.engine_isl, engine_osl=c.engine_osl,
+            rps=round(rps, 9), rps_per_node=rate[(workload, bucket, key)].rps_per_node,
+            rps_per_instance=rate[(workload, bucket, key)].rps_per_instance, stage=c.stage, layout=c.layout_label,
+            speculative=c.speculative, engine=c.engine,
+        ))  # fmt: skip
+    return tuple(routes)
+
+
+def _totals(scenario: Scenario, cset: CandidateSet, catalog: Catalog, lines: list[PlanLine]) -> Totals:
+    """On-prem and reserved nodes count once; on-demand cloud nodes at their peak over the periods."""
+    fixed_lines = [line for line in lines if line.role != "on-demand"]
+    nodes_by_system: dict[str, int] = defaultdict(int)
+    for line in fixed_lines:
+        nodes_by_system[line.system] += line.nodes
+    peak_rented: dict[str, int] = defaultdict(int)
+    peak_rented_gpus = 0
+    for period in scenario.periods:
+        rented: dict[str, int] = defaultdict(int)
+        for line in lines:
+            if line.role == "on-demand" and line.period == period.name:
+                rented[line.system] += line.nodes
+        for system_id, count in rented.items():
+            peak_rented[system_id] = max(peak_rented[system_id], count)
+        peak_rented_gpus = max(peak_rented_gpus, sum(catalog.systems[s].gpus_per_node * n for s, n in rented.items()))
+    for system_id, count in peak_rented.items():
+        nodes_by_system[system_id] += count
+    # what runs at once: the fixed nodes and the busiest period's rented ones (per-system peaks of different
+    # periods do not add up)
+    fixed_nodes, fixed_gpus = sum(line.nodes for line in fixed_lines), sum(line.gpus for line in fixed_lines)
+    concurrent = [(sum(line.nodes for line in lines if line.role == "on-demand" and line.period == period.name),
+                   sum(line.gpus for line in lines if line.role == "on-demand" and line.period == period.name))
+                  for period in scenario.periods]  # fmt: skip
+    peak_nodes = fixed_nodes + max((n for n, _ in concurrent), default=0)
+    peak_gpus = fixed_gpus + max((g for _, g in concurrent), default=0)
+    costs = scenario.on_prem_costs
+    capital = energy = maintenance = space = reserved = on_demand = 0.0
+    for line in lines:
+        if line.site == "on-prem" and costs is not None:
+            system = catalog.systems[line.system]
+            per_node_capex = line.capex_usd / line.nodes
+            capital += per_node_capex / costs.amortization_years * line.nodes
+            energy += line.power_kw * costs.utilization_power_factor * costs.pue * costs.usd_per_kwh * 8760
+            maintenance += costs.maintenance_fraction_per_year * line.capex_usd
+            space += (system.rack_units or 0) * line.nodes * costs.space_usd_per_rack_unit_per_year
+        elif line.role == "reserved":
+            reserved += line.annual_cost_usd
+        else:
+            on_demand += line.annual_cost_usd
+    breakdown = CostBreakdown(
+        round(capital, 2), round(energy, 2), round(maintenance, 2), round(space, 2), round(reserved, 2), round(on_demand, 2)
+    )
+    return Totals(
+        nodes_by_system=dict(sorted(nodes_by_system.items())),
+        gpus=sum(line.gpus for line in fixed_lines) + peak_rented_gpus,
+        capex_usd=round(sum(line.capex_usd for line in fixed_lines), 2),
+        power_kw=round(sum(line.power_kw for line in fixed_lines), 6),
+        rack_units=sum((catalog.systems[line.system].rack_units or 0) * line.nodes for line in fixed_lines if line.site == "on-prem"),
+        annual_cost_usd=round(sum(line.annual_cost_usd for line in lines), 2),
+        cost_breakdown=breakdown,
+        peak_concurrent_nodes=peak_nodes,
+        peak_concurrent_gpus=peak_gpus,
+    )  # fmt: skip
+
+
+def _workload_result(workload, scenario: Scenario, cset: CandidateSet, routed: dict, units: dict) -> WorkloadResult:
+    options = {(o.bucket, o.candidate): o for o in cset.options if o.workload == workload.name}
+    users_of: dict[str, set] = defaultdict(set)
+    for o in cset.options:
+        users_of[o.candidate].add((o.workload, o.bucket))
+    loads, assignments = [], {}
+    pool_gpus: dict[str, int] = {"prefill": 0, "decode": 0}
+    for period in scenario.periods:
+        demand = period.demand_rps[workload.name]
+        capacity = {"aggregated": 0.0, "prefill": 0.0, "decode": 0.0}
+        gpus = {"prefill": 0, "decode": 0}
+        for (bucket, key), option in options.items():
+            rps = routed.get((workload.name, bucket, key, period.name), 0.0)
+            if rps <= _TOLERANCE:
+                continue
+            candidate = cset.candidate(key)
+            # a configuration only this bucket uses lends it all its instances; shared ones, what was routed
+            running = units.get((key, period.name), 0)
+            capacity[candidate.stage] += unit_rate(option, candidate) * running if len(users_of[key]) == 1 else rps
+            if candidate.stage in gpus:
+                gpus[candidate.stage] += running * candidate.gpus_per_unit if len(users_of[key]) == 1 else 0
+            assignments.setdefault((bucket, key), 0.0)
+            assignments[(bucket, key)] = max(assignments[(bucket, key)], rps)
+        # a disaggregated request needs both pools: they serve what the smaller of them takes
+        served = capacity["aggregated"] + min(capacity["prefill"], capacity["decode"])
+        loads.append(PeriodLoad(period.name, round(demand, 6), round(served, 6)))
+        if sum(gpus.values()) > sum(pool_gpus.values()):
+            pool_gpus = gpus
+    chosen = [_assignment(options[k], cset.candidate(k[1]), workload, rps) for k, rps in sorted(assignments.items())]
+    worst = {
+        name: max((getattr(a, name) for a in chosen if getattr(a, name) is not None), default=None)
+        for name in LATENCY_METRICS
+    }
+    split = any(a.stage != "aggregated" for a in chosen)
+    if split and worst["e2e_ms"] is None and worst["ttft_ms"] is not None and worst["tpot_ms"] is not None:
+        # the slowest prefill pool with the slowest decode pool: a bound on any request's E2E
+        worst["e2e_ms"] = round(worst["ttft_ms"] + max(workload.osl_tokens - 1, 0) * worst["tpot_ms"], 3)
+    peak = max(loads, key=lambda load: load.demand_rps)
+    return WorkloadResult(
+        name=workload.name, model=workload.model, isl_tokens=workload.isl_tokens, osl_tokens=workload.osl_tokens,
+        demand_rps=peak.demand_rps, demand_note=workload.demand_note, capacity_rps=peak.capacity_rps,
+        ttft_ms=worst["ttft_ms"], itl_ms=worst["itl_ms"], e2e_ms=worst["e2e_ms"], tpot_ms=worst["tpot_ms"],
+        percentile=workload.slo.percentile,
+        provenance=",".join(sorted({a.provenance for a in chosen})) or "none",
+        why="; ".join(a.why for a in chosen) or "no demand", assignments=tuple(chosen), periods=tuple(loads),
+        serving="disaggregated" if split else "aggregated", prefill_gpus=pool_gpus["prefill"],
+        decode_gpus=pool_gpus["decode"],
+    )  # fmt: skip
+
+
+def _assignment(option: Option, candidate: Candidate, workload, rps: float) -> Assignment:
+    perf = option.perf
+    slo = workload.slo
+    bounds = {"ttft_ms": perf.ttft_ms_bound, "tpot_ms": perf.tpot_ms_bound, "itl_ms": perf.itl_ms_bound, "e2e_ms": None}
+    at = f" P{slo.percentile:g}"
+    limits = [
+        f"{LABELS[metric]}{at} {value:.4g} ms (limit {limit:g})" if value is not None
+        else f"{LABELS[metric]}{at} < {bounds[metric]:g} ms (limit {limit:g})"
+        for metric, limit in metric_limits(slo)
+        if (value := getattr(perf, metric)) is not None or bounds[metric] is not None
+    ]
+    point = ", ".join(limits) if limits else "no latency limit: max-throughput point"
+    bucket = workload.buckets[option.bucket]
+    stage = "" if candidate.stage == "aggregated" else f"{candidate.stage} pool: "
+    why = stage + (
+        f"{rps:.4g} rps of {bucket.isl_tokens}/{bucket.osl_tokens} on {candidate.system} ({candidate.pricing}) at "
+        f"{option.rps_per_node:.4g} rps/node = {rps / option.rps_per_node:.2f} nodes of load "
+        f"[{point}; {perf.provenance}"
+        + (f"; {ENGINE_NAMES.get(candidate.engine, candidate.engine)}, expected error ±{perf.expected_error['throughput']:.0%} "
+           "throughput" if perf.expected_error else "") + "]"
+    )
+    return Assignment(
+        system=candidate.system, site=candidate.site, pricing=candidate.pricing, tp=candidate.tp,
+        precision=candidate.precision, max_batch=candidate.max_batch, engine_isl=candidate.engine_isl,
+        engine_osl=candidate.engine_osl, bucket_isl=bucket.isl_tokens, bucket_osl=bucket.osl_tokens,
+        rps=round(rps, 6), rps_per_node=round(option.rps_per_node, 6), concurrency=perf.concurrency,
+        ttft_ms=None if perf.ttft_ms is None else round(perf.ttft_ms, 3),
+        itl_ms=None if perf.itl_ms is None else round(perf.itl_ms, 3),
+        tpot_ms=None if perf.tpot_ms is None else round(perf.tpot_ms, 3),
+        e2e_ms=None if perf.e2e_ms is None else round(perf.e2e_ms, 3),
+        provenance=perf.provenance, source=perf.source, why=why, stage=candidate.stage, layout=candidate.layout_label,
+        speculative=candidate.speculative, engine=candidate.engine, expected_error=perf.expected_error,
+    )  # fmt: skip
+
+
+def _binding_limits(scenario: Scenario, totals: Totals, lines: list[PlanLine], instances) -> tuple[str, ...]:
+    """The budgets the plan uses up (a first reading; costly_limits replaces it with what re-solves show)."""
+    return tuple(label for label, _ in _limit_usage(scenario, totals, lines, instances) if label.endswith("used up"))
+
+
+def _limit_usage(scenario: Scenario, totals: Totals, lines, instances) -> list[tuple[str, str | None]]:
+    """(what the plan uses of each limit set, the budget's skip name for a re-solve without it)."""
+    limits = scenario.limits
+    usage = []
+    for key, label, used, limit, unit in (
+        ("power", "power budget", totals.power_kw, limits.power_kw, "kW"),
+        ("rack", "rack-unit budget", totals.rack_units, limits.rack_units, "RU"),
+        ("capex", "capex budget", totals.capex_usd, limits.capex_usd, "USD"),
+    ):
+        if limit is not None:
+            exhausted = used >= limit - _TOLERANCE * max(1.0, limit)
+            usage.append((f"{label}: {used:,.6g} of {limit:,.6g} {unit} used" + (" up" if exhausted else ""), key))
+    for gpu, available in sorted(limits.max_gpus.items()):
+        peak, where = 0, scenario.periods[0].name
+        for period in scenario.periods:
+            used = sum(
+                line.gpus for line in lines
+                if line.gpu == gpu and (line.role != "on-demand" or line.period == period.name)
+            )  # fmt: skip
+            if used > peak:
+                peak, where = used, period.name
+        usage.append((f"GPUs of {gpu}: {peak} of {available} used in period {where}" + (" up" if peak >= available else ""), f"gpus:{gpu}"))
+    if limits.max_engine_variants is not None:
+        variants = {(i.model, i.gpu, i.tp, i.precision, i.max_batch, i.engine_isl, i.engine_osl) for i in instances}
+        full = len(variants) >= limits.max_engine_variants
+        usage.append((f"engine variants: {len(variants)} of {limits.max_engine_variants} used" + (" up" if full else ""), None))
+    return usage

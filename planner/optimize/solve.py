@@ -1,0 +1,159 @@
+"""Solving the fleet program: CBC (default), HiGHS or OR-Tools (SCIP), each to a relative gap of 0, with the
+status and best bound read from the solver itself."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pulp
+
+from planner.errors import PlannerInputError
+from planner.optimize.model import FleetModel
+
+SOLVERS = ("cbc", "highs", "ortools")
+
+
+CBC_THREADS = 1  # deterministic: the same inputs give the same plan
+
+
+@dataclass(frozen=True)
+class SolveOutcome:
+    status: str  # optimal | feasible | infeasible | stopped (time limit before any plan)
+    mip_gap: float | None  # (objective - best bound) / objective, as the solver's bound gives it
+    seconds: float
+    best_bound: float | None = None
+
+
+def solve_model(model: FleetModel, solver: str, time_limit_s: float) -> SolveOutcome:
+    """Solve with CBC (default), HiGHS or OR-Tools (SCIP) and read the status from the solver itself. Every
+    solver runs to a relative gap of 0: 'optimal' means proven, a time-limit stop with a plan is 'feasible' with
+    the gap computed from the solver's best bound, and one without a plan is 'stopped' (never 'infeasible')."""
+    started = time.perf_counter()
+    if solver == "cbc":
+        status, bound = _solve_cbc(model.problem, time_limit_s)
+    elif solver == "highs":
+        status, bound = _solve_highs(model.problem, time_limit_s)
+    elif solver == "ortools":
+        status, bound = _solve_ortools(model.problem, time_limit_s)
+    else:
+        raise PlannerInputError("--solver", "solver", f"unknown solver '{solver}'; allowed: {', '.join(SOLVERS)}")
+    gap = None
+    if status == "optimal":
+        gap = 0.0
+    elif status == "feasible" and bound is not None:
+        objective = pulp.value(model.problem.objective) or 0.0
+        gap = relative_gap(objective, bound)
+    return SolveOutcome(status, gap, time.perf_counter() - started, bound)
+
+
+def relative_gap(objective: float, bound: float) -> float:
+    """(objective - bound) / |objective|, unrounded but for float noise (6 significant digits)."""
+    gap = max(0.0, objective - bound) / max(abs(objective), 1e-9)
+    return float(f"{gap:.6g}")
+
+
+_PULP_STATUS = {
+    pulp.LpSolutionOptimal: "optimal",
+    pulp.LpSolutionIntegerFeasible: "feasible",
+    pulp.LpSolutionInfeasible: "infeasible",
+    pulp.LpSolutionUnbounded: "infeasible",
+}
+
+
+def _pulp_status(problem: pulp.LpProblem) -> str:
+    """The solution status, falling back on the problem status: CBC reports an integer-infeasible MIP as
+    'no solution found' with problem status 'infeasible'."""
+    if problem.sol_status in _PULP_STATUS:
+        return _PULP_STATUS[problem.sol_status]
+    return "infeasible" if problem.status == pulp.LpStatusInfeasible else "stopped"
+
+
+def _solve_cbc(problem: pulp.LpProblem, time_limit_s: float) -> tuple[str, float | None]:
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "cbc.log"
+        problem.solve(pulp.PULP_CBC_CMD(
+            msg=False, timeLimit=time_limit_s, threads=CBC_THREADS, logPath=str(log), gapRel=0.0,
+        ))  # fmt: skip
+        log_text = log.read_text(errors="replace") if log.exists() else ""
+    status = _pulp_status(problem)
+    if status == "stopped" and "Problem is infeasible" in log_text:
+        status = "infeasible"
+    return status, _cbc_bound(log_text) if status == "feasible" else None
+
+
+def _cbc_bound(log_text: str) -> float | None:
+    """CBC's best bound on an early stop, from its summary ('Lower bound: ...'), or its last progress line
+    ('best possible ...'). Its own 'Gap:' line is rounded to whole hundredths, so the gap is computed from this."""
+    found = re.findall(r"^Lower bound:\s+([0-9.eE+-]+)", log_text, flags=re.MULTILINE)
+    if found:
+        return float(found[-1])
+    found = re.findall(r"best possible\s+([0-9.eE+-]+)", log_text)
+    return float(found[-1]) if found else None
+
+
+@contextlib.contextmanager
+def quiet_stdout():
+    """Discard what a native library prints on file descriptor 1 (HiGHS' banner comes before any option can
+    silence it), so `--json` output stays one JSON document and the terminal stays clean."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no real stdout (embedded use): nothing to guard
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as sink:
+            os.dup2(sink.fileno(), 1)
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            import ctypes
+
+            ctypes.CDLL(None).fflush(None)
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _solve_highs(problem: pulp.LpProblem, time_limit_s: float) -> tuple[str, float | None]:
+    with quiet_stdout():
+        problem.solve(pulp.HiGHS(msg=False, timeLimit=time_limit_s, threads=1, gapRel=0.0))
+    status = _pulp_status(problem)
+    highs = getattr(problem, "solverModel", None)
+    bound = None
+    if highs is not None and status == "feasible":
+        value = highs.getInfo().mip_dual_bound
+        bound = float(value) if math.isfinite(value) else None
+    return status, bound
+
+
+def _solve_ortools(problem: pulp.LpProblem, time_limit_s: float) -> tuple[str, float | None]:
+    """OR-Tools' SCIP on the same model exported as MPS, in a child process (see planner/ortools_worker.py);
+    values are written back into the PuLP variables."""
+    with tempfile.TemporaryDirectory() as tmp:
+        mps, out = Path(tmp) / "fleet.mps", Path(tmp) / "result.json"
+        problem.writeMPS(str(mps))
+        completed = subprocess.run(
+            [sys.executable, "-m", "planner.ortools_worker", str(mps), str(time_limit_s), str(out)],
+            capture_output=True, text=True, timeout=time_limit_s + 120, check=False,
+        )  # fmt: skip
+        if completed.returncode != 0 or not out.exists():
+            raise RuntimeError(f"OR-Tools worker failed: {completed.stderr.strip()[-2000:]}")
+        result = json.loads(out.read_text())
+    status = result["status"]
+    if status in ("optimal", "feasible"):
+        for var in problem.variables():
+            var.varValue = result["values"].get(var.name, 0.0)
+    elif status not in ("infeasible",):
+        status = "stopped"
+    bound = result["bound"] if status == "feasible" and result.get("bound") is not None else None
+    return status, bound
