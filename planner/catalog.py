@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
-import pandas as pd
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from planner.errors import PlannerInputError, unknown_id_message
@@ -320,20 +319,31 @@ STEP_COLUMNS: tuple[str, ...] = (
 )  # fmt: skip
 # the same with the engine's layout beyond TP: attention DP ranks and expert parallelism (1, or TP x DP)
 STEP_COLUMNS_LAYOUT: tuple[str, ...] = (*STEP_COLUMNS[:4], "dp", "ep", *STEP_COLUMNS[4:])
+STEP_INTEGER_COLUMNS = ("tp", "dp", "ep", "decode_batch", "decode_context_tokens", "prefill_prompts", "prefill_isl")
 
 
 class StepTable:
     """Timed engine iterations of one CSV (`calibration/*.csv`): a decode token for each of `decode_batch`
     sequences of `decode_context_tokens`, fused with `prefill_prompts` prompts of `prefill_isl` tokens, took
-    `time_ms`. The roofline's kernel efficiencies are fitted to them (perf/calibration.py). Columns as a frame."""
+    `time_ms`. The roofline's kernel efficiencies are fitted to them (perf/calibration.py). `columns` holds the
+    validated values by column; `frame` is them as a pandas frame (built on first use)."""
 
-    __slots__ = ("path", "origin", "frame")
+    __slots__ = ("_frame", "columns", "origin", "path")
 
-    def __init__(self, path: str, origin: str, frame: pd.DataFrame):
-        self.path, self.origin, self.frame = path, origin, frame
+    def __init__(self, path: str, origin: str, columns: dict[str, list]):
+        self.path, self.origin, self.columns, self._frame = path, origin, columns, None
+
+    @property
+    def frame(self):
+        if self._frame is None:
+            import pandas as pd  # slow to import: where the calibration fits run
+
+            frame = pd.DataFrame(self.columns)
+            self._frame = frame.astype({c: "int64" for c in STEP_INTEGER_COLUMNS} | {"time_ms": float})
+        return self._frame
 
     def __len__(self) -> int:
-        return len(self.frame)
+        return len(self.columns["time_ms"])
 
     def __repr__(self) -> str:
         return f"StepTable({self.path!r}, {len(self)} rows)"
@@ -499,6 +509,8 @@ _REQUIRED_BENCHMARK_COLUMNS = ("source", "model", "gpu", "gpus", "per")
 
 def benchmark_csv_text(rows) -> str:
     """Rows as a benchmark table (the columns above, whole numbers without decimals), for writing."""
+    import pandas as pd  # slow to import: only where a table is written
+
     records = [{c: getattr(row, c) for c in BENCHMARK_COLUMNS} for row in rows]
     frame = pd.DataFrame(records, columns=list(BENCHMARK_COLUMNS))
     for column in ("gpus", "tp", "isl", "osl", "concurrency"):
@@ -527,7 +539,7 @@ def _load_entries(path: Path, key: str) -> list:
 
 
 def _csv_value(raw: object) -> object:
-    """pandas reads an empty cell as NaN; the models want None."""
+    """An empty cell (or pandas' NaN) is None for the models."""
     if raw is None or (isinstance(raw, float) and math.isnan(raw)):
         return None
     if isinstance(raw, str):
@@ -551,21 +563,21 @@ def load_benchmark_table(path: Path, origin: str = SHIPPED_LAYER) -> list[Benchm
                 str(path), f"line {number}",
                 f"{len(record)} fields but the header has {len(records[0])} (quote a field that contains a comma)",
             )
-    frame = pd.DataFrame([r for r in records[1:] if r], columns=records[0], dtype=str)
-    missing = [c for c in _REQUIRED_BENCHMARK_COLUMNS if c not in frame.columns]
+    header = list(records[0])
+    missing = [c for c in _REQUIRED_BENCHMARK_COLUMNS if c not in header]
     if missing:
         raise PlannerInputError(str(path), missing[0], f"missing column; required: {', '.join(_REQUIRED_BENCHMARK_COLUMNS)}")
-    if "tpot_ms" not in frame.columns and "tpot_ms_bound" not in frame.columns:
-        frame = frame.rename(columns=_VERSION_1_COLUMNS)
-    unknown = [c for c in frame.columns if c not in BENCHMARK_COLUMNS]
+    if "tpot_ms" not in header and "tpot_ms_bound" not in header:
+        header = [_VERSION_1_COLUMNS.get(c, c) for c in header]
+    unknown = [c for c in header if c not in BENCHMARK_COLUMNS]
     if unknown:
         # the header of a file that is not a benchmark table may be anything: quote a little of it, no more
         name = unknown[0] if len(unknown[0]) <= 32 else unknown[0][:29] + "..."
         raise PlannerInputError(str(path), name, f"unknown column; allowed: {', '.join(BENCHMARK_COLUMNS)}")
     rows = []
-    for index, record in enumerate(frame.to_dict(orient="records")):
+    for index, record in enumerate(r for r in records[1:] if r):
         line = index + 2  # header is line 1
-        values = {k: _csv_value(v) for k, v in record.items()}
+        values = {k: _csv_value(v) for k, v in zip(header, record)}
         values = {k: v for k, v in values.items() if v is not None}
         values.update(table=path.name, line=line, origin=origin, path=str(path))
         rows.append(validate_model(BenchmarkRow, values, f"{path} line {line}"))
@@ -573,39 +585,60 @@ def load_benchmark_table(path: Path, origin: str = SHIPPED_LAYER) -> list[Benchm
 
 
 def load_step_table(path: Path, models: dict, gpus: dict, origin: str = SHIPPED_LAYER) -> StepTable:
-    """Read one calibration CSV of timed engine iterations; a bad cell raises PlannerInputError naming its line."""
+    """Read one calibration CSV of timed engine iterations; a bad cell raises PlannerInputError naming its line.
+    Plain csv (pandas is slow to import and every catalog load reads these)."""
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        with open(path, newline="", encoding="utf-8-sig") as handle:
+            records = [record for record in csv.reader(handle) if record]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise PlannerInputError(str(path), "", f"cannot read CSV: {exc}") from exc
-    if tuple(frame.columns) not in (STEP_COLUMNS, STEP_COLUMNS_LAYOUT):
+    if not records:
+        raise PlannerInputError(str(path), "", "cannot read CSV: empty file (expected a header line and rows)")
+    header = tuple(records[0])
+    if header not in (STEP_COLUMNS, STEP_COLUMNS_LAYOUT):
         raise PlannerInputError(str(path), "header", f"expected the columns {', '.join(STEP_COLUMNS)} (dp and ep after tp "
                                                      "where the engines use attention DP or expert parallelism)")  # fmt: skip
-    if "dp" not in frame.columns:
-        frame = frame.assign(dp="1", ep="1")
-    out = frame[["source", "model", "gpu", "precision", "provenance"]].copy()
+    for number, record in enumerate(records[1:], start=2):
+        if len(record) != len(header):
+            raise PlannerInputError(str(path), f"line {number}", f"{len(record)} fields but the header has {len(header)}")
+    raw = {name: [record[i] for record in records[1:]] for i, name in enumerate(header)}
+    if "dp" not in raw:
+        raw["dp"] = raw["ep"] = ["1"] * (len(records) - 1)
 
-    def fail(mask, column: str, allowed: str) -> None:
-        if mask.any():
-            line = int(mask.to_numpy().nonzero()[0][0]) + 2
-            raise PlannerInputError(str(path), f"line {line} column {column}", f"{allowed} (got {short_repr(frame[column].iloc[line - 2])})")
+    def fail(bad: list[bool], column: str, allowed: str) -> None:
+        if any(bad):
+            index = bad.index(True)
+            raise PlannerInputError(str(path), f"line {index + 2} column {column}", f"{allowed} (got {short_repr(raw[column][index])})")
 
-    fail(frame["source"].str.strip() == "", "source", "every row names its source")
-    fail(~frame["model"].isin(list(models)), "model", "a model id of the catalog")
-    fail(~frame["gpu"].isin(list(gpus)), "gpu", "a GPU id of the catalog")
-    supported = [p in gpus[g].precisions if g in gpus else False for g, p in zip(frame["gpu"], frame["precision"])]
-    fail(~pd.Series(supported, index=frame.index), "precision", "a precision the GPU supports")
-    for column, low in (("tp", 1), ("dp", 1), ("ep", 1), ("decode_batch", 0), ("decode_context_tokens", 0), ("prefill_prompts", 0), ("prefill_isl", 0)):
-        values = pd.to_numeric(frame[column], errors="coerce")
-        fail(values.isna() | (values != values.round()) | (values < low) | (values > 10_000_000), column, f"a whole number >= {low}")
-        out[column] = values.astype("int64")
-    time_ms = pd.to_numeric(frame["time_ms"], errors="coerce")
-    fail(time_ms.isna() | ~(time_ms > 0) | ~(time_ms < 1e9), "time_ms", "a finite time > 0 ms")
-    out["time_ms"] = time_ms.astype(float)
-    fail((out["decode_batch"] == 0) & (out["prefill_prompts"] == 0), "decode_batch", "an iteration decodes or prefills something")
-    fail((out["prefill_prompts"] > 0) != (out["prefill_isl"] > 0), "prefill_isl", "> 0 exactly when prefill_prompts > 0")
-    fail((out["decode_batch"] > 0) & (out["decode_context_tokens"] == 0), "decode_context_tokens", "> 0 when decode_batch > 0")
-    fail((out["ep"] != 1) & (out["ep"] != out["tp"] * out["dp"]), "ep", "1 (experts split by TP) or tp x dp")
+    def number(text: str) -> float:
+        try:
+            return float(text)
+        except ValueError:
+            return math.nan
+
+    fail([v.strip() == "" for v in raw["source"]], "source", "every row names its source")
+    fail([v not in models for v in raw["model"]], "model", "a model id of the catalog")
+    fail([v not in gpus for v in raw["gpu"]], "gpu", "a GPU id of the catalog")
+    fail([g not in gpus or p not in gpus[g].precisions for g, p in zip(raw["gpu"], raw["precision"])], "precision",
+         "a precision the GPU supports")  # fmt: skip
+    out: dict[str, list] = {name: raw[name] for name in ("source", "model", "gpu", "precision", "provenance")}
+    for column in STEP_INTEGER_COLUMNS:
+        low = 1 if column in ("tp", "dp", "ep") else 0
+        values = [number(v) for v in raw[column]]
+        fail([not (v == round(v) and low <= v <= 10_000_000) if math.isfinite(v) else True for v in values], column,
+             f"a whole number >= {low}")  # fmt: skip
+        out[column] = [int(v) for v in values]
+    time_ms = [number(v) for v in raw["time_ms"]]
+    fail([not (0 < v < 1e9) for v in time_ms], "time_ms", "a finite time > 0 ms")
+    out["time_ms"] = time_ms
+    rows = range(len(time_ms))
+    fail([out["decode_batch"][i] == 0 and out["prefill_prompts"][i] == 0 for i in rows], "decode_batch",
+         "an iteration decodes or prefills something")  # fmt: skip
+    fail([(out["prefill_prompts"][i] > 0) != (out["prefill_isl"][i] > 0) for i in rows], "prefill_isl",
+         "> 0 exactly when prefill_prompts > 0")  # fmt: skip
+    fail([out["decode_batch"][i] > 0 and out["decode_context_tokens"][i] == 0 for i in rows], "decode_context_tokens",
+         "> 0 when decode_batch > 0")  # fmt: skip
+    fail([out["ep"][i] != 1 and out["ep"][i] != out["tp"][i] * out["dp"][i] for i in rows], "ep", "1 (experts split by TP) or tp x dp")
     return StepTable(str(path), origin, out)
 
 

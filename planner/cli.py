@@ -20,14 +20,27 @@ import yaml
 from rich.console import Console
 from typer.core import TyperGroup
 
-from planner import api
-from planner.catalog import PRECISIONS
 from planner.errors import InfeasiblePlanError, PlannerInputError, SolverStoppedError
 from planner.metrics import percentile_problem
-from planner.perf import PerfQuery
-from planner.perf.roofline import DEFAULT_TOKEN_BUDGET, SteadyStateError
-from planner.perf.types import Layout
-from planner.report import json_out, text
+from planner.perf.types import DEFAULT_TOKEN_BUDGET, Layout, PerfQuery, SteadyStateError
+
+
+class _OnFirstUse:
+    """A module imported when a command first uses it: `planner --help` and option parsing do not import the
+    planner's library (numpy, scipy, PuLP, the performance model)."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attribute: str):
+        import importlib
+
+        return getattr(importlib.import_module(self._name), attribute)
+
+
+api = _OnFirstUse("planner.api")
+json_out = _OnFirstUse("planner.report.json_out")
+text = _OnFirstUse("planner.report.text")
 
 
 class Engine(str, Enum):
@@ -870,6 +883,8 @@ def _parse_layout(layout: str | None, tp: int | None) -> Layout | None:
 
 
 def _check_precision(precision: str | None) -> None:
+    from planner.catalog import PRECISIONS
+
     if precision is not None and precision not in PRECISIONS:
         raise PlannerInputError("--precision", "precision", f"unknown precision '{precision}'; allowed: {', '.join(PRECISIONS)}")
 

@@ -31,8 +31,9 @@ def short_repr(value: Any) -> str:
     return text if len(text) <= MAX_REPR else text[: MAX_REPR - 3] + "..."
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """safe_load that refuses a key given twice in one mapping (the last one would silently win)."""
+class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """safe_load that refuses a key given twice in one mapping (the last one would silently win); on libyaml's
+    parser where PyYAML has it (several times faster: the catalog is read on every command)."""
 
     def construct_mapping(self, node, deep=False):
         seen: dict[Any, int] = {}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-from scipy.stats import poisson
 
 WORDS_PER_TOKEN = 0.75  # seed 001: 1 token ~ 0.75 English words
 SECONDS_PER_HOUR = 3600.0
@@ -27,6 +26,8 @@ def peak_rps_from_mean(mean_rps: float, quantile: float = 0.95) -> float:
         raise ValueError("mean_rps must be >= 0")
     if not 0 < quantile < 1:
         raise ValueError("quantile must be strictly between 0 and 1")
+    from scipy.stats import poisson  # scipy is slow to import: where it is used
+
     return float(poisson.ppf(quantile, mean_rps))
 
 

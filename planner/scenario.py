@@ -20,7 +20,7 @@ from planner.errors import PlannerInputError, did_you_mean, unknown_id_message
 from planner.loading import StrictModel, read_yaml, validate_model
 from planner.metrics import MAX_PERCENTILE, METRICS_VERSION, MIN_PERCENTILE, percentile_problem
 from planner.metrics import limits as slo_limits
-from planner.perf.roofline import DEFAULT_TOKEN_BUDGET
+from planner.perf.types import DEFAULT_TOKEN_BUDGET
 from planner.requirements import peak_rps_from_mean, rps_from_users, words_to_tokens
 
 # Sane ranges for every number a scenario gives: beyond them a value is a typo or an attack, and the arithmetic

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from planner.catalog import BenchmarkRow, Catalog, compute_precision
 from planner.metrics import statistic_percentile
@@ -240,6 +239,8 @@ def _least_squares(catalog: Catalog, frame, base: Efficiency, free: list[str]) -
     def efficiency(values) -> Efficiency:
         return dataclasses.replace(base, **dict(zip(free, values)))
 
+    from scipy.optimize import least_squares  # scipy is slow to import: where it is used
+
     result = least_squares(
         lambda values: np.log(step_ms(shapes, efficiency(values), *load)) - measured,
         [getattr(base, n) for n in free], bounds=([KERNEL_BOUNDS[n][0] for n in free], [KERNEL_BOUNDS[n][1] for n in free]),
@@ -389,6 +390,8 @@ def fit_engine(
             out.append((math.log(value / centre) if name == "queue_factor" else value - centre) / scale)
         residuals.data = data
         return np.asarray(out)
+
+    from scipy.optimize import least_squares  # scipy is slow to import: where it is used
 
     result = least_squares(
         residuals, [ENGINE_BOUNDS[n][2] for n in names],

@@ -26,7 +26,6 @@ speculative decoding, 1 without), a step of B sequences taking D(B) = step_ms(B 
 
 from __future__ import annotations
 
-from scipy.stats import poisson
 
 from planner.catalog import Catalog
 from planner.metrics import percentile_label
@@ -94,6 +93,8 @@ def decode_capacity(shape: EngineShape, eff: Efficiency, isl: int, osl: int, itl
     per_step = shape.speculation.tokens_per_step if shape.speculation is not None else 1.0
     steps = max(osl - 1, 1) / per_step
     context = isl + osl / 2
+    from scipy.stats import poisson  # scipy is slow to import: where it is used
+
     def at(mean_batch: float) -> tuple[float, float, float]:
         high_batch = mean_batch if percentile is None else float(poisson.ppf(min(percentile, 99.999) / 100, mean_batch))
         high_batch = max(high_batch, 1.0)

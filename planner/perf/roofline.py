@@ -57,7 +57,6 @@ from dataclasses import dataclass, fields
 from functools import cached_property
 
 import numpy as np
-from scipy.stats import gamma, poisson
 
 from planner.catalog import (
     EMBEDDING_BYTES,
@@ -67,16 +66,14 @@ from planner.catalog import (
     ModelArch,
     compute_precision,
 )
+from planner.perf.types import DEFAULT_TOKEN_BUDGET, SteadyStateError  # noqa: F401 (defined in the light module, used here)
 
 ACTIVATION_BYTES = 2.0  # bf16 activations (all-reduce, norms, MLP activation)
 LM_HEAD_BYTES = 2.0  # quantized checkpoints keep the LM head in bf16
 NORM_PASSES = 8  # two fused add + RMSNorm per layer, each reading and writing the residual and the normed copy
-DEFAULT_TOKEN_BUDGET = 8192  # tokens per iteration (vLLM's max_num_batched_tokens, TensorRT-LLM's max_num_tokens)
 COMPUTE_BOUND_TOKENS = 1e6  # a step this large is compute-bound on any GPU: what a prompt adds to it is its full cost
 
 
-class SteadyStateError(RuntimeError):
-    """The steady-state equation did not solve: a defect, never a number to plan with."""
 
 
 _FP8_COMPUTE = tuple(p for p, spec in PRECISION_SPECS.items() if spec.compute == "fp8")
@@ -790,6 +787,8 @@ class TokenGaps:
         """The gap at a percentile (None: the mean)."""
         if percentile is None:
             return decode + self.chunk_ms * self.chunks_per_step
+        from scipy.stats import poisson  # scipy.stats is slow to import: where it is used
+
         return decode + self.chunk_ms * poisson.ppf(percentile / 100.0, np.maximum(self.chunks_per_step, 1e-300))
 
 
@@ -803,6 +802,8 @@ def token_gaps(x, s: _Steps, running, isl: int, others, tpot, token_budget: int)
 
 def gamma_quantile(mean, var, percentile: float) -> np.ndarray:
     """The p-quantile of a Gamma distribution of this mean and variance (the mean itself where there is no spread)."""
+    from scipy.stats import gamma  # scipy.stats is slow to import: where it is used
+
     mean, var = np.asarray(mean, dtype=float), np.asarray(var, dtype=float)
     spread = (mean > 0) & (var > 0)
     safe_mean, safe_var = np.where(spread, mean, 1.0), np.where(spread, var, 1.0)

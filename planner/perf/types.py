@@ -5,7 +5,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from planner.perf.roofline import DEFAULT_TOKEN_BUDGET
+DEFAULT_TOKEN_BUDGET = 8192  # tokens per iteration (vLLM's max_num_batched_tokens, TensorRT-LLM's max_num_tokens)
+
+
+class SteadyStateError(RuntimeError):
+    """The steady-state equation did not solve: a defect, never a number to plan with."""
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 BATCHES = 10
 MIN_WARMUP_FRACTION = 0.05
@@ -109,6 +108,8 @@ def batch_interval(values: np.ndarray, times: np.ndarray, percentile: float, wei
         else:
             estimates.append(weighted_percentile(values[mask], weights[mask], [percentile])[0])
     estimates = np.array(estimates)
+    from scipy import stats as scipy_stats  # slow to import: where it is used
+
     half = scipy_stats.t.ppf(0.975, BATCHES - 1) * estimates.std(ddof=1) / math.sqrt(BATCHES)
     return float(estimates.mean() - half), float(estimates.mean() + half)
 

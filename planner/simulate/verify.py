@@ -40,7 +40,7 @@ import numpy as np
 from planner.catalog import compute_precision
 from planner.metrics import LABELS
 from planner.metrics import limits as slo_limits
-from planner.perf.roofline import DEFAULT_TOKEN_BUDGET
+from planner.perf.types import DEFAULT_TOKEN_BUDGET
 from planner.plan import configuration_key
 from planner.simulate.balance import run
 from planner.simulate.engines import ServingEngine
