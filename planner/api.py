@@ -285,6 +285,7 @@ class DeploymentResult:
     infeasible: tuple[str, ...]
     output_tokens_per_year: float
     no_plan_status: str = "infeasible"  # or "stopped": the time limit came before any plan
+    note: str = ""  # what was derived for this side (a cloud site the scenario does not have), or why it is missing
 
     @property
     def usd_per_million_output_tokens(self) -> float | None:
@@ -311,22 +312,26 @@ def compare(
     from planner.candidates import enumerate_candidates, restrict_candidates
     from planner.errors import InfeasiblePlanError, SolverStoppedError
     from planner.optimize import solve_candidates
-    from planner.scenario import load_scenario_deployments
+    from planner.scenario import comparable_deployments
 
     catalog = scenario_catalog(scenario_path, catalog_dirs)
-    deployments = load_scenario_deployments(scenario_path, catalog, overrides)
+    deployments, notes = comparable_deployments(scenario_path, catalog, overrides)
     widest = max(deployments.values(), key=lambda s: len(s.offers))
     priced = enumerate_candidates(widest, catalog)
     results = []
     for deployment, scenario in deployments.items():
         tokens = output_tokens_per_year(scenario)
+        note = notes.get(deployment, "")
         try:
             result = solve_candidates(scenario, restrict_candidates(priced, scenario.offers), catalog, solver, time_limit_s)
-            results.append(DeploymentResult(deployment, result, (), tokens))
+            results.append(DeploymentResult(deployment, result, (), tokens, note=note))
         except InfeasiblePlanError as error:
-            results.append(DeploymentResult(deployment, None, tuple(error.diagnosis), tokens))
+            results.append(DeploymentResult(deployment, None, tuple(error.diagnosis), tokens, note=note))
         except SolverStoppedError as error:
-            results.append(DeploymentResult(deployment, None, (str(error),), tokens, "stopped"))
+            results.append(DeploymentResult(deployment, None, (str(error),), tokens, "stopped", note=note))
+    for deployment in ("on-prem", "cloud", "hybrid"):
+        if deployment not in deployments and deployment in notes:  # a side that could not be planned, and why
+            results.append(DeploymentResult(deployment, None, (notes[deployment],), 0.0, "not compared", note=notes[deployment]))
     return tuple(results)
 
 

@@ -843,6 +843,39 @@ def load_scenario_deployments(path: Path | str, catalog: Catalog, overrides: Sce
     return variants
 
 
+def comparable_deployments(path: Path | str, catalog: Catalog,
+                           overrides: ScenarioOverrides | None = None) -> tuple[dict[str, Scenario], dict[str, str]]:  # fmt: skip
+    """What `compare` sets side by side: the deployments the scenario's sites allow and, for a scenario with an
+    on-prem site but none in the cloud, cloud and hybrid on the catalog's priced cloud instances of the same GPUs
+    (at catalog prices, the scenario's on-prem site as it is). Returns (scenarios, a note per deployment that says
+    what was derived, or why a deployment is missing)."""
+    file = str(path)
+    spec = apply_overrides(validate_model(ScenarioSpec, read_yaml(Path(path)), file), overrides, catalog, file)
+    notes: dict[str, str] = {}
+    if spec.sites.on_prem is not None and spec.sites.cloud is None:
+        gpus = sorted({catalog.systems[s].gpu for s in spec.sites.on_prem.systems if s in catalog.systems})
+        instances = sorted(
+            s for s, system in catalog.systems.items()
+            if system.kind == "cloud" and system.gpu in gpus and system.usd_per_hour is not None
+        )  # fmt: skip
+        if instances:
+            spec = spec.model_copy(update={"sites": spec.sites.model_copy(update={"cloud": CloudSite(systems=instances)})})
+            note = (f"the scenario has no cloud site: planned on the catalog's instances of the same GPUs "
+                    f"({', '.join(gpus)}) at catalog prices: {', '.join(instances)}")  # fmt: skip
+            notes = {"cloud": note, "hybrid": note}
+        else:
+            notes = {"cloud": f"not compared: the scenario has no cloud site and the catalog no priced cloud instance of {', '.join(gpus)}"}
+    elif spec.sites.cloud is not None and spec.sites.on_prem is None:
+        notes = {"on-prem": "not compared: the scenario has no on-prem site (give sites.on_prem with the systems and prices to weigh)"}
+    available = {
+        "on-prem": spec.sites.on_prem is not None,
+        "cloud": spec.sites.cloud is not None,
+        "hybrid": spec.sites.on_prem is not None and spec.sites.cloud is not None,
+    }
+    variants = {d: build_scenario(spec.model_copy(update={"deployment": d}), catalog, file) for d, ok in available.items() if ok}
+    return variants, notes
+
+
 def scenario_catalog_dirs(path: Path | str) -> list[Path]:
     """The user catalog directories a scenario names (`catalog:`), relative to the scenario file."""
     path = Path(path)

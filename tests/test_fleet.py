@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from planner.api import plan_file
+from planner.catalog import load_catalog
 from planner.errors import InfeasiblePlanError
 from planner.scenario import load_scenario
 
@@ -411,3 +412,33 @@ def test_peak_concurrent_nodes_are_what_runs_at_once(tmp_path, hybrid_catalog, d
     assert result.totals.peak_concurrent_nodes <= result.totals.nodes
     if deployment == "hybrid":
         assert (result.totals.peak_concurrent_nodes, result.totals.peak_concurrent_gpus) == (10, 80)
+
+
+def test_compare_without_a_cloud_site_plans_cloud_and_hybrid_on_instances_of_the_same_gpus(cli):
+    """The seeds' contact center has an on-prem site only: compare plans cloud and hybrid on the catalog's priced
+    instances of its GPUs (H100), says so, and each side's plan is re-solved from the same candidates."""
+    code, out, err = cli("compare", SCENARIOS / "contact-center.yaml", "--json")
+    assert code == 0, err
+    sides = {s["deployment"]: s for s in json.loads(out)["deployments"]}
+    assert list(sides) == ["on-prem", "cloud", "hybrid"]
+    assert sides["on-prem"]["note"] is None
+    catalog = load_catalog()
+    for deployment in ("cloud", "hybrid"):
+        note = sides[deployment]["note"]
+        assert "no cloud site" in note and "H100-SXM-80GB" in note
+        for system in sides[deployment]["nodes_by_system"]:
+            assert catalog.systems[system].gpu == "H100-SXM-80GB"
+    assert all(catalog.systems[s].kind == "cloud" for s in sides["cloud"]["nodes_by_system"])
+    # hybrid may use both sites: never dearer than either alone
+    assert sides["hybrid"]["objective_usd_per_year"] <= min(sides["on-prem"]["objective_usd_per_year"],
+                                                            sides["cloud"]["objective_usd_per_year"]) + 0.05
+    code, out, _ = cli("compare", SCENARIOS / "contact-center.yaml")
+    assert code == 0 and "Note: the scenario has no cloud site" in out
+
+
+def test_compare_of_a_cloud_only_scenario_says_why_on_prem_is_missing(cli):
+    code, out, err = cli("compare", SCENARIOS / "disaggregated-serving.yaml", "--json")
+    assert code == 0, err
+    sides = {s["deployment"]: s for s in json.loads(out)["deployments"]}
+    assert sides["on-prem"]["status"] == "not compared" and "no on-prem site" in sides["on-prem"]["note"]
+    assert sides["cloud"]["status"] in ("optimal", "feasible") and "hybrid" not in sides

@@ -144,6 +144,7 @@ def compare_document(results: tuple[DeploymentResult, ...]) -> dict:
             "capex_usd": plan.totals.capex_usd if plan else None,
             "cost_breakdown": asdict(plan.totals.cost_breakdown) if plan else None,
             "diagnosis": list(r.infeasible),
+            "note": r.note or None,
         })  # fmt: skip
     return {"deployments": sides}
 
