@@ -4,8 +4,9 @@
   and each workload's demand x the largest factor any
   forecast gives it (a fixed fleet that serves the element-wise largest demand serves every forecast: scale
   each cell's routes down). The nominal plan is solved alongside to price the robustness.
-- Break point of a plan: the largest uniform demand multiplier lambda* its fixed fleet can serve (an LP over the
-  routing with the plan's node counts). Throughput x t and demand x d hold iff d / t <= lambda*.
+- Break point of a plan: the largest uniform demand multiplier lambda* its nodes can serve at the same cost (the
+  fleet program with the plan's node counts fixed: idle GPUs count, engines may be rearranged on the same nodes).
+  Throughput x t and demand x d hold iff d / t <= lambda*.
 - Sensitivity: over a grid of throughput, demand and latency-limit scales, whether the nominal plan holds and
   what a plan made for that point costs.
 """
@@ -21,7 +22,7 @@ from planner.candidates import CandidateSet, enumerate_candidates
 from planner.catalog import Catalog
 from planner.errors import InfeasiblePlanError, PlannerInputError, SolverStoppedError
 from planner.metrics import LATENCY_METRICS
-from planner.plan import Plan, RobustnessSummary, configuration_key
+from planner.plan import Plan, RobustnessSummary
 from planner.scenario import Scenario
 
 
@@ -82,42 +83,40 @@ def is_robust(scenario: Scenario) -> bool:
     return scenario.perf_margin > 0 or bool(scenario.demand_forecasts) or scenario.confidence is not None
 
 
-def demand_multiplier_limit(plan: Plan, scenario: Scenario, cset: CandidateSet) -> float:
-    """lambda* = max lambda such that the plan's running instances route lambda x every bucket's demand in every
-    period (capacity: sum x / r <= instances of the configuration in the period, r per instance). Spares and idle
-    GPUs are not counted."""
-    from planner.optimize import _ROLE, bucket_demand
+def demand_multiplier_limit(plan: Plan, scenario: Scenario, cset: CandidateSet, catalog: Catalog,
+                            solver: str | None = None, time_limit_s: float | None = None) -> float:  # fmt: skip
+    """lambda* = the largest uniform demand multiplier the plan's nodes serve at the plan's cost: its bought,
+    reserved and rented node counts held, the engines on them free (idle GPUs run more whole units, a node may run
+    other configurations), under the scenario's fleet switches and limits. The fleet program of
+    planner/optimize with its node counts fixed and every demand row d x Lambda x mu, maximizing mu <= 1; Lambda
+    starts at 2 and grows x4 while mu reaches 1 (the unit bounds are computed at Lambda x d, so they never cut
+    off a multiplier below Lambda). Spare nodes stay idle."""
+    from planner.optimize import build_fleet_model, solve_model
 
-    running: dict[tuple, int] = {}
-    for allocation in plan.instances:
-        key = (configuration_key(allocation), allocation.period)
-        running[key] = running.get(key, 0) + allocation.instances
-    demand = bucket_demand(scenario)
-    problem = pulp.LpProblem("demand_multiplier", pulp.LpMaximize)
-    scale = pulp.LpVariable("lambda", lowBound=0)
-    problem += scale
-    by_cell: dict[tuple, list] = {}
-    load: dict[tuple, list] = {}
-    for index, option in enumerate(cset.options):
-        candidate = cset.candidate(option.candidate)
-        identity = configuration_key(candidate, role=_ROLE[candidate.pricing])
-        for t, period in enumerate(scenario.periods):
-            cell = (option.workload, option.bucket, period.name)
-            if cell not in demand:
-                continue
-            if not running.get((identity, period.name)):
-                continue
-            routed = pulp.LpVariable(f"x_{index}_{t}", lowBound=0)
-            by_cell.setdefault(cell, []).append(routed)
-            load.setdefault((identity, period.name), []).append(routed * (1.0 / option.rps_per_instance))
-    for index, (cell, value) in enumerate(sorted(demand.items())):
-        problem += pulp.lpSum(by_cell.get(cell, [])) == value * scale, f"demand_{index}"
-    for index, ((identity, period), terms) in enumerate(sorted(load.items(), key=str)):
-        problem += pulp.lpSum(terms) <= running[(identity, period)], f"capacity_{index}"
-    problem.solve(pulp.PULP_CBC_CMD(msg=False))
-    if pulp.LpStatus[problem.status] != "Optimal" or scale.value() is None:
-        return 0.0
-    return float(scale.value())
+    nodes: dict[tuple, int] = {}
+    for line in plan.lines:
+        if line.role != "spare":
+            key = ((line.site, _PRICING[line.role], line.system), line.period)
+            nodes[key] = nodes.get(key, 0) + line.nodes
+    cap, limit = 2.0, time_limit_s if time_limit_s is not None else scenario.time_limit_s
+    while True:
+        share = pulp.LpVariable("mu", 0, 1)
+        model = build_fleet_model(scale_demand(scenario, {w.name: cap for w in scenario.workloads}), cset, catalog,
+                                  valid_inequalities=False, demand_share=share)  # fmt: skip
+        for hardware, var in model.fixed_nodes.items():
+            var.lowBound = var.upBound = nodes.get((hardware, "all"), 0)
+        for (hardware, period), var in model.period_nodes.items():
+            var.lowBound = var.upBound = nodes.get((hardware, period), 0)
+        model.problem.sense = pulp.LpMaximize
+        model.problem.setObjective(share)
+        outcome = solve_model(model, solver or scenario.solver, limit)
+        reached = share.value() if outcome.status in ("optimal", "feasible") and share.value() is not None else 0.0
+        if reached < 1 - 1e-9 or cap >= 4096:
+            return float(cap * reached)
+        cap *= 4
+
+
+_PRICING = {"bought": "capex", "reserved": "reserved", "on-demand": "on-demand"}
 
 
 def plan_robust(scenario: Scenario, catalog: Catalog, solver: str | None = None, time_limit_s: float | None = None,
@@ -135,7 +134,7 @@ def plan_robust(scenario: Scenario, catalog: Catalog, solver: str | None = None,
     try:
         nominal = solve_candidates(scenario, cset, catalog, solver, time_limit_s)
         nominal_cost = nominal.objective_usd_per_year
-        breaks_at = demand_multiplier_limit(nominal, scenario, cset)
+        breaks_at = demand_multiplier_limit(nominal, scenario, cset, catalog, solver, time_limit_s)
     except InfeasiblePlanError:
         nominal_cost, breaks_at = None, None
     summary = RobustnessSummary(
@@ -209,7 +208,7 @@ def sensitivity(
         seconds = time_limit_s if time_limit_s is not None else scenario.time_limit_s
         progress(0, None, f"solving the nominal plan ({solver or scenario.solver}, at most {seconds:g} s)")
     nominal = solve_candidates(scenario, nominal_cset, catalog, solver, time_limit_s)
-    limit = demand_multiplier_limit(nominal, scenario, nominal_cset)
+    limit = demand_multiplier_limit(nominal, scenario, nominal_cset, catalog, solver, time_limit_s)
     grid = [(t, d, s) for s in latency_scales for t in throughput_scales for d in demand_scales]
     points = []
     tightened = {s: scenario if s == 1.0 else _tightened(scenario, s) for s in latency_scales}

@@ -33,11 +33,11 @@ def test_nominal_plan_fails_a_20_percent_derate_and_the_robust_plan_holds(c1, ca
     scenario, cset = c1
     nominal = solve_candidates(scenario, cset, catalog)
     # 13 nodes x 2.4 rps = 31.2 for 31 rps: at 80% throughput the fleet serves 31.2 x 0.8 = 25 rps
-    assert demand_multiplier_limit(nominal, scenario, derate(cset, 0.2)) == pytest.approx(13 * 2.4 * 0.8 / 31)
-    assert demand_multiplier_limit(nominal, scenario, derate(cset, 0.2)) < 1
+    assert demand_multiplier_limit(nominal, scenario, derate(cset, 0.2), catalog) == pytest.approx(13 * 2.4 * 0.8 / 31)
+    assert demand_multiplier_limit(nominal, scenario, derate(cset, 0.2), catalog) < 1
     robust = plan_robust(dataclasses.replace(scenario, perf_margin=0.2), catalog)
     assert sum(line.nodes for line in robust.lines) == math.ceil(31 / (2.4 * 0.8))  # 17
-    assert demand_multiplier_limit(robust, scenario, derate(cset, 0.2)) >= 1
+    assert demand_multiplier_limit(robust, scenario, derate(cset, 0.2), catalog) >= 1
     r = robust.robustness
     assert r.nominal_objective_usd_per_year == nominal.objective_usd_per_year
     assert r.cost_of_robustness_usd_per_year == pytest.approx(robust.objective_usd_per_year - nominal.objective_usd_per_year)
@@ -53,7 +53,7 @@ def test_demand_forecasts_are_all_served(tmp_path, catalog):
     robust = plan_file(path)
     assert sum(line.nodes for line in robust.lines) == math.ceil(31 * 1.3 / 2.4)
     scenario = load_scenario(path, catalog)
-    assert demand_multiplier_limit(robust, scenario, enumerate_candidates(scenario, catalog)) >= 1.3
+    assert demand_multiplier_limit(robust, scenario, enumerate_candidates(scenario, catalog), catalog) >= 1.3
     assert robust.robustness.forecasts == ("base", "growth")
     assert robust.robustness.demand_scales == {"call-summaries": 1.3}
 
@@ -199,3 +199,32 @@ def test_csv_outputs_are_the_same_bytes(tmp_path, cli):
         assert cli("sensitivity", C1, "--throughput", "1,0.8", "--demand", "1,1.5", "--out", grid)[0] == 0
         outputs.append((bom.read_bytes(), grid.read_bytes()))
     assert outputs[0] == outputs[1]
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_idle_gpus_of_the_plan_count_before_it_breaks(tmp_path, share):
+    """One node of 8 GPUs running a single TP1 engine (10 requests/s per instance) for 8 requests/s: with nodes
+    shared, 7 GPUs idle could run 7 more engines at the same cost, so the plan holds to 8 x 10 / 8 = 10 x the
+    demand (it said 1.25: only the running engine counted); not shared, the node's unit is all 8 engines already."""
+    from tests.conftest import make_catalog, on_prem_system
+
+    row = "test fixture,llama-3-8b,H100-SXM-80GB,1,1,bf16,1000,100,16,online,100,,10,,10,,instance,"
+    catalog = load_catalog(make_catalog(tmp_path, [on_prem_system("rack", "H100-SXM-80GB", 100_000.0)], [row]))
+    document = {
+        "name": "idle", "perf": {"sources": ["measured"]},
+        "workloads": [{"name": "chat", "model": "llama-3-8b", "isl_tokens": 1000, "osl_tokens": 100, "peak_rps": 8,
+                       "slo": {"ttft_ms": 500}}],
+        "sites": {"on_prem": {"systems": ["rack"]}},
+        "fleet": {"share_nodes_across_models": share},
+    }  # fmt: skip
+    scenario = load_scenario(write_scenario(tmp_path, document), catalog)
+    cset = enumerate_candidates(scenario, catalog)
+    nominal = solve_candidates(scenario, cset, catalog)
+    assert sum(line.nodes for line in nominal.lines) == 1
+    assert sum(i.instances for i in nominal.instances) == (1 if share else 8)
+    assert demand_multiplier_limit(nominal, scenario, cset, catalog) == pytest.approx(8 * 10 / 8)
+    # throughput x 0.2 and demand x 2: 2 / 0.2 = 10 <= 10 holds; at demand x 2.5 it breaks
+    from planner.robustness import sensitivity as grid
+
+    result = grid(scenario, catalog, throughput_scales=(0.2,), demand_scales=(2.0, 2.5))
+    assert [p.nominal_holds for p in result.points] == [True, False]

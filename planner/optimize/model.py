@@ -189,15 +189,16 @@ def define_routing_variables(model: FleetModel, cset: CandidateSet, demand: dict
             index += 1
 
 
-def add_demand_constraints(model: FleetModel, cset: CandidateSet, demand: dict) -> None:
+def add_demand_constraints(model: FleetModel, cset: CandidateSet, demand: dict, share: pulp.LpVariable | None = None) -> None:
     """sum_{c in C_agg} x[w,b,c,t] + sum_{c in C_pre} x[w,b,c,t] = d[w,t] s[w,b] (1 + H) for every bucket and
-    period with demand: a request runs on an aggregated engine, or starts on a prefill instance."""
+    period with demand: a request runs on an aggregated engine, or starts on a prefill instance. With `share`
+    (a variable mu, planner/robustness.py) the right-hand side is d[w,t] s[w,b] (1 + H) mu."""
     routed_by_cell: dict[tuple[str, int, str], list] = defaultdict(list)
     for (workload, bucket, key, period), var in model.routed.items():
         if cset.candidate(key).stage != "decode":
             routed_by_cell[(workload, bucket, period)].append(var)
     for index, (cell, value) in enumerate(sorted(demand.items())):
-        model.problem += pulp.lpSum(routed_by_cell.get(cell, [])) == value, f"demand_{index}"
+        model.problem += pulp.lpSum(routed_by_cell.get(cell, [])) == (value if share is None else value * share), f"demand_{index}"
 
 
 def add_prefill_decode_flow(model: FleetModel, cset: CandidateSet) -> None:
@@ -408,9 +409,13 @@ def cost_expression(model: FleetModel, scenario: Scenario) -> pulp.LpAffineExpre
 
 
 def build_fleet_model(
-    scenario: Scenario, cset: CandidateSet, catalog: Catalog, with_limits: bool = True, skip: frozenset = frozenset()
+    scenario: Scenario, cset: CandidateSet, catalog: Catalog, with_limits: bool = True, skip: frozenset = frozenset(),
+    valid_inequalities: bool = True, demand_share: pulp.LpVariable | None = None,
 ) -> FleetModel:
-    """The whole program; `skip` leaves out budgets by name (power, rack, capex, gpus:<id>) for diagnosis.
+    """The whole program; `skip` leaves out budgets by name (power, rack, capex, gpus:<id>) for diagnosis;
+    `valid_inequalities=False` leaves out the GPU and instance floors (valid only for the demand as given: a caller
+    that scales the demand rows, planner/robustness.py, must not keep them); `demand_share` multiplies every
+    demand row's right-hand side by that variable.
     Periods with the same demand are one period of the program (merge_equal_periods); every period of the
     scenario still finds its variables under its own name."""
     scenario, members = merge_equal_periods(scenario)
@@ -421,14 +426,15 @@ def build_fleet_model(
     define_routing_variables(model, cset, demand)
     add_spare_nodes(model, scenario, catalog)
     model.problem += cost_expression(model, scenario), "annual_cost_usd"
-    add_demand_constraints(model, cset, demand)
+    add_demand_constraints(model, cset, demand, demand_share)
     add_prefill_decode_flow(model, cset)
     add_serving_mode(model, cset, scenario, demand)
     add_engine_capacity(model, cset)
     add_node_room(model, cset, scenario)
     add_variant_limit(model, cset, scenario)
-    add_gpu_floor(model, cset, scenario, demand)
-    add_instance_floor(model, cset, scenario, demand)
+    if valid_inequalities:
+        add_gpu_floor(model, cset, scenario, demand)
+        add_instance_floor(model, cset, scenario, demand)
     if with_limits:
         if "power" not in skip:
             add_power_limit(model, scenario.limits.power_kw)
