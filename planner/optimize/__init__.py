@@ -49,6 +49,7 @@ equality makes x the requests/s actually sent to each configuration, which the r
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 
 from planner.candidates import CandidateSet, enumerate_candidates
@@ -108,12 +109,13 @@ def solve_candidates(
     """The integer program over a candidate set already priced (the robust and sensitivity modes reuse one)."""
     solver = solver or scenario.solver
     time_limit_s = time_limit_s if time_limit_s is not None else scenario.time_limit_s
+    deadline = time.monotonic() + time_limit_s  # the solve and its re-solves (diagnosis, costly limits) share it
     check_every_workload_has_options(scenario, cset)
     model = build_fleet_model(scenario, cset, catalog)
     outcome = solve_model(model, solver, time_limit_s)
     if outcome.status == "infeasible":
-        raise InfeasiblePlanError(diagnose_limits(scenario, cset, catalog, solver, time_limit_s))
+        raise InfeasiblePlanError(diagnose_limits(scenario, cset, catalog, solver, time_limit_s, deadline))
     if outcome.status == "stopped":
         raise SolverStoppedError(solver, time_limit_s)
     result = _read_plan(scenario, cset, catalog, model, solver, outcome)
-    return dataclasses.replace(result, binding_limits=costly_limits(scenario, cset, catalog, solver, time_limit_s, result))
+    return dataclasses.replace(result, binding_limits=costly_limits(scenario, cset, catalog, solver, time_limit_s, result, deadline))

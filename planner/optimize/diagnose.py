@@ -3,6 +3,7 @@ which limits cost money in a plan that exists (re-solved without each)."""
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 
 import pulp
@@ -23,6 +24,8 @@ from planner.optimize.readback import _limit_usage
 from planner.optimize.solve import solve_model
 from planner.plan import Plan
 from planner.scenario import Scenario
+
+MIN_RESOLVE_S = 0.2  # a re-solve given less than this is not started
 
 
 def check_every_workload_has_options(scenario: Scenario, cset: CandidateSet) -> None:
@@ -68,9 +71,16 @@ def _why_unserved(workload, missing: list[int], cset: CandidateSet) -> str:
     return f"workload {workload.name}{what}: no candidate can serve it ({shown or 'no system allowed'})"
 
 
-def diagnose_limits(scenario: Scenario, cset: CandidateSet, catalog: Catalog, solver: str, time_limit_s: float) -> list[str]:
+def time_left_s(deadline: float | None, time_limit_s: float) -> float:
+    """Seconds a re-solve may take: what is left of the command's time limit (`deadline`, time.monotonic()), or the
+    whole limit where no deadline is set."""
+    return time_limit_s if deadline is None else min(time_limit_s, deadline - time.monotonic())
+
+
+def diagnose_limits(scenario: Scenario, cset: CandidateSet, catalog: Catalog, solver: str, time_limit_s: float,
+                    deadline: float | None = None) -> list[str]:  # fmt: skip
     """Which budget cannot be met: for each, the least it can be while demand is served and the other budgets
-    hold, against its limit."""
+    hold, against its limit. Re-solves share what is left of the time limit before `deadline`."""
     limits = scenario.limits
     checks = [
         ("power", "power budget", lambda m: _on_prem_sum(m, "power_kw"), limits.power_kw, "kW"),
@@ -89,9 +99,12 @@ def diagnose_limits(scenario: Scenario, cset: CandidateSet, catalog: Catalog, so
     for key, label, expression, limit, unit in checks:
         if limit is None:
             continue
+        if time_left_s(deadline, time_limit_s) < MIN_RESOLVE_S:
+            stopped = True
+            continue
         model = build_fleet_model(scenario, cset, catalog, skip=frozenset({key}))
         model.problem.setObjective(expression(model))
-        outcome = solve_model(model, solver, time_limit_s)
+        outcome = solve_model(model, solver, time_left_s(deadline, time_limit_s))
         stopped = stopped or outcome.status in ("stopped", "feasible")
         if outcome.status == "optimal":
             least = pulp.value(model.problem.objective) or 0.0
@@ -103,7 +116,8 @@ def diagnose_limits(scenario: Scenario, cset: CandidateSet, catalog: Catalog, so
                             "needed (the re-solve stopped at its time limit)")
     if not problems:
         model = build_fleet_model(scenario, cset, catalog, with_limits=False)
-        status = solve_model(model, solver, time_limit_s).status
+        left = time_left_s(deadline, time_limit_s)
+        status = solve_model(model, solver, left).status if left >= MIN_RESOLVE_S else "stopped"
         if status == "stopped" or (stopped and status != "infeasible"):
             problems.append(f"the diagnosis stopped at its time limit of {time_limit_s:g} s: raise --time-limit to learn "
                             "which limit is too tight")
@@ -120,19 +134,26 @@ def diagnose_limits(scenario: Scenario, cset: CandidateSet, catalog: Catalog, so
     return problems
 
 
-def costly_limits(scenario: Scenario, cset: CandidateSet, catalog: Catalog, solver: str, time_limit_s: float, plan: Plan) -> tuple[str, ...]:
+def costly_limits(scenario: Scenario, cset: CandidateSet, catalog: Catalog, solver: str, time_limit_s: float, plan: Plan,
+                  deadline: float | None = None) -> tuple[str, ...]:  # fmt: skip
     """The limits that cost money: for each budget the scenario sets, the plan re-solved without it; the budget
     is binding when that optimum is cheaper (whether or not the plan used it up exactly: a power cap can force
     a dearer mix and still leave a few kW unused). Where a re-solve cannot prove its optimum, or for the engine-
-    variant limit, a budget counts as binding when the plan uses it up."""
+    variant limit, or where the time limit (`deadline`) leaves no time to re-solve, a budget counts as binding when
+    the plan uses it up."""
     binding = []
     for label, skip in _limit_usage(scenario, plan.totals, plan.lines, plan.instances):
         if skip is None or plan.status != "optimal":
             if label.endswith("used up"):
                 binding.append(label)
             continue
+        left = time_left_s(deadline, time_limit_s)
+        if left < MIN_RESOLVE_S:
+            if label.endswith("used up"):
+                binding.append(label)
+            continue
         model = build_fleet_model(scenario, cset, catalog, skip=frozenset({skip}))
-        outcome = solve_model(model, solver, time_limit_s)
+        outcome = solve_model(model, solver, left)
         cheaper = pulp.value(model.problem.objective) if outcome.status == "optimal" else None
         if cheaper is not None and cheaper < plan.objective_usd_per_year - max(0.01, 1e-7 * plan.objective_usd_per_year):
             binding.append(f"{label}; without it the plan costs {plan.objective_usd_per_year - cheaper:,.0f} USD/year less")
