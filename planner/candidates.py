@@ -13,11 +13,14 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import multiprocessing
+import os
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from planner.catalog import Catalog
+from planner.errors import PlannerInputError
 from planner.metrics import LATENCY_METRICS
 from planner.perf import (
     PerfMiss,
@@ -339,48 +342,54 @@ class _Builder:
             )
             return
         system = self.catalog.systems[offer.system]
-        precisions = self.precisions(workload, system.gpu)
         query = self.query(workload, offer, bucket)
-        shape = dataclasses.replace(query, ttft_ms=None, tpot_ms=None, itl_ms=None, e2e_ms=None)  # what the curve depends on
         largest = max(self.scenario.max_batch_ladder)
         need_isl, need_osl = bucket.engine_lengths
         engines = [e for e in self.engines[workload.model] if e[0] >= need_isl and e[1] >= need_osl]
+        for shape, layout, precision, speculation, hop in self.curve_specs(offer, workload, bucket):
+            points = self.curve(shape, layout, precision, workload.slo.percentile, speculation, hop)
+            if not isinstance(points, str) and points:
+                self.note_fastest(workload, offer, points[0])
+            best_by_cap = None
+            for lengths in engines:
+                fit = self.fit(workload.model, system.gpu, layout, precision, lengths)
+                if not isinstance(points, str) and fit.fits and best_by_cap is None:
+                    best_by_cap = self.best_by_cap(points, query, layout, precision, workload.slo.percentile, speculation)
+                for batch in self.scenario.max_batch_ladder:
+                    self.counts["generated"] += 1
+                    if isinstance(points, str) or not fit.fits:
+                        self.counts["memory"] += 1
+                        why = points if isinstance(points, str) else f"{layout.label} {precision}: does not fit: {fit.reason}"
+                        self.prune(workload, offer, why, "memory")
+                        continue
+                    best = best_by_cap[batch]
+                    if isinstance(best, str):
+                        self.counts["latency"] += 1
+                        self.prune(workload, offer, f"{layout.label} {precision} batch <= {batch}: {best}", "latency")
+                        continue
+                    if batch != largest:
+                        # the largest cap reaches every point a smaller one does (best_point is monotone in
+                        # the cap), so its candidate serves every bucket this one serves at a rate as
+                        # high: this one is dominated before it is made
+                        self.counts["dominated_early"] += 1
+                        continue
+                    key = self.add(offer, workload, bucket_index, best, batch, lengths, speculation is not None)
+                    if key is not None:
+                        self.engine_fit[(workload.name, bucket_index, key)] = fit
+
+    def curve_specs(self, offer: SystemOffer, workload: Workload, bucket: Bucket):
+        """(shape, layout, precision, speculation, hop) of every curve `from_model` asks for: the curve does not
+        depend on the latency limits, nor on the engine's max lengths beyond whether one sequence of them fits (a
+        paged KV cache runs as many of the bucket's sequences): one curve per bucket shape serves every workload
+        and engine variant."""
+        system = self.catalog.systems[offer.system]
+        query = self.query(workload, offer, bucket)
+        shape = dataclasses.replace(query, ttft_ms=None, tpot_ms=None, itl_ms=None, e2e_ms=None)  # what the curve depends on
         for layout in engine_layouts(self.scenario, self.catalog, workload.model, offer.system):
             hop = system.network_bytes_per_s(layout.tp * layout.dp) or 0.0 if layout.pp > 1 else 0.0
-            for precision in precisions:
+            for precision in self.precisions(workload, system.gpu):
                 for speculation in self.speculations:
-                    # the curve does not depend on the latency limits, nor on the engine's max lengths beyond
-                    # whether one sequence of them fits (a paged KV cache runs as many of the bucket's
-                    # sequences): one curve per bucket shape serves every workload and engine variant
-                    points = self.curve(shape, layout, precision, workload.slo.percentile, speculation, hop)
-                    if not isinstance(points, str) and points:
-                        self.note_fastest(workload, offer, points[0])
-                    best_by_cap = None
-                    for lengths in engines:
-                        fit = self.fit(workload.model, system.gpu, layout, precision, lengths)
-                        if not isinstance(points, str) and fit.fits and best_by_cap is None:
-                            best_by_cap = self.best_by_cap(points, query, layout, precision, workload.slo.percentile, speculation)
-                        for batch in self.scenario.max_batch_ladder:
-                            self.counts["generated"] += 1
-                            if isinstance(points, str) or not fit.fits:
-                                self.counts["memory"] += 1
-                                why = points if isinstance(points, str) else f"{layout.label} {precision}: does not fit: {fit.reason}"
-                                self.prune(workload, offer, why, "memory")
-                                continue
-                            best = best_by_cap[batch]
-                            if isinstance(best, str):
-                                self.counts["latency"] += 1
-                                self.prune(workload, offer, f"{layout.label} {precision} batch <= {batch}: {best}", "latency")
-                                continue
-                            if batch != largest:
-                                # the largest cap reaches every point a smaller one does (best_point is monotone in
-                                # the cap), so its candidate serves every bucket this one serves at a rate as
-                                # high: this one is dominated before it is made
-                                self.counts["dominated_early"] += 1
-                                continue
-                            key = self.add(offer, workload, bucket_index, best, batch, lengths, speculation is not None)
-                            if key is not None:
-                                self.engine_fit[(workload.name, bucket_index, key)] = fit
+                    yield shape, layout, precision, speculation, hop
 
     @property
     def speculations(self) -> tuple:
@@ -525,6 +534,80 @@ class _Builder:
 
 
 CANDIDATE_STAGE = "pricing candidates (workload x system)"
+PARALLEL_MIN_CURVES = 24  # fewer curves are priced in this process: forking costs more than it saves
+_FORKED: _Builder | None = None  # the builder forked workers price curves for (inherited by fork, never pickled)
+
+
+def worker_count() -> int:
+    """Processes that price engine curves: PLANNER_WORKERS (1 prices them all in this process), else the CPUs this
+    process may run on."""
+    configured = os.environ.get("PLANNER_WORKERS", "").strip()
+    if configured:
+        if not configured.isdigit() or int(configured) < 1:
+            raise PlannerInputError("PLANNER_WORKERS", "PLANNER_WORKERS", f"a whole number of processes >= 1 (got {configured[:20]!r})")
+        return int(configured)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _price_curve(key: tuple) -> tuple:
+    """In a forked worker: one engine curve (the builder's memo key) and its points."""
+    return key, _FORKED.curve(*key)
+
+
+def prefetch_curves(builder: _Builder, progress: Callable[..., None] | None = None) -> int:
+    """Price the engine curves the enumeration will ask the roofline for, in parallel processes, into the builder's
+    memo; the enumeration then runs as before and finds them there, so its result is the same whatever the number of
+    processes (the curves are pure functions of their keys). Curves of a (model, GPU) with benchmark rows are left to
+    the enumeration (data may answer and need none). The calibration fits and lazy imports happen here, once,
+    before the fork. Returns the number priced in parallel (0 where
+    there are too few, one process, or no fork on this platform)."""
+    global _FORKED
+    scenario, catalog = builder.scenario, builder.catalog
+    if "modeled" not in scenario.perf_sources:
+        return 0
+    with_rows = {(row.model, row.gpu) for row in catalog.benchmarks}
+    pending: dict[tuple, None] = {}
+    for workload in scenario.workloads:
+        if not supports_roofline(catalog.models[workload.model]) or (scenario.disaggregated == "always" and workload.mode != "offline"):
+            continue
+        for offer, engine in itertools.product(scenario.offers, workload.engines):
+            if engine == DEFAULT_ENGINE and (workload.model, catalog.systems[offer.system].gpu) in with_rows:
+                continue
+            builder.engine = engine
+            for bucket in workload.buckets:
+                for shape, layout, precision, speculation, hop in builder.curve_specs(offer, workload, bucket):
+                    key = (shape, layout, precision, workload.slo.percentile, speculation, hop)
+                    if key not in builder.memo:
+                        pending[key] = None
+    builder.engine = DEFAULT_ENGINE
+    workers = min(worker_count(), len(pending) // 8)
+    if workers < 2 or len(pending) < PARALLEL_MIN_CURVES or "fork" not in multiprocessing.get_all_start_methods():
+        return 0
+    from planner.perf import open_loop  # noqa: F401 (imported once, before the fork)
+    from planner.perf.calibration import fit_kernels
+    from planner.perf.engines import engine_efficiency
+
+    for model, gpu, engine in sorted({(key[0].model, key[0].gpu, key[0].engine) for key in pending}):
+        engine_efficiency(catalog, model, gpu, engine)  # the calibration fits, kept with the catalog
+        fit_kernels(catalog, catalog.gpus[gpu].architecture)
+    rest = list(pending)
+    if progress is not None:
+        progress(0, len(rest), f"pricing {len(rest)} engine curves on {workers} processes")
+    from concurrent.futures import ProcessPoolExecutor
+
+    _FORKED = builder
+    try:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            for done, (key, points) in enumerate(pool.map(_price_curve, rest, chunksize=4), start=1):
+                builder.memo[key] = points
+                if progress is not None:
+                    progress(done, len(rest))
+    finally:
+        _FORKED = None
+    return len(rest)
 
 
 def enumerate_candidates(
@@ -534,6 +617,7 @@ def enumerate_candidates(
     `progress(0, total, CANDIDATE_STAGE)` names the stage before the first workload x system pair, then
     `progress(done, total)` follows each one (the CLI draws a bar with it)."""
     builder = _Builder(scenario, catalog)
+    prefetch_curves(builder, progress)
     total, done = len(scenario.workloads) * len(scenario.offers), 0
     if progress is not None:
         progress(0, total, CANDIDATE_STAGE)

@@ -1,0 +1,55 @@
+"""Engine curves priced in parallel processes (planner.candidates.prefetch_curves) give the enumeration exactly what
+pricing them in this process gives: the same candidates, options, pruning reasons and plan, byte for byte."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from planner import candidates
+from planner.candidates import enumerate_candidates
+from planner.catalog import load_catalog
+from planner.optimize import solve_candidates
+from planner.report import json_out
+from planner.scenario import load_scenario
+from tests.conftest import write_scenario
+
+SCENARIO = {
+    "name": "parallel", "metrics_version": 2, "perf": {"source": "model"},
+    "workloads": [{"name": "chat", "model": "mistral-7b", "isl_tokens": 1500, "osl_tokens": 300, "peak_rps": 40,
+                   "slo": {"ttft_ms": 1500, "itl_ms": 60}},
+                  {"name": "summarize", "model": "qwen3-8b", "isl_tokens": 6000, "osl_tokens": 400, "peak_rps": 5,
+                   "slo": {"ttft_ms": 4000, "itl_ms": 80}}],
+    "sites": {"on_prem": {"systems": ["dgx-h100", "dgx-b200"]},
+              "cloud": {"systems": ["aws-p5en.48xlarge", "lambda-gpu-8x-a100"]}},
+    "deployment": "hybrid",
+}  # fmt: skip
+
+
+def enumerate_with(workers: int, path, monkeypatch, progress=None):
+    monkeypatch.setenv("PLANNER_WORKERS", str(workers))
+    catalog = load_catalog()  # a fresh catalog: no calibration fit or curve kept from the other run
+    scenario = load_scenario(path, catalog)
+    return enumerate_candidates(scenario, catalog, progress), scenario, catalog
+
+
+def test_parallel_pricing_changes_nothing(tmp_path, monkeypatch):
+    path = write_scenario(tmp_path, SCENARIO)
+    stages = []
+    parallel, scenario, catalog = enumerate_with(2, path, monkeypatch, lambda *args: stages.append(args))
+    assert any(len(s) == 3 and "engine curves on 2 processes" in s[2] for s in stages), stages  # it did fork
+    serial, _, serial_catalog = enumerate_with(1, path, monkeypatch)
+    assert parallel.candidates == serial.candidates and parallel.options == serial.options
+    assert parallel.pruned == serial.pruned and parallel.stats == serial.stats
+    documents = [json_out.dumps(json_out.plan_document(solve_candidates(scenario, cset, cat)))
+                 for cset, cat in ((parallel, catalog), (serial, serial_catalog))]  # fmt: skip
+    strip = [{k: v for k, v in json.loads(d).items() if k != "solve_seconds"} for d in documents]
+    assert strip[0] == strip[1]
+
+
+@pytest.mark.parametrize("value", ["0", "two", "-1"])
+def test_a_bad_worker_count_is_refused_by_name(value, monkeypatch):
+    monkeypatch.setenv("PLANNER_WORKERS", value)
+    with pytest.raises(Exception, match="PLANNER_WORKERS"):
+        candidates.worker_count()
