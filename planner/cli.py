@@ -558,7 +558,7 @@ def plan(
         with _progress(progress_mode, json) as progress:
             result = api.plan_file(scenario, catalog, solver.value if solver else None, time_limit, progress, perf_margin,
                                    perf_source, confidence, overrides)  # fmt: skip
-        options = _simulation_options(duration, seeds)
+        options = _simulation_options(duration, seeds) if verify else None  # the simulator is imported only to run
         repaired = checks = None
         if repair:
             with _progress(progress_mode, json, "simulating and repairing") as progress:
