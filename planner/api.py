@@ -347,10 +347,14 @@ class PlannedScenario:
 def plan_in_context(
     scenario_path: Path | str, catalog_dirs: CatalogDirs = None, solver: str | None = None,
     time_limit_s: float | None = None, progress=None, perf_margin: float | None = None, perf_source: str | None = None,
-    overrides: ScenarioOverrides | None = None,
+    overrides: ScenarioOverrides | None = None, plan_document: dict | None = None,
 ) -> PlannedScenario:
+    """The scenario planned (or, with `plan_document`, a saved `planner plan --json`, repaired or edited, taken as
+    it is once checked against the scenario), with the scenario and catalog it goes with."""
     catalog = scenario_catalog(scenario_path, catalog_dirs)
     scenario = with_perf_source(with_perf_margin(load_scenario(scenario_path, catalog, overrides), perf_margin), perf_source)
+    if plan_document is not None:
+        return PlannedScenario(_saved_plan(plan_document, scenario), scenario, catalog)
     result = solve_scenario(scenario, catalog, solver, time_limit_s, progress)
     return PlannedScenario(result, scenario, catalog)
 
@@ -367,11 +371,13 @@ def workload_landscapes(planned: PlannedScenario) -> list[Landscape]:
 
 
 def bom(scenario_path: Path | str, catalog_dirs: CatalogDirs = None, solver: str | None = None,
-        time_limit_s: float | None = None, progress=None, overrides: ScenarioOverrides | None = None):  # fmt: skip
-    """Plan the scenario and return its bill of materials (planner.report.bom.Bom)."""
+        time_limit_s: float | None = None, progress=None, overrides: ScenarioOverrides | None = None,
+        plan_document: dict | None = None):  # fmt: skip
+    """Plan the scenario (or take a saved plan) and return its bill of materials (planner.report.bom.Bom)."""
     from planner.report.bom import build_bom
 
-    planned = plan_in_context(scenario_path, catalog_dirs, solver, time_limit_s, progress, overrides=overrides)
+    planned = plan_in_context(scenario_path, catalog_dirs, solver, time_limit_s, progress, overrides=overrides,
+                              plan_document=plan_document)  # fmt: skip
     return build_bom(planned.plan, planned.scenario, planned.catalog)
 
 
@@ -415,6 +421,15 @@ def _saved_plan(document, scenario: Scenario) -> Plan:
             "--plan", "plan", f"the plan is for scenario '{result.scenario[:60]}' (workloads {', '.join(sorted(planned))[:120]}), "
             f"not for '{scenario.name}' (workloads {', '.join(sorted(wanted))[:120]}) with the same periods",
         )  # fmt: skip
+    allowed = {(offer.site, offer.system) for offer in scenario.offers}
+    periods = {*result.periods, "all"}
+    for index, line in enumerate(result.lines):
+        if (line.site, line.system) not in allowed:
+            offered = ", ".join(sorted(f"{s} ({site})" for site, s in allowed))[:200]
+            raise PlannerInputError("--plan", f"lines[{index}].system", f"'{str(line.system)[:60]}' at site "
+                                    f"'{str(line.site)[:20]}' is not a system the scenario allows; allowed: {offered}")  # fmt: skip
+        if line.period not in periods or not (isinstance(line.nodes, int) and 0 < line.nodes <= 1_000_000):
+            raise PlannerInputError("--plan", f"lines[{index}]", "a period of the plan (or 'all') and 1 to 1,000,000 nodes")
     return result
 
 

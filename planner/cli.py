@@ -111,6 +111,9 @@ PerfSourceOption = Annotated[
     typer.Option("--perf-source", help="auto (rows, the calibrated roofline, aic where installed for what the roofline would extrapolate) | tables | model | aic."),
 ]
 ScenarioArgument = Annotated[Path, typer.Argument(help="Scenario YAML file.")]
+PlanFileOption = Annotated[Path | None, typer.Option(
+    "--plan", help="A saved `planner plan --json` (repaired with --verify --repair, or edited) to use as it is, "
+    "checked against the scenario (default: plan now).")]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")]
 TimeLimitOption = Annotated[float | None, typer.Option("--time-limit", callback=_finite, min=0.001, max=1e6,
                                                           help="Solver time limit, seconds.")]
@@ -456,7 +459,7 @@ def _simulation_options(duration, seeds, seed=0, balancer=Balancer.power_of_two,
 ))
 def simulate(
     scenario: ScenarioArgument,
-    plan_file: Annotated[Path | None, typer.Option("--plan", help="A saved `planner plan --json` (default: plan now).")] = None,
+    plan_file: PlanFileOption = None,
     duration: DurationOption = None,
     seeds: SeedsOption = 1,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Random seed of the first run (>= 0).")] = 0,
@@ -490,17 +493,7 @@ def simulate(
     def action() -> None:
         import time as time_module
 
-        document = None
-        if plan_file is not None:
-            import json as json_module
-
-            from planner.loading import read_yaml
-
-            try:
-                document = json_module.loads(plan_file.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                read_yaml(plan_file)  # a missing file gets the usual message
-                raise PlannerInputError(str(plan_file), "", f"not a plan JSON of `planner plan --json`: {exc}") from None
+        document = _plan_document(plan_file)
         options = _simulation_options(duration, seeds, seed, balancer, length_cv, arrival_cv, token_budget, workload, period)
         started = time_module.perf_counter()
         with _progress(progress_mode, json, "simulating (workload x period)") as progress:
@@ -654,6 +647,7 @@ def bom(
     scenario: ScenarioArgument,
     format: Annotated[BomFormat, typer.Option("--format", help="csv | xlsx | md.")] = BomFormat.csv,
     out: Annotated[Path | None, typer.Option("--out", help="Output file (csv and md print to stdout without it).")] = None,
+    plan_file: PlanFileOption = None,
     deployment: DeploymentOption = None,
     systems: SystemsOption = None,
     precisions: PrecisionsOption = None,
@@ -670,12 +664,13 @@ def bom(
         if format is BomFormat.xlsx and out is None:
             raise PlannerInputError("--out", "out", "an XLSX bill of materials needs --out FILE.xlsx")
         _check_writable(out)
-        _not_an_input(out, scenario, *(catalog or ()))
+        _not_an_input(out, scenario, *(catalog or ()), *((plan_file,) if plan_file else ()))
         from planner.report import bom as bom_report
 
         overrides = _overrides(deployment, systems, precisions, engines)
+        document = _plan_document(plan_file)
         with _progress(progress_mode) as progress:
-            result = api.bom(scenario, catalog, solver.value if solver else None, time_limit, progress, overrides)
+            result = api.bom(scenario, catalog, solver.value if solver else None, time_limit, progress, overrides, document)
         if format is BomFormat.xlsx:
             bom_report.write_xlsx(result, out)
         else:
@@ -698,6 +693,7 @@ def report(
     scenario: ScenarioArgument,
     out: Annotated[Path, typer.Option("--out", help="Folder for report.md, report.html and the PNG plots.")],
     force: Annotated[bool, typer.Option("--force", help="Write into a non-empty folder that holds no previous report.")] = False,
+    plan_file: PlanFileOption = None,
     deployment: DeploymentOption = None,
     systems: SystemsOption = None,
     precisions: PrecisionsOption = None,
@@ -716,13 +712,33 @@ def report(
 
         check_report_folder(out, force)  # before planning; write_report clears a previous report's files
         overrides = _overrides(deployment, systems, precisions, engines)
+        saved = _plan_document(plan_file)
         with _progress(progress_mode) as progress:
             planned = api.plan_in_context(scenario, catalog, solver.value if solver else None, time_limit, progress,
-                                          overrides=overrides)  # fmt: skip
+                                          overrides=overrides, plan_document=saved)  # fmt: skip
         files = document.write_report(document.build_report(planned), out, force)
         print(f"report written to {files[0]} and {files[1]} ({len(files) - 2} plots)")
 
     _run(action, debug)
+
+
+MAX_PLAN_BYTES = 64 * 2**20  # a plan of thousands of lines is a few MiB
+
+
+def _plan_document(plan_file: Path | None) -> dict | None:
+    """The JSON of --plan FILE (None without one); a file that is not JSON is refused by name."""
+    if plan_file is None:
+        return None
+    import json as json_module
+
+    if not plan_file.is_file():
+        raise PlannerInputError(str(plan_file), "", "not a regular file (expected a plan JSON of `planner plan --json`)")
+    if plan_file.stat().st_size > MAX_PLAN_BYTES:
+        raise PlannerInputError(str(plan_file), "", f"larger than {MAX_PLAN_BYTES // 2**20} MiB: not a plan of `planner plan --json`")
+    try:
+        return json_module.loads(plan_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise PlannerInputError(str(plan_file), "", f"not a plan JSON of `planner plan --json`: {str(exc)[:200]}") from None
 
 
 def _check_writable(path: Path | None) -> None:

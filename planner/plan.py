@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass
 
 
@@ -259,7 +260,8 @@ def plan_from_document(document: dict) -> Plan:
         instances=tuple(InstanceAllocation(**i) for i in document.get("instances", ())),
         warnings=tuple(document.get("warnings", ())),
     )  # fmt: skip
-    fields.pop("verification", None)
+    known = {f.name for f in dataclasses.fields(Plan)}
+    fields = {k: v for k, v in fields.items() if k in known}  # `verification`, `repair`, `overrides` ride along
     if fields.get("robustness"):
         robustness = dict(fields["robustness"])
         robustness["forecasts"] = tuple(robustness["forecasts"])

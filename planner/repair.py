@@ -91,6 +91,22 @@ def _at_demand(plan, scenario):
     return dataclasses.replace(plan, routing=routes)
 
 
+def _at_scenario_demand(plan, scenario):
+    """The repaired plan as the scenario reads it: its routes at the scenario's demand (`_at_demand`), and each
+    workload's demand the scenario's in every period, its capacity what the repaired fleet gives (the plan was
+    solved for raised demand; the repair steps say by how much)."""
+    plan = _at_demand(plan, scenario)
+    demand = {(w, p.name): rate for p in scenario.periods for w, rate in p.demand_rps.items()}
+    workloads = []
+    for result in plan.workloads:
+        periods = tuple(dataclasses.replace(load, demand_rps=round(demand[(result.name, load.period)], 6))
+                        for load in result.periods)  # fmt: skip
+        peak = max(periods, key=lambda load: load.demand_rps) if periods else None
+        workloads.append(result if peak is None else dataclasses.replace(
+            result, periods=periods, demand_rps=peak.demand_rps, capacity_rps=peak.capacity_rps))  # fmt: skip
+    return dataclasses.replace(plan, workloads=tuple(workloads))
+
+
 def _stopped(checks, rounds: int, max_rounds: int) -> str:
     verdict = overall_verdict(checks)
     after = f" after {rounds} round{'s' if rounds != 1 else ''}" if rounds else ""
@@ -139,6 +155,8 @@ def repair_plan(plan, scenario, catalog, simulate, solve, max_rounds: int = 8) -
             steps.append(RepairStep(number, check.workload, check.period, why, before, after, added, missed, capacity,
                                     step_rps, nodes_before, nodes_after))  # fmt: skip
         checks = simulate(_at_demand(plan, original), original)
+    if steps:
+        plan = _at_scenario_demand(plan, original)
     return Repair(plan, tuple(checks), tuple(steps), original_cost, original_nodes,
                   all(c.ok for c in checks if c.ok is not None), overall_verdict(checks),
                   _stopped(checks, rounds, max_rounds), _inconclusive(checks))  # fmt: skip

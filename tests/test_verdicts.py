@@ -214,17 +214,37 @@ class _Route:
 
 
 @dataclasses.dataclass(frozen=True)
+class _Load:
+    period: str
+    demand_rps: float
+    capacity_rps: float
+
+
+@dataclasses.dataclass(frozen=True)
+class _Result:
+    name: str
+    periods: tuple
+    demand_rps: float
+    capacity_rps: float
+
+
+@dataclasses.dataclass(frozen=True)
 class _Plan:
+    """A plan of `nodes` boxes of 2.4 rps, solved for `sized_for` rps of chat."""
+
     nodes: int
     routing: tuple = (_Route("chat", "all", 31.0, 2.4, 2.4),)
+    workloads: tuple = ()
+    sized_for: float = 31.0
+
+    def __post_init__(self):
+        if not self.workloads:
+            load = _Load("all", self.sized_for, 2.4 * self.nodes)
+            object.__setattr__(self, "workloads", (_Result("chat", (load,), self.sized_for, 2.4 * self.nodes),))
 
     @property
     def totals(self):
         return SimpleNamespace(annual_cost_usd=1000.0 * self.nodes, nodes=self.nodes, nodes_by_system={"box": self.nodes})
-
-    @property
-    def workloads(self):
-        return (SimpleNamespace(name="chat", periods=(SimpleNamespace(period="all", capacity_rps=2.4 * self.nodes),)),)
 
 
 def _repair(verdicts: list[str]):
@@ -243,7 +263,7 @@ def _repair(verdicts: list[str]):
 
     def solve(scenario):
         asked.append(scenario.periods[0].demand_rps["chat"])
-        return _Plan(13 + len(asked))
+        return _Plan(13 + len(asked), routing=(_Route("chat", "all", asked[-1], 2.4, 2.4),), sized_for=asked[-1])
 
     scenario = _Scenario((_Period("all", {"chat": 31.0}),))
     return repair_plan(_Plan(13), scenario, None, simulate, solve), asked
@@ -267,6 +287,11 @@ def test_repair_acts_on_a_conclusive_miss_and_says_what_it_added_and_why():
     assert "31 -> 33.6 rps" in step.added and "box 13 -> 14" in step.added
     assert step.nodes_before == {"box": 13} and step.nodes_after == {"box": 14}
     assert repaired.verdict == HOLDS and repaired.all_ok and "holds after 1 round" in repaired.stopped
+    # the repaired plan states the scenario's demand, its capacity as the repaired fleet gives it, and routes the
+    # scenario's demand (it was solved for the raised 33.6 rps)
+    (result,) = repaired.plan.workloads
+    assert result.demand_rps == 31.0 and result.periods[0].demand_rps == 31.0 and result.capacity_rps == pytest.approx(14 * 2.4)
+    assert sum(r.rps for r in repaired.plan.routing) == pytest.approx(31.0)
 
 
 def test_repair_stops_when_only_inconclusive_checks_remain():
@@ -279,7 +304,7 @@ def test_repair_stops_when_only_inconclusive_checks_remain():
 # The Llama 3 8B assistant's one DGX H100 is sized at its row's 70.7 rps: the simulated engines run at the row's rate
 # (utilization ~1), and 300 s of seed 0 put TTFT P50 at ~2.5 s, its interval's lower end (~2.0 s) above the 500 ms
 # limit (8 seeds of 2,400 s agree: none passes). Two nodes hold it at ~57 ms.
-def test_plan_verify_exits_5_on_a_conclusive_miss_and_0_once_repaired(cli):
+def test_plan_verify_exits_5_on_a_conclusive_miss_and_0_once_repaired(cli, tmp_path):
     args = ("plan", SCENARIOS / "llama3-8b-assistant.yaml", "--verify", "--duration", "300", "--json")
     code, out, err = cli(*args)
     assert code == 5, err
@@ -295,6 +320,23 @@ def test_plan_verify_exits_5_on_a_conclusive_miss_and_0_once_repaired(cli):
     assert document["verification"]["verdict"] == HOLDS and document["repair"]["verdict"] == HOLDS
     (step,) = document["repair"]["steps"]
     assert step["misses"][0]["metric"] == "TTFT" and "MISSES" in step["why"] and step["added"]
+    # the repaired plan is a first-class input: it states the scenario's demand, and bom, report and simulate take
+    # it with --plan and use exactly its fleet
+    (workload,) = document["workloads"]
+    assert workload["demand_rps"] == step["demand_rps_before"] < step["demand_rps_after"]
+    assert workload["capacity_rps"] > workload["demand_rps"]
+    saved = tmp_path / "repaired.json"
+    saved.write_text(out)
+    nodes = document["totals"]["nodes_by_system"]
+    code, bom, err = cli("bom", SCENARIOS / "llama3-8b-assistant.yaml", "--plan", saved)
+    assert code == 0, err
+    (line,) = [row for row in bom.splitlines() if row.startswith(next(iter(nodes)) + ",")]
+    assert line.split(",")[6] == str(next(iter(nodes.values())))  # the count column: the repaired fleet
+    code, sim, err = cli("simulate", SCENARIOS / "llama3-8b-assistant.yaml", "--plan", saved, "--duration", "300", "--json")
+    assert code == 0, err
+    assert json.loads(sim)["verdict"] == HOLDS
+    code, _, err = cli("report", SCENARIOS / "llama3-8b-assistant.yaml", "--plan", saved, "--out", tmp_path / "report")
+    assert code == 0, err
 
 
 # The contact center's 13 DGX H100 at 99.4% load: 600 s of seed 0 put TTFT P50 at ~3.3 s, its interval straddling
@@ -309,3 +351,23 @@ def test_plan_verify_exits_0_when_only_inconclusive(cli):
     document = json.loads(out)
     assert code == 0 and document["verification"]["verdict"] == INCONCLUSIVE
     assert document["repair"]["steps"] == [] and document["repair"]["inconclusive"]
+
+
+def test_a_plan_file_is_checked_against_the_scenario(cli, tmp_path):
+    """--plan takes a saved plan as it is, but only one the scenario could have: its workloads, periods and systems."""
+    code, out, err = cli("plan", SCENARIOS / "contact-center.yaml", "--json")
+    assert code == 0, err
+    document = json.loads(out)
+    document["lines"][0]["system"] = "aws-p5.48xlarge"  # a cloud instance in an on-prem-only scenario
+    saved = tmp_path / "edited.json"
+    saved.write_text(json.dumps(document))
+    for command in ("bom", "simulate"):
+        code, out, err = cli(command, SCENARIOS / "contact-center.yaml", "--plan", saved)
+        assert code == 2 and "lines[0].system" in err and "'aws-p5.48xlarge'" in err and "dgx-h100 (on-prem)" in err, err
+    document["lines"][0]["system"], document["lines"][0]["nodes"] = "dgx-h100", -3
+    saved.write_text(json.dumps(document))
+    code, _, err = cli("bom", SCENARIOS / "contact-center.yaml", "--plan", saved)
+    assert code == 2 and "lines[0]" in err and "1 to 1,000,000 nodes" in err
+    saved.write_text("{not json")
+    code, _, err = cli("report", SCENARIOS / "contact-center.yaml", "--plan", saved, "--out", tmp_path / "r")
+    assert code == 2 and "not a plan JSON" in err and not (tmp_path / "r").exists()
