@@ -305,10 +305,11 @@ def output_tokens_per_year(scenario: Scenario) -> float:
 
 def compare(
     scenario_path: Path | str, catalog_dirs: CatalogDirs = None, solver: str | None = None,
-    time_limit_s: float | None = None, overrides: ScenarioOverrides | None = None,
+    time_limit_s: float | None = None, overrides: ScenarioOverrides | None = None, plan_document: dict | None = None,
 ) -> tuple[DeploymentResult, ...]:
     """Plan the scenario on-prem, in the cloud and hybrid (as its sites allow) and return the three side by side.
-    Candidates are priced once, for the deployment with the most offers, and each deployment solves on its part."""
+    Candidates are priced once, for the deployment with the most offers, and each deployment solves on its part.
+    With `plan_document` (a saved plan), its deployment's side is that plan as it is, checked against the scenario."""
     from planner.candidates import enumerate_candidates, restrict_candidates
     from planner.errors import InfeasiblePlanError, SolverStoppedError
     from planner.optimize import solve_candidates
@@ -319,9 +320,20 @@ def compare(
     widest = max(deployments.values(), key=lambda s: len(s.offers))
     priced = enumerate_candidates(widest, catalog)
     results = []
+    saved = None
+    if plan_document is not None:
+        deployment = plan_document.get("deployment") if isinstance(plan_document, dict) else None
+        if deployment not in deployments:
+            raise PlannerInputError("--plan", "deployment", f"the plan's deployment {str(deployment)[:20]!r} is not one "
+                                    f"this scenario compares ({', '.join(deployments)})")  # fmt: skip
+        saved = (deployment, _saved_plan(plan_document, deployments[deployment]))
     for deployment, scenario in deployments.items():
         tokens = output_tokens_per_year(scenario)
         note = notes.get(deployment, "")
+        if saved is not None and saved[0] == deployment:
+            results.append(DeploymentResult(deployment, saved[1], (), tokens, note=(note + "; " if note else "")
+                                            + "the saved plan (--plan), not re-solved"))  # fmt: skip
+            continue
         try:
             result = solve_candidates(scenario, restrict_candidates(priced, scenario.offers), catalog, solver, time_limit_s)
             results.append(DeploymentResult(deployment, result, (), tokens, note=note))

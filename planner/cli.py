@@ -606,6 +606,7 @@ def _exit_on_conclusive_miss(checks, repaired: bool) -> None:
 def compare(
     scenario: Annotated[Path, typer.Argument(help="Scenario YAML file with on_prem and/or cloud sites.")],
     json: JsonOption = False,
+    plan_file: PlanFileOption = None,
     systems: SystemsOption = None,
     precisions: PrecisionsOption = None,
     engines: EnginesOption = None,
@@ -618,7 +619,8 @@ def compare(
 
     def action() -> None:
         overrides = _overrides(None, systems, precisions, engines)
-        results = api.compare(scenario, catalog, solver.value if solver else None, time_limit, overrides)
+        saved = _plan_document(plan_file)
+        results = api.compare(scenario, catalog, solver.value if solver else None, time_limit, overrides, saved)
         if json:
             document = json_out.compare_document(results)
             if overrides and isinstance(document, dict):

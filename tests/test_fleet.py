@@ -433,7 +433,7 @@ def test_compare_without_a_cloud_site_plans_cloud_and_hybrid_on_instances_of_the
     assert sides["hybrid"]["objective_usd_per_year"] <= min(sides["on-prem"]["objective_usd_per_year"],
                                                             sides["cloud"]["objective_usd_per_year"]) + 0.05
     code, out, _ = cli("compare", SCENARIOS / "contact-center.yaml")
-    assert code == 0 and "Note: the scenario has no cloud site" in out
+    assert code == 0 and "Note (cloud, hybrid): the scenario has no cloud site" in out
 
 
 def test_compare_of_a_cloud_only_scenario_says_why_on_prem_is_missing(cli):
@@ -442,3 +442,20 @@ def test_compare_of_a_cloud_only_scenario_says_why_on_prem_is_missing(cli):
     sides = {s["deployment"]: s for s in json.loads(out)["deployments"]}
     assert sides["on-prem"]["status"] == "not compared" and "no on-prem site" in sides["on-prem"]["note"]
     assert sides["cloud"]["status"] in ("optimal", "feasible") and "hybrid" not in sides
+
+
+def test_compare_takes_a_saved_plan_for_its_deployment(cli, tmp_path):
+    code, out, err = cli("plan", SCENARIOS / "contact-center.yaml", "--json")
+    assert code == 0, err
+    document = json.loads(out)
+    document["lines"][0]["nodes"] += 2  # an edited plan: two more nodes than the optimum, taken as it is
+    document["lines"][0]["annual_cost_usd"] += 1000.0
+    document["objective_usd_per_year"] += 1000.0
+    saved = tmp_path / "edited.json"
+    saved.write_text(json.dumps(document))
+    code, out, err = cli("compare", SCENARIOS / "contact-center.yaml", "--plan", saved, "--json")
+    assert code == 0, err
+    sides = {s["deployment"]: s for s in json.loads(out)["deployments"]}
+    assert sides["on-prem"]["objective_usd_per_year"] == document["objective_usd_per_year"]
+    assert "the saved plan (--plan), not re-solved" in sides["on-prem"]["note"]
+    assert sides["hybrid"]["objective_usd_per_year"] < document["objective_usd_per_year"]  # re-solved: the optimum

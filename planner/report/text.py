@@ -309,8 +309,12 @@ def print_compare(results: tuple[DeploymentResult, ...], console: Console) -> No
             console.print(f"- {r.deployment}: {systems}" + (" (each system at its own peak)" if several else ""), soft_wrap=True)
         else:
             console.print(f"- {r.deployment}: " + "; ".join(r.infeasible), soft_wrap=True)
-    for note in dict.fromkeys(r.note for r in results if r.note and r.plan is not None):
-        console.print(f"Note: {note}.", soft_wrap=True)
+    sides: dict[str, list[str]] = {}
+    for r in results:
+        if r.note and r.plan is not None:
+            sides.setdefault(r.note, []).append(r.deployment)
+    for note, deployments in sides.items():
+        console.print(f"Note ({', '.join(deployments)}): {note}.", soft_wrap=True)
     console.print("Peak nodes and GPUs: what runs at once in the busiest period. Output tokens per year use each "
                   "workload's mean rate where the scenario gives one, else its peak.")
 
