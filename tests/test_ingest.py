@@ -346,3 +346,31 @@ def test_cli_loop_ingest_then_plan_on_the_users_rows(tmp_path, cli, tool, path, 
     assert assignments and all(a["provenance"] in ("measured", "interpolated", "modeled") for a in assignments)
     assert all(f"[{catalog_dir}] {tool}" in a["source"] or f"[{catalog_dir}] vllm bench serve" in a["source"]
                for a in assignments)  # fmt: skip
+
+
+def _vllm_run(rate, ttft_of_isl) -> dict:
+    """A `vllm bench serve --save-result --save-detailed` document of 200 requests with prompts of 50-900 tokens."""
+    lengths = [50 + (i * 37) % 850 for i in range(200)]
+    ttfts = [ttft_of_isl(isl, i) / 1e3 for i, isl in enumerate(lengths)]  # vLLM records seconds
+    return {
+        "model_id": "meta-llama/Llama-3.3-70B-Instruct", "completed": 200, "duration": 60.0, "request_rate": rate,
+        "max_concurrency": None, "total_input_tokens": sum(lengths), "total_output_tokens": 200 * 200,
+        "request_throughput": 3.3, "output_throughput": 660.0, "median_ttft_ms": 60.0, "median_tpot_ms": 25.0,
+        "median_itl_ms": 25.0, "mean_ttft_ms": 60.0, "mean_tpot_ms": 25.0, "mean_e2el_ms": 5000.0,
+        "input_lens": lengths, "output_lens": [200] * 200, "ttfts": ttfts,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(("rate", "ttft_of_isl", "cached"), [
+    (4.0, lambda isl, i: 40 + (i * 7919) % 50, True),  # TTFT unrelated to the prompt: the prefix cache answered
+    (4.0, lambda isl, i: 20 + 0.12 * isl + (i * 7919) % 50, False),  # a cold prefill: TTFT grows with the prompt
+    ("inf", lambda isl, i: 40 + (i * 7919) % 50, False),  # everything sent at once: TTFT is the queue, not judged
+])  # fmt: skip
+def test_vllm_runs_served_from_the_prefix_cache_keep_no_ttft(tmp_path, catalog, rate, ttft_of_isl, cached):
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(_vllm_run(rate, ttft_of_isl)))
+    options = IngestOptions(model="llama-3.3-70b", gpu="H100-SXM-80GB", tp=8, precision="bf16")
+    (row,) = ingest("vllm", [path], options, catalog).rows
+    assert (row.ttft_ms is None) == cached
+    assert ("prefix cache" in row.notes) == cached
+    assert row.tpot_ms == 25.0 and row.request_throughput_rps == 3.3  # the rest of the run is kept either way

@@ -51,6 +51,7 @@ class Run:
     model_hints: tuple[str, ...] = ()  # other names of the model the file records (the tokenizer's)
     requests: int | None = None  # completed requests the statistics rest on, where the file says
     itl_ms: float | None = None  # one token gap, where the tool records gaps
+    cached_prompts: str | None = None  # why the run's prompts were served from a prefix cache (its TTFT then dropped)
 
 
 @dataclass(frozen=True)
@@ -343,8 +344,11 @@ def _short_path(file: str) -> str:
 
 
 def run_warnings(run: Run) -> list[str]:
-    """What makes a run's numbers doubtful: few requests, throughput figures that disagree."""
+    """What makes a run's numbers doubtful: prompts served from a prefix cache, few requests, throughput figures
+    that disagree."""
     warnings = []
+    if run.cached_prompts:
+        warnings.append(f"warning: {_short_path(run.file)}: {run.cached_prompts}")
     if run.requests is not None and run.requests < FEW_REQUESTS:
         warnings.append(f"warning: {_short_path(run.file)} rests on {run.requests} completed requests (fewer than "
                         f"{FEW_REQUESTS}): its rates and percentiles are noise, not a measurement to size a fleet on")  # fmt: skip

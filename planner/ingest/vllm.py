@@ -10,6 +10,8 @@ files hold one object per line; a sweep's `summary.json` holds a list of runs.
 from __future__ import annotations
 
 import json
+import math
+import statistics
 from pathlib import Path
 
 from planner.errors import PlannerInputError
@@ -86,6 +88,37 @@ def _mean_e2e(result: dict, osl: float, file: str, notes: list[str]) -> float | 
     return number(ttft, file, "mean_ttft_ms") + (osl - 1) * number(gap, file, key)
 
 
+CACHE_MIN_REQUESTS = 20  # per-request records needed to tell
+CACHE_MIN_ISL_CV = 0.2  # prompts must differ this much (coefficient of variation) for TTFT to have to follow them
+CACHE_MAX_CORRELATION = 0.3  # a cold prefill's TTFT grows with its prompt: corr(TTFT, ISL) 0.94 in a 1 request/s run
+
+
+def prefix_cache_hits(result: dict) -> str | None:
+    """Why a run's TTFT is not a cold prefill, or None. With per-request `input_lens` and `ttfts` (--save-detailed),
+    a run whose prompts vary in length (CV >= 0.2) but whose TTFT does not grow with them (corr(TTFT, ISL) < 0.3)
+    served its prompts from the prefix cache: vLLM benchmarks that replay the same dataset hit it from the second
+    run on (../shared/real/bench/vllm: corr 0.94 at 1 request/s, then 0.08 and 0.14 at 4 and 16). A run that sends
+    every request at once (rate inf, no concurrency) is not judged: its TTFT is its place in the queue, whatever
+    the prompt."""
+    lengths, ttfts = result.get("input_lens"), result.get("ttfts")
+    if not isinstance(lengths, list) or not isinstance(ttfts, list) or len(lengths) != len(ttfts):
+        return None
+    pairs = [(float(i), float(t)) for i, t in zip(lengths, ttfts)
+             if isinstance(i, (int, float)) and isinstance(t, (int, float)) and math.isfinite(i) and math.isfinite(t) and t > 0]
+    if len(pairs) < CACHE_MIN_REQUESTS:
+        return None
+    isl, ttft = [p[0] for p in pairs], [p[1] for p in pairs]
+    mean_isl = statistics.fmean(isl)
+    if mean_isl <= 0 or statistics.pstdev(isl) / mean_isl < CACHE_MIN_ISL_CV or statistics.pstdev(ttft) == 0:
+        return None
+    correlation = statistics.correlation(isl, ttft)
+    if correlation >= CACHE_MAX_CORRELATION:
+        return None
+    return (f"TTFT does not grow with the prompt (corr(TTFT, ISL) = {correlation:.2f} over {len(pairs)} requests whose "
+            f"ISL varies {statistics.pstdev(isl) / mean_isl:.0%}): the prompts hit the engine's prefix cache, so the "
+            "row keeps no TTFT (no cold prefill was measured) and its throughput is a cached one")  # fmt: skip
+
+
 def parse_result(result: dict, file: str, statistic: str, concurrency_override: int | None = None) -> Run:
     model_id = require(result, "model_id", file, WHAT)
     completed = number(require(result, "completed", file, WHAT), file, "completed")
@@ -118,13 +151,16 @@ def parse_result(result: dict, file: str, statistic: str, concurrency_override: 
             concurrency = little_concurrency(rps, _mean_e2e(result, osl, file, notes))
             notes.append("concurrency = mean requests in flight = request_throughput x mean E2E (Little's law): the "
                          "run offered a rate, not a concurrency")  # fmt: skip
+    cached = None if run_kind == "max-throughput" else prefix_cache_hits(result)
+    if cached is not None:
+        ttft = None
     return Run(
         tool="vllm bench serve", tool_version=None, file=file, model_name=str(model_id),
         concurrency=count(concurrency, file, "max_concurrency") if concurrency is not None else None, request_rate=rate,
         isl=isl, osl=osl,
         ttft_ms=ttft, tpot_ms=tpot, itl_ms=itl, request_throughput_rps=rps,
         output_tokens_per_s=number(tokens_per_s, file, "output_throughput") if tokens_per_s is not None else None,
-        statistic=statistic, run_kind=run_kind, notes=tuple(notes), requests=int(completed),
+        statistic=statistic, run_kind=run_kind, notes=tuple(notes), requests=int(completed), cached_prompts=cached,
     )  # fmt: skip
 
 
