@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from conftest import SCENARIOS, write_scenario
 from planner.catalog import load_catalog
 from planner.perf import PerfQuery, estimate
-from planner.simulate.against_model import compare, random_engine
+from planner.simulate.against_model import EngineCase, compare, random_engine
 
 CATALOG = load_catalog()
 
@@ -231,3 +231,21 @@ def test_plan_json_names_every_metric_and_its_percentile(cli_json):
         assert {"ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"} <= set(workload)
         assert all({"ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"} <= set(a) for a in workload["assignments"])
     json.dumps(plan)
+
+
+@pytest.mark.parametrize(("model", "gpu", "layout", "precision", "isl", "osl"), [
+    ("gpt-oss-120b", "B200-SXM-180GB", "DEP4", "fp4", 2000, 500),  # attention DP 4, experts over 4 GPUs
+    ("qwen3-30b-a3b", "H100-SXM-80GB", "TP2EP4", "fp8", 1500, 300),  # attention TP 2 x DP 2, experts over 4
+    ("llama-3.3-70b", "H100-SXM-80GB", "TP4PP2", "fp8", 3000, 300),  # two pipeline stages of TP 4
+])  # fmt: skip
+def test_engines_beyond_tp_simulate_as_the_model_steps_them(model, gpu, layout, precision, isl, osl):
+    """Issue 32: attention-DP/EP and pipeline engines are simulated (ranks and stages in lockstep, experts evenly
+    loaded) on the performance model's own step: at 60% of the usable rate no simulated mean lies more than 25%
+    above or 40% below the open-loop model's, as for TP engines."""
+    from planner.perf.types import Layout
+
+    case = EngineCase.build(load_catalog(), model, gpu, 1, precision, isl, osl, layout=Layout.parse(layout))
+    checks = compare(case, 0.6, 50.0, requests_wanted=6_000)
+    far = {m: f"{c.simulated_ms:,.1f} simulated (95% {c.interval}) vs {c.modeled_ms:,.1f} modeled"
+           for m, c in checks.items() if _beyond(c, 0.25, 0.40)}  # fmt: skip
+    assert not far, f"{case.label}: {far}"

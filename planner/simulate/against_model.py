@@ -96,11 +96,14 @@ class EngineCase:
 
     @classmethod
     def build(cls, catalog: Catalog, model: str, gpu: str, tp: int, precision: str, isl: int, osl: int,
-              token_budget: int = DEFAULT_TOKEN_BUDGET) -> EngineCase:  # fmt: skip
-        memory = instance_memory(catalog, model, gpu, tp, precision, isl, osl)
-        shape = engine_shape(catalog, catalog.models[model], catalog.gpus[gpu], Layout(tp), precision)
+              token_budget: int = DEFAULT_TOKEN_BUDGET, layout: Layout | None = None) -> EngineCase:  # fmt: skip
+        """`layout` (attention DP, EP, pipeline stages) beyond TP: the simulator runs it as one engine whose ranks
+        step in lockstep, on the model's own step (planner/simulate/verify.py)."""
+        layout = layout or Layout(tp)
+        memory = instance_memory(catalog, model, gpu, layout.tp, precision, isl, osl, layout.dp, layout.ep, layout.pp)
+        shape = engine_shape(catalog, catalog.models[model], catalog.gpus[gpu], layout, precision)
         eff = efficiency_for(catalog, catalog.gpus[gpu].architecture)
-        label = f"{model} {gpu} TP{tp} {precision} {isl}/{osl}" + (
+        label = f"{model} {gpu} {layout.label} {precision} {isl}/{osl}" + (
             f" budget {token_budget}" if token_budget != DEFAULT_TOKEN_BUDGET else "")  # fmt: skip
         return cls(label, shape, eff, isl, osl, memory.running_limit(isl, osl), memory.kv_token_capacity, token_budget)
 

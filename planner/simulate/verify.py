@@ -40,7 +40,7 @@ import numpy as np
 from planner.catalog import compute_precision
 from planner.metrics import LABELS
 from planner.metrics import limits as slo_limits
-from planner.perf.types import DEFAULT_TOKEN_BUDGET
+from planner.perf.types import DEFAULT_TOKEN_BUDGET, Layout
 from planner.plan import configuration_key
 from planner.simulate.balance import run
 from planner.simulate.engines import ServingEngine
@@ -135,6 +135,13 @@ def _instances_per_node(route, gpus_per_node: int) -> int:
     return gpus_per_node // route.tp if route.tp else 1  # rows of a whole system: one instance per node
 
 
+def _layout(route) -> Layout:
+    """The route's engine layout (attention DP, EP, PP beside TP), TP alone where the plan states none."""
+    if route.layout and any(part in route.layout for part in ("DP", "EP", "PP")):
+        return Layout.parse(route.layout)
+    return Layout(route.tp or 1)
+
+
 def _engine_shape(route, catalog):
     """(tp, precision, memory fit) of the engine: the route's own, or for rows measured on a whole node the smallest
     TP (bf16 first, then fp8) at which the model fits with a KV cache."""
@@ -145,6 +152,11 @@ def _engine_shape(route, catalog):
     gpu = catalog.gpus[system.gpu]
     if not supports_roofline(catalog.models[route.model]):
         return None
+    layout = _layout(route)
+    if layout != Layout(layout.tp):  # attention DP / EP / pipeline stages: the plan's own engine
+        memory = instance_memory(catalog, route.model, system.gpu, layout.tp, route.precision, route.engine_isl,
+                                 route.engine_osl, layout.dp, layout.ep, layout.pp)  # fmt: skip
+        return (layout.tp, route.precision, memory) if memory.fits else None
     precisions = [route.precision] if route.precision else [p for p in ("bf16", "fp8") if p in gpu.precisions]
     tps = [route.tp] if route.tp else [t for t in TP_CHOICES if t <= system.gpus_per_node and system.gpus_per_node % t == 0]
     for precision in precisions:
@@ -169,7 +181,17 @@ def engine_setup(route, assignment, instances: int, share: float, catalog, token
         return _point_setup(route, assignment, instances, share, catalog, token_budget, shared_with)
     tp, precision, memory = found
     gpu = catalog.gpus[system.gpu]
-    shape = EngineShape(catalog.models[route.model], gpu, tp, precision, kv_bytes_for(precision))
+    layout = _layout(route)
+    if layout != Layout(layout.tp):
+        # one engine whose ranks step in lockstep (the all-to-all of every MoE layer waits for all of them), its
+        # batch spread evenly over the attention-DP ranks and its experts evenly loaded: the performance model's own
+        # step (perf.engine_shape, with the pipeline's hop over the node's network)
+        from planner.perf import engine_shape
+
+        hop = (system.network_bytes_per_s(layout.tp * layout.dp) or 0.0) if layout.pp > 1 else 0.0
+        shape = engine_shape(catalog, catalog.models[route.model], gpu, layout, precision, None, hop)
+    else:
+        shape = EngineShape(catalog.models[route.model], gpu, tp, precision, kv_bytes_for(precision))
     efficiency = engine_efficiency(catalog, route.model, gpu.id, route.engine)
     base = RooflineSteps(shape, efficiency)
     overhead = efficiency.ttft_overhead_ms
@@ -177,7 +199,10 @@ def engine_setup(route, assignment, instances: int, share: float, catalog, token
     kv_batch = memory.running_limit(route.bucket_isl, route.bucket_osl) or 1
     per_node = system.gpus_per_node // tp if route.tp is None else 1  # engines per plan instance
     count = max(1, round(instances * per_node * share))
-    engine = f"TP{tp} {precision} engine" + (f"s shared with {shared_with}" if shared_with else "")
+    label = layout.label if layout != Layout(layout.tp) else f"TP{tp}"
+    engine = f"{label} {precision} engine" + (f"s shared with {shared_with}" if shared_with else "")
+    if layout != Layout(layout.tp):
+        engine += " (ranks in lockstep, experts evenly loaded)" if layout.dp > 1 or layout.ep > 1 else " (stages in lockstep)"
     if is_modeled(assignment.provenance):
         batch = route.max_batch or kv_batch
         return EngineSetup(base, batch, kv_tokens, count,
@@ -907,8 +932,6 @@ def _not_simulated(route) -> str | None:
     if route.stage != "aggregated":
         return (f"{route.stage} pool ({route.rps:.4g} rps) not simulated: the simulator runs aggregated engines only "
                 "(disaggregated pools are checked by the model's own M/D/1 and Poisson-batch terms)")  # fmt: skip
-    if any(part in (route.layout or "") for part in ("DP", "EP", "PP")):
-        return f"{route.layout} engine not simulated: the simulator runs tensor-parallel engines of one node only"
     if route.speculative:
         return "speculative decoding not simulated (the simulator has no draft/verify steps)"
     return None
