@@ -597,17 +597,21 @@ def prefetch_curves(builder: _Builder, progress: Callable[..., None] | None = No
     if progress is not None:
         progress(0, len(rest), f"pricing {len(rest)} engine curves on {workers} processes")
     from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
     _FORKED = builder
+    done = 0
     try:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
             for done, (key, points) in enumerate(pool.map(_price_curve, rest, chunksize=4), start=1):
                 builder.memo[key] = points
                 if progress is not None:
                     progress(done, len(rest))
+    except (BrokenProcessPool, OSError):  # a worker killed (memory) or no process to start: price the rest here
+        pass
     finally:
         _FORKED = None
-    return len(rest)
+    return done
 
 
 def enumerate_candidates(

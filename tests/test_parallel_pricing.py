@@ -53,3 +53,29 @@ def test_a_bad_worker_count_is_refused_by_name(value, monkeypatch):
     monkeypatch.setenv("PLANNER_WORKERS", value)
     with pytest.raises(Exception, match="PLANNER_WORKERS"):
         candidates.worker_count()
+
+
+def test_a_broken_worker_pool_falls_back_to_pricing_here(tmp_path, monkeypatch):
+    """A worker killed (out of memory) breaks the pool: the curves not priced yet are priced in this process and the
+    enumeration gives what one process gives."""
+    import concurrent.futures
+    from concurrent.futures.process import BrokenProcessPool
+
+    class Broken:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def map(self, *args, **kwargs):
+            raise BrokenProcessPool("a worker died")
+
+    path = write_scenario(tmp_path, SCENARIO)
+    serial, _, _ = enumerate_with(1, path, monkeypatch)
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Broken)
+    broken, _, _ = enumerate_with(2, path, monkeypatch)
+    assert broken.candidates == serial.candidates and broken.options == serial.options
