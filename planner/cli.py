@@ -800,7 +800,7 @@ def perf(
         if concurrency is not None and rate_rps is not None:
             raise PlannerInputError("--rate", "rate", "give --concurrency (closed loop) or --rate (open loop), not both")
         parsed = _parse_layout(layout, tp)
-        beyond_tp = parsed if parsed is not None and parsed != Layout(parsed.tp) else None  # plain TP is --tp's
+        beyond_tp = parsed if parsed is not None and parsed.beyond_tp else None  # plain TP is --tp's
         query = PerfQuery(model, gpu, isl, osl, parsed.tp if parsed else tp, precision, concurrency, ttft_ms, itl_ms,
                           e2e_ms, tpot_ms, token_budget, rate_rps=rate_rps, engine=engine.value, layout=beyond_tp)  # fmt: skip
         answer = api.perf_point(query, catalog, perf_source, percentile)

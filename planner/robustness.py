@@ -91,12 +91,13 @@ def demand_multiplier_limit(plan: Plan, scenario: Scenario, cset: CandidateSet, 
     planner/optimize with its node counts fixed and every demand row d x Lambda x mu, maximizing mu <= 1; Lambda
     starts at 2 and grows x4 while mu reaches 1 (the unit bounds are computed at Lambda x d, so they never cut
     off a multiplier below Lambda). Spare nodes stay idle."""
-    from planner.optimize import build_fleet_model, solve_model
+    from planner.optimize import _ROLE, build_fleet_model, solve_model
 
+    pricing_of = {role: pricing for pricing, role in _ROLE.items()}  # a plan line's role -> its hardware's pricing
     nodes: dict[tuple, int] = {}
     for line in plan.lines:
         if line.role != "spare":
-            key = ((line.site, _PRICING[line.role], line.system), line.period)
+            key = ((line.site, pricing_of[line.role], line.system), line.period)
             nodes[key] = nodes.get(key, 0) + line.nodes
     cap, limit = 2.0, time_limit_s if time_limit_s is not None else scenario.time_limit_s
     while True:
@@ -116,7 +117,6 @@ def demand_multiplier_limit(plan: Plan, scenario: Scenario, cset: CandidateSet, 
         cap *= 4
 
 
-_PRICING = {"bought": "capex", "reserved": "reserved", "on-demand": "on-demand"}
 
 
 def plan_robust(scenario: Scenario, catalog: Catalog, solver: str | None = None, time_limit_s: float | None = None,

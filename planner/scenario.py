@@ -471,9 +471,11 @@ def check_lengths_fit_context(spec: ScenarioSpec, workloads: list[Workload], cat
                 )
 
 
+SITES_OF_DEPLOYMENT = {"on-prem": ("on_prem",), "cloud": ("cloud",), "hybrid": ("on_prem", "cloud")}  # sites.<key> each needs
+
+
 def check_sites_match_deployment(spec: ScenarioSpec, file: str) -> None:
-    needs = {"on-prem": ("on_prem",), "cloud": ("cloud",), "hybrid": ("on_prem", "cloud")}[spec.deployment]
-    for site in needs:
+    for site in SITES_OF_DEPLOYMENT[spec.deployment]:
         if getattr(spec.sites, site) is None:
             raise PlannerInputError(file, f"sites.{site}", f"deployment '{spec.deployment}' needs a sites.{site} block")
 
@@ -830,17 +832,23 @@ def _speculation(spec: SpeculativeSpec | None, catalog: Catalog, file: str):
     return Speculation(spec.method, spec.draft_tokens, spec.acceptance_rate, draft)
 
 
+def _spec(path: Path | str, catalog: Catalog, overrides: ScenarioOverrides | None) -> ScenarioSpec:
+    """A scenario file read and validated, with one run's overrides."""
+    file = str(path)
+    return apply_overrides(validate_model(ScenarioSpec, read_yaml(Path(path)), file), overrides, catalog, file)
+
+
+def _deployment_variants(spec: ScenarioSpec, catalog: Catalog, file: str) -> dict[str, Scenario]:
+    """The scenario once per deployment whose sites it has."""
+    return {
+        deployment: build_scenario(spec.model_copy(update={"deployment": deployment}), catalog, file)
+        for deployment, sites in SITES_OF_DEPLOYMENT.items() if all(getattr(spec.sites, s) is not None for s in sites)
+    }  # fmt: skip
+
+
 def load_scenario_deployments(path: Path | str, catalog: Catalog, overrides: ScenarioOverrides | None = None) -> dict[str, Scenario]:
     """The scenario once per deployment its sites allow (on-prem, cloud, hybrid), for side-by-side comparison."""
-    file = str(path)
-    spec = apply_overrides(validate_model(ScenarioSpec, read_yaml(Path(path)), file), overrides, catalog, file)
-    available = {
-        "on-prem": spec.sites.on_prem is not None,
-        "cloud": spec.sites.cloud is not None,
-        "hybrid": spec.sites.on_prem is not None and spec.sites.cloud is not None,
-    }
-    variants = {d: build_scenario(spec.model_copy(update={"deployment": d}), catalog, file) for d, ok in available.items() if ok}
-    return variants
+    return _deployment_variants(_spec(path, catalog, overrides), catalog, str(path))
 
 
 def comparable_deployments(path: Path | str, catalog: Catalog,
@@ -849,8 +857,7 @@ def comparable_deployments(path: Path | str, catalog: Catalog,
     on-prem site but none in the cloud, cloud and hybrid on the catalog's priced cloud instances of the same GPUs
     (at catalog prices, the scenario's on-prem site as it is). Returns (scenarios, a note per deployment that says
     what was derived, or why a deployment is missing)."""
-    file = str(path)
-    spec = apply_overrides(validate_model(ScenarioSpec, read_yaml(Path(path)), file), overrides, catalog, file)
+    spec = _spec(path, catalog, overrides)
     notes: dict[str, str] = {}
     if spec.sites.on_prem is not None and spec.sites.cloud is None:
         gpus = sorted({catalog.systems[s].gpu for s in spec.sites.on_prem.systems if s in catalog.systems})
@@ -867,13 +874,7 @@ def comparable_deployments(path: Path | str, catalog: Catalog,
             notes = {"cloud": f"not compared: the scenario has no cloud site and the catalog no priced cloud instance of {', '.join(gpus)}"}
     elif spec.sites.cloud is not None and spec.sites.on_prem is None:
         notes = {"on-prem": "not compared: the scenario has no on-prem site (give sites.on_prem with the systems and prices to weigh)"}
-    available = {
-        "on-prem": spec.sites.on_prem is not None,
-        "cloud": spec.sites.cloud is not None,
-        "hybrid": spec.sites.on_prem is not None and spec.sites.cloud is not None,
-    }
-    variants = {d: build_scenario(spec.model_copy(update={"deployment": d}), catalog, file) for d, ok in available.items() if ok}
-    return variants, notes
+    return _deployment_variants(spec, catalog, str(path)), notes
 
 
 def scenario_catalog_dirs(path: Path | str) -> list[Path]:
@@ -936,8 +937,7 @@ def apply_overrides(spec: ScenarioSpec, overrides: ScenarioOverrides | None, cat
     if overrides.deployment is not None:
         if overrides.deployment not in ("on-prem", "cloud", "hybrid"):
             raise PlannerInputError(file, "--deployment", f"on-prem, cloud or hybrid (got {overrides.deployment!r})")
-        needs = {"on-prem": ("on_prem",), "cloud": ("cloud",), "hybrid": ("on_prem", "cloud")}[overrides.deployment]
-        missing = [site for site in needs if getattr(spec.sites, site) is None]
+        missing = [site for site in SITES_OF_DEPLOYMENT[overrides.deployment] if getattr(spec.sites, site) is None]
         if missing and overrides.systems is None:
             raise PlannerInputError(file, "--deployment", f"{overrides.deployment} needs a {' and '.join(m.replace('_', '-') for m in missing)} "
                                     "site, which the scenario does not have: name its systems with --systems")  # fmt: skip
@@ -954,7 +954,7 @@ def apply_overrides(spec: ScenarioSpec, overrides: ScenarioOverrides | None, cat
         update["sites"] = spec.sites.model_copy(update=sites)
         have = {site for site, value in sites.items() if value is not None}
         deployment = update.get("deployment", spec.deployment)
-        needs = {"on-prem": {"on_prem"}, "cloud": {"cloud"}, "hybrid": {"on_prem", "cloud"}}[deployment]
+        needs = set(SITES_OF_DEPLOYMENT[deployment])
         if not needs <= have:
             if overrides.deployment is not None:
                 raise PlannerInputError(file, "--systems", f"deployment {deployment} needs "
@@ -970,6 +970,4 @@ def apply_overrides(spec: ScenarioSpec, overrides: ScenarioOverrides | None, cat
 def load_scenario(path: Path | str, catalog: Catalog, overrides: ScenarioOverrides | None = None) -> Scenario:
     """Read, validate and resolve a scenario file, with one run's overrides if any; any problem raises
     PlannerInputError (file, field, allowed)."""
-    file = str(path)
-    spec = apply_overrides(validate_model(ScenarioSpec, read_yaml(Path(path)), file), overrides, catalog, file)
-    return build_scenario(spec, catalog, file)
+    return build_scenario(_spec(path, catalog, overrides), catalog, str(path))

@@ -59,6 +59,11 @@ class Layout:
         return self.tp * self.dp * self.pp
 
     @property
+    def beyond_tp(self) -> bool:
+        """Attention DP, expert parallelism or pipeline stages beside TP."""
+        return self != Layout(self.tp)
+
+    @property
     def label(self) -> str:
         parts = [f"TP{self.tp}"] if self.tp > 1 or self.dp == 1 else []
         parts += [f"DP{self.dp}"] if self.dp > 1 else []

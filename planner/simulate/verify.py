@@ -153,7 +153,7 @@ def _engine_shape(route, catalog):
     if not supports_roofline(catalog.models[route.model]):
         return None
     layout = _layout(route)
-    if layout != Layout(layout.tp):  # attention DP / EP / pipeline stages: the plan's own engine
+    if layout.beyond_tp:  # attention DP / EP / pipeline stages: the plan's own engine
         memory = instance_memory(catalog, route.model, system.gpu, layout.tp, route.precision, route.engine_isl,
                                  route.engine_osl, layout.dp, layout.ep, layout.pp)  # fmt: skip
         return (layout.tp, route.precision, memory) if memory.fits else None
@@ -182,7 +182,7 @@ def engine_setup(route, assignment, instances: int, share: float, catalog, token
     tp, precision, memory = found
     gpu = catalog.gpus[system.gpu]
     layout = _layout(route)
-    if layout != Layout(layout.tp):
+    if layout.beyond_tp:
         # one engine whose ranks step in lockstep (the all-to-all of every MoE layer waits for all of them), its
         # batch spread evenly over the attention-DP ranks and its experts evenly loaded: the performance model's own
         # step (perf.engine_shape, with the pipeline's hop over the node's network)
@@ -199,9 +199,9 @@ def engine_setup(route, assignment, instances: int, share: float, catalog, token
     kv_batch = memory.running_limit(route.bucket_isl, route.bucket_osl) or 1
     per_node = system.gpus_per_node // tp if route.tp is None else 1  # engines per plan instance
     count = max(1, round(instances * per_node * share))
-    label = layout.label if layout != Layout(layout.tp) else f"TP{tp}"
+    label = layout.label if layout.beyond_tp else f"TP{tp}"
     engine = f"{label} {precision} engine" + (f"s shared with {shared_with}" if shared_with else "")
-    if layout != Layout(layout.tp):
+    if layout.beyond_tp:
         engine += " (ranks in lockstep, experts evenly loaded)" if layout.dp > 1 or layout.ep > 1 else " (stages in lockstep)"
     if is_modeled(assignment.provenance):
         batch = route.max_batch or kv_batch
