@@ -548,8 +548,9 @@ def _csv_value(raw: object) -> object:
     return raw
 
 
-def load_benchmark_table(path: Path, origin: str = SHIPPED_LAYER) -> list[BenchmarkRow]:
-    """Read one benchmark CSV into rows; a bad row raises PlannerInputError naming file, line and column."""
+def _csv_records(path: Path) -> tuple[list[str], list[list[str]]]:
+    """(header, non-empty records) of a CSV file; an unreadable or empty file, or a record whose field count is not
+    the header's, raises PlannerInputError naming its line."""
     try:
         with open(path, newline="", encoding="utf-8-sig") as handle:
             records = list(csv.reader(handle))
@@ -563,7 +564,12 @@ def load_benchmark_table(path: Path, origin: str = SHIPPED_LAYER) -> list[Benchm
                 str(path), f"line {number}",
                 f"{len(record)} fields but the header has {len(records[0])} (quote a field that contains a comma)",
             )
-    header = list(records[0])
+    return list(records[0]), [record for record in records[1:] if record]
+
+
+def load_benchmark_table(path: Path, origin: str = SHIPPED_LAYER) -> list[BenchmarkRow]:
+    """Read one benchmark CSV into rows; a bad row raises PlannerInputError naming file, line and column."""
+    header, records = _csv_records(path)
     missing = [c for c in _REQUIRED_BENCHMARK_COLUMNS if c not in header]
     if missing:
         raise PlannerInputError(str(path), missing[0], f"missing column; required: {', '.join(_REQUIRED_BENCHMARK_COLUMNS)}")
@@ -575,7 +581,7 @@ def load_benchmark_table(path: Path, origin: str = SHIPPED_LAYER) -> list[Benchm
         name = unknown[0] if len(unknown[0]) <= 32 else unknown[0][:29] + "..."
         raise PlannerInputError(str(path), name, f"unknown column; allowed: {', '.join(BENCHMARK_COLUMNS)}")
     rows = []
-    for index, record in enumerate(r for r in records[1:] if r):
+    for index, record in enumerate(records):
         line = index + 2  # header is line 1
         values = {k: _csv_value(v) for k, v in zip(header, record)}
         values = {k: v for k, v in values.items() if v is not None}
@@ -587,23 +593,14 @@ def load_benchmark_table(path: Path, origin: str = SHIPPED_LAYER) -> list[Benchm
 def load_step_table(path: Path, models: dict, gpus: dict, origin: str = SHIPPED_LAYER) -> StepTable:
     """Read one calibration CSV of timed engine iterations; a bad cell raises PlannerInputError naming its line.
     Plain csv (pandas is slow to import and every catalog load reads these)."""
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as handle:
-            records = [record for record in csv.reader(handle) if record]
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise PlannerInputError(str(path), "", f"cannot read CSV: {exc}") from exc
-    if not records:
-        raise PlannerInputError(str(path), "", "cannot read CSV: empty file (expected a header line and rows)")
-    header = tuple(records[0])
+    names, records = _csv_records(path)
+    header = tuple(names)
     if header not in (STEP_COLUMNS, STEP_COLUMNS_LAYOUT):
         raise PlannerInputError(str(path), "header", f"expected the columns {', '.join(STEP_COLUMNS)} (dp and ep after tp "
                                                      "where the engines use attention DP or expert parallelism)")  # fmt: skip
-    for number, record in enumerate(records[1:], start=2):
-        if len(record) != len(header):
-            raise PlannerInputError(str(path), f"line {number}", f"{len(record)} fields but the header has {len(header)}")
-    raw = {name: [record[i] for record in records[1:]] for i, name in enumerate(header)}
+    raw = {name: [record[i] for record in records] for i, name in enumerate(header)}
     if "dp" not in raw:
-        raw["dp"] = raw["ep"] = ["1"] * (len(records) - 1)
+        raw["dp"] = raw["ep"] = ["1"] * len(records)
 
     def fail(bad: list[bool], column: str, allowed: str) -> None:
         if any(bad):

@@ -623,7 +623,7 @@ def compare(
         results = api.compare(scenario, catalog, solver.value if solver else None, time_limit, overrides, saved)
         if json:
             document = json_out.compare_document(results)
-            if overrides and isinstance(document, dict):
+            if overrides:
                 document["overrides"] = overrides.as_dict()
             sys.stdout.write(json_out.dumps(document))
         else:
@@ -734,7 +734,8 @@ def _plan_document(plan_file: Path | None) -> dict | None:
     import json as json_module
 
     if not plan_file.is_file():
-        raise PlannerInputError(str(plan_file), "", "not a regular file (expected a plan JSON of `planner plan --json`)")
+        what = "not a regular file" if plan_file.exists() else "file not found"
+        raise PlannerInputError(str(plan_file), "", f"{what} (expected a plan JSON of `planner plan --json`)")
     if plan_file.stat().st_size > MAX_PLAN_BYTES:
         raise PlannerInputError(str(plan_file), "", f"larger than {MAX_PLAN_BYTES // 2**20} MiB: not a plan of `planner plan --json`")
     try:
