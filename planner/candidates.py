@@ -538,6 +538,11 @@ PARALLEL_MIN_CURVES = 24  # fewer curves are priced in this process: forking cos
 _FORKED: _Builder | None = None  # the builder forked workers price curves for (inherited by fork, never pickled)
 
 
+def serves_aggregated(scenario: Scenario, workload: Workload) -> bool:
+    """Whether the workload gets aggregated candidates: all but a streaming one under `disaggregated: always`."""
+    return scenario.disaggregated != "always" or workload.mode == "offline"
+
+
 def worker_count() -> int:
     """Processes that price engine curves: PLANNER_WORKERS (1 prices them all in this process), else the CPUs this
     process may run on."""
@@ -571,7 +576,7 @@ def prefetch_curves(builder: _Builder, progress: Callable[..., None] | None = No
     with_rows = {(row.model, row.gpu) for row in catalog.benchmarks}
     pending: dict[tuple, None] = {}
     for workload in scenario.workloads:
-        if not supports_roofline(catalog.models[workload.model]) or (scenario.disaggregated == "always" and workload.mode != "offline"):
+        if not supports_roofline(catalog.models[workload.model]) or not serves_aggregated(scenario, workload):
             continue
         for offer, engine in itertools.product(scenario.offers, workload.engines):
             if engine == DEFAULT_ENGINE and (workload.model, catalog.systems[offer.system].gpu) in with_rows:
@@ -633,7 +638,7 @@ def enumerate_candidates(
                 builder.engine = engine
                 if split:
                     builder.disaggregated(offer, workload, index, bucket)
-                if scenario.disaggregated == "always" and workload.mode != "offline":
+                if not serves_aggregated(scenario, workload):
                     continue
                 # benchmark rows are of the reference engine: another engine is the roofline's, at its class
                 answered = engine == DEFAULT_ENGINE and builder.from_data(offer, workload, index, bucket)
