@@ -459,3 +459,27 @@ def test_compare_takes_a_saved_plan_for_its_deployment(cli, tmp_path):
     assert sides["on-prem"]["objective_usd_per_year"] == document["objective_usd_per_year"]
     assert "the saved plan (--plan), not re-solved" in sides["on-prem"]["note"]
     assert sides["hybrid"]["objective_usd_per_year"] < document["objective_usd_per_year"]  # re-solved: the optimum
+
+
+def test_the_time_limit_bounds_the_re_solves_after_the_solve(limited, monkeypatch):
+    """--time-limit is shared: a costly-limit re-solve gets what the solve left of it, and none starts when nothing
+    is left (the budget then counts as binding where the plan uses it up, as for an unproven plan)."""
+    import time as time_module
+
+    import planner.optimize.diagnose as diagnose
+
+    given = []
+    real = diagnose.solve_model
+    monkeypatch.setattr(diagnose, "solve_model", lambda model, solver, limit: given.append(limit) or real(model, solver, limit))
+    limited({"power_kw": 24})
+    assert given and all(0 < limit <= 60 for limit in given)
+    given.clear()
+    start, calls = time_module.monotonic(), []
+
+    def clock() -> float:  # the solve sets its deadline at the first reading; an hour has passed at every other
+        calls.append(1)
+        return start if len(calls) == 1 else start + 3600
+
+    monkeypatch.setattr(time_module, "monotonic", clock)
+    result = limited({"power_kw": 24})
+    assert given == [] and result.status == "optimal"
