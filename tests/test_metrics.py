@@ -249,3 +249,57 @@ def test_engines_beyond_tp_simulate_as_the_model_steps_them(model, gpu, layout, 
     far = {m: f"{c.simulated_ms:,.1f} simulated (95% {c.interval}) vs {c.modeled_ms:,.1f} modeled"
            for m, c in checks.items() if _beyond(c, 0.25, 0.40)}  # fmt: skip
     assert not far, f"{case.label}: {far}"
+
+
+@pytest.mark.parametrize(("method", "draft_tokens", "acceptance"), [("mtp", 3, 0.7), ("draft", 4, 0.6), ("mtp", 2, 0.95)])
+def test_speculative_engines_simulate_as_the_model_steps_them(method, draft_tokens, acceptance):
+    """Issue 32: a speculative engine is simulated with its accepted tokens drawn per step and sequence (1 + a
+    truncated geometric count) on the model's own speculative step: at 30/60/85% of the usable rate the simulated
+    medians of TPOT, ITL and E2E lie within 6% of the open-loop model's (which runs on the mean tokens per step),
+    TTFT within the bounds of every engine."""
+    from planner.perf.roofline import Speculation
+
+    catalog = load_catalog()
+    draft = catalog.models["llama-3.1-8b"] if method == "draft" else None
+    case = EngineCase.build(catalog, "llama-3.3-70b", "H100-SXM-80GB", 4, "fp8", 2000, 300,
+                            speculation=Speculation(method, draft_tokens, acceptance, draft))  # fmt: skip
+    for load in (0.3, 0.6, 0.85):
+        checks = compare(case, load, 50.0, requests_wanted=6_000)
+        assert not _beyond(checks["ttft_ms"], 0.25, 0.40), (case.label, load, checks["ttft_ms"])
+        off = {m: f"{checks[m].simulated_ms:.2f} vs {checks[m].modeled_ms:.2f}" for m in ("tpot_ms", "itl_ms", "e2e_ms")
+               if not checks[m].within(0.06)}  # fmt: skip
+        assert not off, (case.label, load, off)
+
+
+GRID = [  # models x GPUs x layouts: dense and MoE, NVIDIA and AMD, TP, attention DP + EP, TP x EP, pipeline stages
+    ("llama-3.1-8b", "H100-SXM-80GB", "TP1", "fp8", 1000, 300),
+    ("llama-3.3-70b", "H100-SXM-80GB", "TP4", "fp8", 2000, 400),
+    ("llama-3.3-70b", "MI300X-192GB", "TP2", "fp8", 3000, 300),
+    ("gpt-oss-120b", "B200-SXM-180GB", "DEP4", "fp4", 2000, 500),
+    ("qwen3-30b-a3b", "H100-SXM-80GB", "TP2EP4", "fp8", 1500, 300),
+    ("llama-3.3-70b", "B200-SXM-180GB", "TP4PP2", "fp8", 3000, 300),
+]
+
+
+@pytest.mark.parametrize("engine", ["trtllm", "vllm", "sglang"])
+def test_the_simulator_at_steady_state_reproduces_the_models_means_over_a_grid(engine):
+    """Issue 32: one step cost (planner.perf.roofline.step_ms) for the model and the simulator. On a grid of models x
+    GPUs x layouts x engines at 30, 60 and 85% of the usable rate, one engine under Poisson arrivals completes the
+    offered rate, and its mean TTFT, ITL (token-weighted), TPOT and E2E lie within 5% of the open-loop model's."""
+    from planner.perf.types import Layout
+    from planner.simulate.against_model import model_at_rate, simulate_engine
+
+    catalog = load_catalog()
+    off = []
+    for model, gpu, layout, precision, isl, osl in GRID:
+        case = EngineCase.build(catalog, model, gpu, 1, precision, isl, osl, layout=Layout.parse(layout), engine=engine)
+        usable = case.usable_rate_rps()
+        for load in (0.3, 0.6, 0.85):
+            rate = load * usable
+            modeled = model_at_rate(case.shape, case.eff, isl, osl, case.capacity, rate, None, case.token_budget)
+            _, means = simulate_engine(case.shape, case.eff, isl, osl, case.capacity, case.kv_tokens, rate, 50.0,
+                                       seed=1, token_budget=case.token_budget, requests_wanted=15_000)  # fmt: skip
+            ratios = {m: means[m] / getattr(modeled, m) for m in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")}
+            ratios["throughput"] = means["completed_rps"] / rate
+            off += [f"{case.label} at {load:.0%}: {m} x{r:.3f}" for m, r in ratios.items() if abs(r - 1) > 0.05]
+    assert not off, off

@@ -57,12 +57,14 @@ def simulate_engine(shape: EngineShape, eff: Efficiency, isl: int, osl: int, cap
                     rate_rps: float, percentile: float, seed: int = 0, token_budget: int = DEFAULT_TOKEN_BUDGET,
                     requests_wanted: float = 15_000, intervals: bool = False):  # fmt: skip
     """(percentile, mean) of each metric (ttft_ms, tpot_ms, itl_ms, e2e_ms) of one engine simulated under Poisson
-    arrivals at `rate_rps`, the first tenth of the run left out; with `intervals`, also the batch-means 95%
+    arrivals at `rate_rps`, the first tenth of the run left out (the means also hold `completed_rps`: requests
+    finished per second in that window); with `intervals`, also the batch-means 95%
     interval of each percentile ((low, high), or None with too few samples)."""
     duration = max(300.0, requests_wanted / rate_rps)
     arrivals = poisson_arrivals(rate_rps, duration, np.random.default_rng(seed))
     requests = Requests(arrivals, np.full(len(arrivals), isl), np.full(len(arrivals), osl))
-    engine = ServingEngine(RooflineSteps(shape, eff), capacity, kv_tokens, token_budget, eff.ttft_overhead_ms)
+    engine = ServingEngine(RooflineSteps(shape, eff), capacity, kv_tokens, token_budget, eff.ttft_overhead_ms,
+                           speculation=shape.speculation, seed=seed)  # fmt: skip
     run([engine], requests, "round-robin", seed)
     window = (0.1 * duration, duration)
     done = (requests.arrival_s >= window[0]) & ~np.isnan(requests.finish_s)
@@ -73,6 +75,8 @@ def simulate_engine(shape: EngineShape, eff: Efficiency, isl: int, osl: int, cap
     at["itl_ms"] = weighted_percentile(gap_ms, gap_tokens, [percentile])[0]
     means = {m: float(v.mean()) for m, v in per_request.items()}
     means["itl_ms"] = float(np.average(gap_ms, weights=gap_tokens))
+    finished = requests.finish_s[~np.isnan(requests.finish_s)]
+    means["completed_rps"] = float(((finished >= window[0]) & (finished < window[1])).sum() / (window[1] - window[0]))
     if not intervals:
         return at, means
     arrived = requests.arrival_s[done]
@@ -96,15 +100,26 @@ class EngineCase:
 
     @classmethod
     def build(cls, catalog: Catalog, model: str, gpu: str, tp: int, precision: str, isl: int, osl: int,
-              token_budget: int = DEFAULT_TOKEN_BUDGET, layout: Layout | None = None) -> EngineCase:  # fmt: skip
+              token_budget: int = DEFAULT_TOKEN_BUDGET, layout: Layout | None = None,
+              speculation=None, engine: str | None = None) -> EngineCase:  # fmt: skip
         """`layout` (attention DP, EP, pipeline stages) beyond TP: the simulator runs it as one engine whose ranks
-        step in lockstep, on the model's own step (planner/simulate/verify.py)."""
+        step in lockstep, on the model's own step (planner/simulate/verify.py). `speculation`
+        (planner.perf.roofline.Speculation): a speculative engine, its accepted tokens drawn per step. `engine`
+        (trtllm, vllm, sglang): that engine class's calibrated factors (planner.perf.engines); None: the GPU
+        generation's own."""
         layout = layout or Layout(tp)
         memory = instance_memory(catalog, model, gpu, layout.tp, precision, isl, osl, layout.dp, layout.ep, layout.pp)
-        shape = engine_shape(catalog, catalog.models[model], catalog.gpus[gpu], layout, precision)
-        eff = efficiency_for(catalog, catalog.gpus[gpu].architecture)
+        shape = engine_shape(catalog, catalog.models[model], catalog.gpus[gpu], layout, precision, speculation)
+        if engine is None:
+            eff = efficiency_for(catalog, catalog.gpus[gpu].architecture)
+        else:
+            from planner.perf.engines import engine_efficiency
+
+            eff = engine_efficiency(catalog, model, gpu, engine)
         label = f"{model} {gpu} {layout.label} {precision} {isl}/{osl}" + (
-            f" budget {token_budget}" if token_budget != DEFAULT_TOKEN_BUDGET else "")  # fmt: skip
+            f" budget {token_budget}" if token_budget != DEFAULT_TOKEN_BUDGET else "") + (
+            f" speculative {speculation.draft_tokens}@{speculation.acceptance:g}" if speculation else "") + (
+            f" {engine}" if engine else "")  # fmt: skip
         return cls(label, shape, eff, isl, osl, memory.running_limit(isl, osl), memory.kv_token_capacity, token_budget)
 
     def usable_rate_rps(self) -> float:

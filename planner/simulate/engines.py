@@ -237,6 +237,7 @@ class Book:
         self.arrival = requests.arrival_s.tolist()
         self.isl = requests.isl.tolist()
         self.osl = requests.osl.tolist()
+        self.cached = requests.cached.tolist()
         n = len(self.arrival)
         self.admitted = [math.nan] * n
         self.first = [math.nan] * n
@@ -259,6 +260,19 @@ class ServingEngine:
     plus O(log batch) per completion, whatever the batch. With `i` iterations done, a running sequence that ends at
     iteration F holds isl + osl - (F - i) tokens, so the decoding context is S0 + n x i with S0 = sum(isl + osl - F).
 
+    Cached prompts: a request's `cached` tokens (Requests.cached) are in the cache when it arrives; its prefill starts
+    after them (the chunks attend to them: F(end) - F(cached)). With `continues` the engine is a disaggregated decode
+    pool: its requests arrive with their whole prompt and first token cached (isl = prompt + 1, osl = tokens still to
+    make), join the batch without a prefill, and the wait from their arrival (the first token) to their next token is
+    recorded as a gap.
+
+    Speculative decoding (`speculation`, planner.perf.roofline.Speculation): an iteration is the model's speculative
+    step (k draft steps and a verify of k + 1 tokens per sequence) and yields each sequence 1 + min(G, k) tokens, G
+    geometric (a draft token accepted with probability a, the first rejection ending the run). A sequence's
+    iteration count is drawn when it starts decoding (its tokens reached or passed); its context and KV are counted
+    at the mean e tokens per iteration, and each iteration's gap is recorded as step / e for e tokens per sequence
+    (the performance model's ITL, docs/metrics.md).
+
     Classes (an engine shared by several workloads): with `classes` (the class, e.g. the workload, of every request
     of the run, by request index) the engine keeps how many running sequences each class has and records, with every
     gap, how many of its tokens each class received (`class_gaps(c)`), and counts preemptions per class. Without
@@ -267,10 +281,15 @@ class ServingEngine:
     """
 
     def __init__(self, steps, max_batch: int, kv_tokens: float | None = None, token_budget: int = 8192,
-                 request_overhead_ms: float = 0.0, classes: list[int] | None = None):  # fmt: skip
+                 request_overhead_ms: float = 0.0, classes: list[int] | None = None, speculation=None, seed: int = 0,
+                 continues: bool = False):  # fmt: skip
         if max_batch < 1 or token_budget < 1 or not request_overhead_ms >= 0:
             raise ValueError("max_batch and token_budget must be >= 1, request_overhead_ms >= 0")
         self.steps, self.max_batch, self.token_budget = steps, int(max_batch), int(token_budget)
+        self.speculation = speculation
+        self.per_step = float(speculation.tokens_per_step) if speculation is not None else 1.0  # e
+        self.rng = np.random.default_rng(seed) if speculation is not None else None
+        self.continues = continues
         # what every request spends outside the engine's iterations (the performance model's per-request overhead
         # t0: tokenization, the HTTP round trip): a constant delay of every arrival shifts the whole run by it, so
         # it is added to the first token's and the finish time and changes nothing else
@@ -283,7 +302,7 @@ class ServingEngine:
         self.prefilling: list[list] = []  # [request, tokens done, tokens to prefill]
         self.running: dict[int, int] = {}  # request -> iteration of its last token
         self.ends: list[tuple[int, int]] = []  # heap of (iteration of the last token, request); stale entries skipped
-        self.s0 = 0  # sum over running of isl + osl - F
+        self.s0 = 0  # sum over running of isl + osl - F x e
         self.prefill_reserved = 0  # KV tokens of the prompts being prefilled
         self.resume: dict[int, tuple[int, float]] = {}  # preempted request -> (tokens generated, time of its last token)
         # gaps between tokens, one entry per iteration (or jump): when it ended (s), the gap (ms), how many tokens
@@ -321,7 +340,8 @@ class ServingEngine:
             elif self.running:
                 steps = self._first_end() - self.iteration
                 n = len(self.running)
-                self._next_event = self.clock + steps * self.steps.decode_ms(n, (self.s0 + n * self.iteration) / n) / 1e3
+                context = (self.s0 + n * self.iteration * self.per_step) / n
+                self._next_event = self.clock + steps * self.steps.decode_ms(n, context) / 1e3
             else:
                 self._next_event = math.inf
         return self._next_event
@@ -336,6 +356,7 @@ class ServingEngine:
         self.queue.append(request)
         self.requests_outstanding += 1
         self.tokens_outstanding += book.isl[request] + book.osl[request]
+        self.tokens_done += book.cached[request]
 
     def advance_to(self, time_s: float) -> None:
         """Run the iterations that start before `time_s`."""
@@ -351,7 +372,27 @@ class ServingEngine:
 
     # -- internals
     def _kv_used(self) -> float:
-        return self.s0 + len(self.running) * self.iteration + self.prefill_reserved
+        return self.s0 + len(self.running) * self.iteration * self.per_step + self.prefill_reserved
+
+    def _iterations_for(self, tokens: int) -> int:
+        """Iterations a sequence needs to make `tokens` more tokens: as many without speculation; with it, drawn
+        (class docstring)."""
+        if self.rng is None or tokens <= 0:
+            return tokens
+        spec = self.speculation
+        count, made = 0, 0
+        while made < tokens:
+            size = int((tokens - made) / self.per_step * 1.25) + 8
+            if spec.acceptance >= 1:
+                draws = np.full(size, spec.draft_tokens + 1)
+            else:
+                draws = 1 + np.minimum(self.rng.geometric(1.0 - spec.acceptance, size) - 1, spec.draft_tokens)
+            reached = np.cumsum(draws) + made
+            at = int(np.searchsorted(reached, tokens))
+            if at < size:
+                return count + at + 1
+            count, made = count + size, int(reached[-1])
+        return count
 
     def _prompt_tokens(self, request: int) -> int:
         resumed = self.resume.get(request)
@@ -373,11 +414,13 @@ class ServingEngine:
     def _preempt_for_decode(self) -> None:
         """Free the cache of the latest admitted sequences until every running one can store its next token."""
         book = self.book
-        while self.running and self._kv_used() + len(self.running) > self.kv_capacity:
+        while self.running and self._kv_used() + len(self.running) * self.per_step > self.kv_capacity:
             victim = next(reversed(self.running))
             end = self.running.pop(victim)
-            self.s0 -= book.isl[victim] + book.osl[victim] - end
+            self.s0 -= book.isl[victim] + book.osl[victim] - end * self.per_step
             generated = book.osl[victim] - (end - self.iteration)
+            if self.rng is not None:  # tokens made at the mean rate, at least the first, never all of them
+                generated = min(book.osl[victim] - 1, max(1, round(book.osl[victim] - (end - self.iteration) * self.per_step)))
             self.tokens_done -= book.isl[victim] + generated  # its cache is gone: prompt and tokens are prefilled again
             self.resume[victim] = (generated, self.clock)
             self.queue.appendleft(victim)
@@ -417,6 +460,8 @@ class ServingEngine:
             self.tokens_done += take
             budget -= take
         queue = self.queue
+        joining = 0  # requests whose whole prompt is cached: they make a token in this step without a prefill
+        joining_context = 0
         while queue and budget > 0 and decoding + len(self.prefilling) < self.max_batch:
             request = queue[0]
             tokens = self._prompt_tokens(request)
@@ -431,13 +476,20 @@ class ServingEngine:
             if book.admitted[request] != book.admitted[request]:  # NaN: first admission
                 book.admitted[request] = self.clock
             self.prefill_reserved += tokens
-            take = min(tokens, budget)
-            work_ms += chunk_ms(0, take)
-            self.prefilling.append([request, take, tokens])
+            start = 0 if request in self.resume else min(book.cached[request], tokens)  # a preempted cache is gone
+            take = min(tokens - start, budget)
+            if take:
+                work_ms += chunk_ms(start, start + take)
+            else:
+                joining += 1
+                joining_context += tokens
+            self.prefilling.append([request, start + take, tokens])
             self.tokens_done += take
             budget -= take
-        if decoding:
-            duration_ms = steps.decode_ms(decoding, (self.s0 + decoding * self.iteration) / decoding) + work_ms
+        if decoding or (joining and not work_ms):  # a decode step (with the cached prompts' first tokens)
+            emitting = decoding + joining
+            context = (self.s0 + decoding * self.iteration * self.per_step + joining_context) / emitting
+            duration_ms = steps.decode_ms(emitting, context) + work_ms
         elif self.prefilling:
             duration_ms = steps.prefill_base_ms + work_ms
         else:
@@ -445,8 +497,8 @@ class ServingEngine:
         self.clock += duration_ms / 1e3
         if decoding:
             self.iteration += 1
-            self.tokens_done += decoding
-            self._gap(duration_ms, decoding)
+            self.tokens_done += decoding * self.per_step
+            self._gap(duration_ms / self.per_step, decoding * self.per_step)
             if self.class_running is not None:
                 self._class_gap(1)
         if self.prefilling:
@@ -466,6 +518,12 @@ class ServingEngine:
         if resumed is None:
             book.first[request] = self.clock + self.request_overhead_s
             generated = 1
+            if self.continues:  # its previous token came with its arrival (the prefill pool's first token)
+                self._gap((self.clock - book.arrival[request]) * 1e3, 1)
+                if self.class_running is not None:
+                    c = self.classes[request]
+                    for k, tokens in enumerate(self.class_gap_tokens):
+                        tokens.append(1 if k == c else 0)
         else:
             generated = resumed[0] + 1
             self._gap((self.clock - resumed[1]) * 1e3, 1)
@@ -477,9 +535,9 @@ class ServingEngine:
         if left <= 0:
             self._finish(request)
             return
-        end = self.iteration + left
+        end = self.iteration + self._iterations_for(left)
         self.running[request] = end
-        self.s0 += book.isl[request] + book.osl[request] - end
+        self.s0 += book.isl[request] + book.osl[request] - end * self.per_step
         heapq.heappush(self.ends, (end, request))
         if self.class_running is not None:
             self.class_running[self.classes[request]] += 1
@@ -492,7 +550,7 @@ class ServingEngine:
     def _class_gap(self, steps: int) -> None:
         """The gap just recorded, `steps` iterations long, carried each class's running sequences."""
         for tokens, running in zip(self.class_gap_tokens, self.class_running):
-            tokens.append(running * steps)
+            tokens.append(running * steps * self.per_step)
 
     @property
     def gaps(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -522,7 +580,7 @@ class ServingEngine:
             if running.get(request) != end:
                 continue
             del running[request]
-            self.s0 -= book.isl[request] + book.osl[request] - end
+            self.s0 -= book.isl[request] + book.osl[request] - end * self.per_step
             if self.class_running is not None:
                 self.class_running[self.classes[request]] -= 1
             self._finish(request)
@@ -531,23 +589,23 @@ class ServingEngine:
         """k decode-only iterations at once, up to the next completion, the iteration where the KV cache is full, or
         `time_s`. Decode time is linear in the context, which grows by one token per sequence per iteration, so the
         k steps take k x decode_ms at the stretch's mean context, exactly."""
-        n = len(self.running)
+        n, e = len(self.running), self.per_step
         k = self._first_end() - self.iteration
         room = self.kv_capacity - self._kv_used()
         if room < math.inf:
-            k = min(k, int(room // n))
+            k = min(k, int(room // (n * e)))
             if k < 1:
                 self._iterate()  # the next token does not fit: preempt
                 return
-        context = (self.s0 + n * self.iteration) / n
+        context = (self.s0 + n * self.iteration * e) / n
         if time_s < math.inf:
             step_ms = self.steps.decode_ms(n, context)
             k = max(1, min(k, math.ceil((time_s - self.clock) * 1e3 / step_ms - 1e-9)))
-        step_ms = self.steps.decode_ms(n, context + (k - 1) / 2)
+        step_ms = self.steps.decode_ms(n, context + (k - 1) / 2 * e)
         self.clock += k * step_ms / 1e3
         self.iteration += k
-        self.tokens_done += n * k
-        self._gap(step_ms, n * k)
+        self.tokens_done += n * k * e
+        self._gap(step_ms / e, n * k * e)
         if self.class_running is not None:
             self._class_gap(k)
         self._retire()

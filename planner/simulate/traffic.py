@@ -12,11 +12,14 @@ import numpy as np
 @dataclass
 class Requests:
     """Arrival time (s), lengths, and what the simulation fills in: admission, first-token and finish times (s);
-    `rejected` marks prompts larger than the engine's whole KV cache."""
+    `rejected` marks prompts larger than the engine's whole KV cache. `cached` (optional, tokens): the part of each
+    prompt already in the engine's KV cache when it arrives (a prefix-cache hit, or a disaggregated decode's
+    transferred cache); its prefill is not computed again."""
 
     arrival_s: np.ndarray
     isl: np.ndarray
     osl: np.ndarray
+    cached: np.ndarray | None = None
     admitted_s: np.ndarray = field(init=False)
     first_token_s: np.ndarray = field(init=False)
     finish_s: np.ndarray = field(init=False)
@@ -26,6 +29,7 @@ class Requests:
         n = len(self.arrival_s)
         self.isl = np.asarray(self.isl, dtype=np.int64)
         self.osl = np.asarray(self.osl, dtype=np.int64)
+        self.cached = np.zeros(n, dtype=np.int64) if self.cached is None else np.asarray(self.cached, dtype=np.int64)
         self.admitted_s = np.full(n, np.nan)
         self.first_token_s = np.full(n, np.nan)
         self.finish_s = np.full(n, np.nan)
@@ -40,7 +44,8 @@ class Requests:
         arrival = np.concatenate([p.arrival_s for p in parts]) if parts else np.zeros(0)
         order = np.argsort(arrival, kind="stable")
         out = cls(arrival[order], np.concatenate([p.isl for p in parts])[order] if parts else np.zeros(0),
-                  np.concatenate([p.osl for p in parts])[order] if parts else np.zeros(0))  # fmt: skip
+                  np.concatenate([p.osl for p in parts])[order] if parts else np.zeros(0),
+                  np.concatenate([p.cached for p in parts])[order] if parts else None)  # fmt: skip
         for name in ("admitted_s", "first_token_s", "finish_s", "rejected"):
             if parts:
                 setattr(out, name, np.concatenate([getattr(p, name) for p in parts])[order])

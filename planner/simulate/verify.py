@@ -128,6 +128,12 @@ class EngineSetup:
     count: int
     description: str
     request_overhead_ms: float = 0.0  # the performance model's per-request overhead t0, added to TTFT and E2E
+    stage: str = "aggregated"  # aggregated | prefill | decode (a disaggregated pool: `_hand_over`)
+    token_budget: int | None = None  # None: the run's (a prefill pool's steps hold whole prompts)
+    speculation: object | None = None  # planner.perf.roofline.Speculation of a speculative engine
+    network_bytes_per_s: float = 0.0  # an instance's share of its node's scale-out NICs (KV transfers)
+    kv_bytes_per_token: float = 0.0  # of the KV cache a prefill instance sends
+    transfer_latency_ms: float = 0.0  # one network hop
 
 
 # ----------------------------------------------------------------------------------------------- engines
@@ -168,13 +174,17 @@ def _engine_shape(route, catalog):
 
 
 def engine_setup(route, assignment, instances: int, share: float, catalog, token_budget: int = 8192,
-                 shared_with: str = "") -> EngineSetup | str:  # fmt: skip
+                 shared_with: str = "", speculation=None) -> EngineSetup | str:  # fmt: skip
     """The engines that serve `route` (module docstring), or why it cannot be simulated. `shared_with`: the other
-    workloads whose requests the engines also take (said in the description: "3 x TP2 fp4 engines shared with code")."""
-    from planner.perf import is_modeled
+    workloads whose requests the engines also take (said in the description: "3 x TP2 fp4 engines shared with code").
+    `speculation`: the scenario's (planner.perf.roofline.Speculation), used where the route is speculative."""
+    from planner.perf import engine_shape, is_modeled
+    from planner.perf.disagg import PREFILL_TOKEN_BUDGET
     from planner.perf.engines import engine_efficiency
-    from planner.perf.roofline import EngineShape, kv_bytes_for
 
+    if route.speculative and speculation is None:
+        return "the route is speculative but the scenario states no engine.speculative to simulate it with"
+    speculation = speculation if route.speculative else None
     system = catalog.systems[route.system]
     found = _engine_shape(route, catalog)
     if found is None:
@@ -186,15 +196,30 @@ def engine_setup(route, assignment, instances: int, share: float, catalog, token
         # one engine whose ranks step in lockstep (the all-to-all of every MoE layer waits for all of them), its
         # batch spread evenly over the attention-DP ranks and its experts evenly loaded: the performance model's own
         # step (perf.engine_shape, with the pipeline's hop over the node's network)
-        from planner.perf import engine_shape
-
         hop = (system.network_bytes_per_s(layout.tp * layout.dp) or 0.0) if layout.pp > 1 else 0.0
-        shape = engine_shape(catalog, catalog.models[route.model], gpu, layout, precision, None, hop)
+        shape = engine_shape(catalog, catalog.models[route.model], gpu, layout, precision, speculation, hop)
     else:
-        shape = EngineShape(catalog.models[route.model], gpu, tp, precision, kv_bytes_for(precision))
+        shape = engine_shape(catalog, catalog.models[route.model], gpu, Layout(tp), precision, speculation)
     efficiency = engine_efficiency(catalog, route.model, gpu.id, route.engine)
     base = RooflineSteps(shape, efficiency)
     overhead = efficiency.ttft_overhead_ms
+    if route.stage in ("prefill", "decode"):  # a disaggregated pool's engines (perf/disagg.py)
+        prefill = route.stage == "prefill"
+        batch = route.max_batch or (1 if prefill else memory.running_limit(route.bucket_isl, route.bucket_osl) or 1)
+        budget = max(PREFILL_TOKEN_BUDGET, route.engine_isl) if prefill else None
+        count = max(1, round(instances * share))
+        label = layout.label if layout.beyond_tp else f"TP{tp}"
+        shared = f" shared with {shared_with}" if shared_with else ""
+        what = (f"<= {batch} prompt{'s' if batch != 1 else ''} per step, budget {budget} tokens" if prefill
+                else f"batch <= {batch}, KV caches arriving from the prefill pool")  # fmt: skip
+        return EngineSetup(
+            base, batch, memory.kv_token_capacity or None, count,
+            f"{count} x {label} {precision} {route.stage} engine{'s' if count != 1 else ''}{shared}, roofline steps, {what}"
+            + (f"; {speculation.describe()}" if speculation else ""),
+            overhead if prefill else 0.0, route.stage, budget, speculation,
+            system.network_bytes_per_s(layout.gpus) or 0.0,
+            shape.model.kv_bytes_per_token(shape.kv_bytes_per_element), efficiency.allreduce_latency_us * 1e-3,
+        )  # fmt: skip
     kv_tokens = memory.kv_token_capacity or (memory.max_concurrency_by_memory * (route.engine_isl + route.engine_osl))
     kv_batch = memory.running_limit(route.bucket_isl, route.bucket_osl) or 1
     per_node = system.gpus_per_node // tp if route.tp is None else 1  # engines per plan instance
@@ -203,11 +228,13 @@ def engine_setup(route, assignment, instances: int, share: float, catalog, token
     engine = f"{label} {precision} engine" + (f"s shared with {shared_with}" if shared_with else "")
     if layout.beyond_tp:
         engine += " (ranks in lockstep, experts evenly loaded)" if layout.dp > 1 or layout.ep > 1 else " (stages in lockstep)"
+    if speculation is not None:
+        engine += f"; {speculation.describe()}"
     if is_modeled(assignment.provenance):
         batch = route.max_batch or kv_batch
         return EngineSetup(base, batch, kv_tokens, count,
                            f"{count} x {engine}, roofline steps, batch <= {batch}, budget {token_budget} tokens",
-                           overhead)  # fmt: skip
+                           overhead, speculation=speculation)  # fmt: skip
     rps = _rps_per_engine(route, system, per_node)
     isl, osl = route.bucket_isl, route.bucket_osl
     batch, how = _point_batch(assignment, rps, osl, per_node)
@@ -217,7 +244,8 @@ def engine_setup(route, assignment, instances: int, share: float, catalog, token
     scale = saturated_rps(base, batch, isl, osl) / rps
     return EngineSetup(base.scaled(scale), batch, kv_tokens, count, (
         f"{count} x {engine}, roofline steps x{scale:.3g} to deliver the {assignment.provenance} "
-        f"{rps:.4g} rps per engine at batch {batch} ({how}), budget {token_budget} tokens"), overhead)
+        f"{rps:.4g} rps per engine at batch {batch} ({how}), budget {token_budget} tokens"), overhead,
+        speculation=speculation)  # fmt: skip
 
 
 def _rps_per_engine(route, system, engines_per_instance: int) -> float:
@@ -366,7 +394,7 @@ def _mixed(parts: list[Requests]) -> tuple[Requests, np.ndarray, np.ndarray]:
     arrival = np.concatenate([p.arrival_s for p in parts])
     order = np.argsort(arrival, kind="stable")
     mixed = Requests(arrival[order], np.concatenate([p.isl for p in parts])[order],
-                     np.concatenate([p.osl for p in parts])[order])  # fmt: skip
+                     np.concatenate([p.osl for p in parts])[order], np.concatenate([p.cached for p in parts])[order])  # fmt: skip
     source = np.repeat(np.arange(len(parts)), [len(p) for p in parts])[order]
     position = np.empty(len(order), dtype=np.int64)
     position[order] = np.arange(len(order))
@@ -377,60 +405,163 @@ def _run_pool_once(pool: _Pool, duration_s: float, seed: int, options: Simulatio
     """One run of a pool: every route's requests (its own arrivals, lengths and caps) on the engines of its
     configuration, mixed with the other routes there. Returns per workload (its requests, the gaps its sequences
     received on each engine, its preemptions). A pool of one workload whose routes have their own engines draws and
-    runs exactly as before pools existed (same seed, same results)."""
+    runs exactly as before pools existed (same seed, same results).
+
+    Disaggregated routes run in two passes: the requests of prefill routes (and aggregated ones) first, on engines
+    that make their first token only; then each prefilled request moves to a decode route of its bucket
+    (`_hand_over`) and the decode engines run; `_join_stages` gives each request its first token (prefill, then the
+    KV transfer) and its finish (the decode pool's)."""
     rng = np.random.default_rng(seed)
     count = len(pool.specs)
     parts: list[Requests | None] = [None] * len(pool.runs)
     tails = [Requests(np.zeros(0), np.zeros(0), np.zeros(0)) for _ in range(count)]  # a trace's refused requests
+    entering = [i for i, r in enumerate(pool.runs) if r.setup.stage != "decode"]  # decode routes take hand-overs
     if options.trace is not None:
-        mine = [i for i, owner in enumerate(pool.owners) if owner == pool.traced]
+        mine = [i for i in entering if pool.owners[i] == pool.traced]
         split = _trace_split(options.trace, [pool.runs[i] for i in mine], rng)
         for i, part in zip(mine, split):
             parts[i] = part
         tails[pool.traced] = split[-1]
         arrival = options.trace.arrival_s
         duration_s = float(arrival.max() - arrival[0]) if len(arrival) else 0.0  # the others run over its span
-    for i, r in enumerate(pool.runs):
+    for i in entering:
         if parts[i] is None:
+            r = pool.runs[i]
             parts[i] = _route_requests(r.route, duration_s, options, rng, _bucket_caps(pool.specs[pool.owners[i]], r.route))
-    budget = options.token_budget or DEFAULT_TOKEN_BUDGET
+    # a prefill engine sees its requests with one output token: the prompt's (the decode pool makes the rest)
+    staged = {i: Requests(parts[i].arrival_s, parts[i].isl, np.ones(len(parts[i]), dtype=np.int64), parts[i].cached)
+              for i in entering if pool.runs[i].setup.stage == "prefill"}  # fmt: skip
     gaps: list[list] = [[] for _ in range(count)]
     preemptions = [0] * count
-    for group in pool.groups:
-        setup = group.setup
-        owners = list(dict.fromkeys(pool.owners[i] for i in group.members))  # its workloads, in order
-        classes = None
-        if len(group.members) == 1:
-            requests, source, position = parts[group.members[0]], None, None
-        else:
-            requests, source, position = _mixed([parts[i] for i in group.members])
-            if len(owners) > 1:
-                local = np.array([owners.index(pool.owners[i]) for i in group.members])
-                classes = local[source].tolist()
-        engines = [ServingEngine(setup.steps, setup.max_batch, setup.kv_tokens, budget, setup.request_overhead_ms,
-                                 classes=classes) for _ in range(setup.count)]  # fmt: skip
-        if len(requests):
-            run(engines, requests, options.balancer, seed)
-        if position is not None:  # back to each route's own requests
-            offset = 0
-            for i in group.members:
-                at = position[offset:offset + len(parts[i])]
-                offset += len(parts[i])
-                for name in ("admitted_s", "first_token_s", "finish_s", "rejected"):
-                    setattr(parts[i], name, getattr(requests, name)[at])
-        for c, owner in enumerate(owners):
-            for engine in engines:
-                if classes is None:
-                    gaps[owner].append(engine.gaps)
-                    preemptions[owner] += engine.preemptions
-                else:
-                    gaps[owner].append(engine.class_gaps(c))
-                    preemptions[owner] += engine.class_preemptions[c] if c < len(engine.class_preemptions) else 0
+    view = lambda i: staged.get(i, parts[i])  # noqa: E731
+    for g, group in enumerate(pool.groups):
+        if group.setup.stage != "decode":
+            _run_group(pool, g, view, seed, options, gaps, preemptions)
+    if len(entering) < len(pool.runs):
+        handed = _hand_over(pool, parts, staged, rng)
+        for g, group in enumerate(pool.groups):
+            if group.setup.stage == "decode":
+                _run_group(pool, g, view, seed, options, gaps, preemptions)
+        _join_stages(parts, staged, handed)
     out = []
     for w in range(count):
-        mine = [parts[i] for i, owner in enumerate(pool.owners) if owner == w]
+        mine = [parts[i] for i in entering if pool.owners[i] == w]
         out.append((Requests.merged(mine + [tails[w]]), gaps[w], preemptions[w]))
     return out
+
+
+def _run_group(pool: _Pool, g: int, view, seed: int, options: SimulationOptions, gaps, preemptions) -> None:
+    """The engines of group `g` take the requests of its routes (`view(i)`: route i's requests as they see them),
+    mixed through the balancer; their times are written back to each route's requests, their gaps and preemptions
+    to each workload's lists."""
+    group = pool.groups[g]
+    setup = group.setup
+    owners = list(dict.fromkeys(pool.owners[i] for i in group.members))  # its workloads, in order
+    classes = None
+    if len(group.members) == 1:
+        requests, source, position = view(group.members[0]), None, None
+    else:
+        requests, source, position = _mixed([view(i) for i in group.members])
+        if len(owners) > 1:
+            local = np.array([owners.index(pool.owners[i]) for i in group.members])
+            classes = local[source].tolist()
+    budget = setup.token_budget or options.token_budget or DEFAULT_TOKEN_BUDGET
+    engines = [ServingEngine(setup.steps, setup.max_batch, setup.kv_tokens, budget, setup.request_overhead_ms,
+                             classes=classes, speculation=setup.speculation, seed=[seed, g, k],
+                             continues=setup.stage == "decode") for k in range(setup.count)]  # fmt: skip
+    if len(requests):
+        run(engines, requests, options.balancer, seed)
+    if position is not None:  # back to each route's own requests
+        offset = 0
+        for i in group.members:
+            part = view(i)
+            at = position[offset:offset + len(part)]
+            offset += len(part)
+            for name in ("admitted_s", "first_token_s", "finish_s", "rejected"):
+                setattr(part, name, getattr(requests, name)[at])
+    if setup.stage == "prefill":
+        return  # a prefill engine makes first tokens only: no gaps between tokens, no decode to preempt
+    for c, owner in enumerate(owners):
+        for engine in engines:
+            if classes is None:
+                gaps[owner].append(engine.gaps)
+                preemptions[owner] += engine.preemptions
+            else:
+                gaps[owner].append(engine.class_gaps(c))
+                preemptions[owner] += engine.class_preemptions[c] if c < len(engine.class_preemptions) else 0
+
+
+def _transfer_ms(prefill: EngineSetup, decode: EngineSetup, isl) -> np.ndarray:
+    """A prompt's KV cache from a prefill instance to a decode instance: its bytes at the slower of the two
+    instances' networks (each its share of its node's scale-out NICs, line rate), plus one hop's latency."""
+    links = [b for b in (prefill.network_bytes_per_s, decode.network_bytes_per_s) if b > 0]
+    if not links:
+        return np.full(len(isl), prefill.transfer_latency_ms)
+    return np.asarray(isl, dtype=float) * prefill.kv_bytes_per_token / min(links) * 1e3 + prefill.transfer_latency_ms
+
+
+def _hand_over(pool: _Pool, parts, staged, rng) -> dict:
+    """Each prefilled request (its first token made, the request not refused) of a workload's length bucket goes to
+    one of the decode routes of that bucket, drawn in proportion to their rates (as the plan splits them). It
+    arrives there when its first token is out plus its KV cache's transfer (`_transfer_ms`), holding its prompt and
+    first token (cached: no prefill) and wanting OSL - 1 more tokens; requests of one output token are done at the
+    prefill. Sets parts[j] of every decode route j; returns, per decode route, for each of its requests (sorted by
+    arrival) the prefill route and the position there it came from."""
+    handed = {}
+    decode_routes = [j for j, r in enumerate(pool.runs) if r.setup.stage == "decode"]
+    for j in decode_routes:
+        parts[j] = Requests(np.zeros(0), np.zeros(0), np.zeros(0))
+        handed[j] = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    bucket = lambda i: (pool.owners[i], pool.runs[i].route.bucket_isl, pool.runs[i].route.bucket_osl)  # noqa: E731
+    for key in dict.fromkeys(bucket(j) for j in decode_routes):
+        targets = [j for j in decode_routes if bucket(j) == key]
+        sources = [i for i in staged if bucket(i) == key]
+        weights = np.array([pool.runs[j].route.rps for j in targets], dtype=float)
+        weights = weights / weights.sum() if weights.sum() > 0 else np.full(len(targets), 1.0 / len(targets))
+        arrivals, isls, osls, origin, position = [], [], [], [], []
+        for i in sources:
+            part, prefilled = parts[i], staged[i]
+            going = np.flatnonzero(~prefilled.rejected & ~np.isnan(prefilled.first_token_s) & (part.osl > 1))
+            choice = rng.choice(len(targets), size=len(going), p=weights)
+            for t, j in enumerate(targets):
+                picked = going[choice == t]
+                transfer = _transfer_ms(pool.runs[i].setup, pool.runs[j].setup, part.isl[picked])
+                arrivals.append((t, prefilled.first_token_s[picked] + transfer / 1e3))
+                isls.append(part.isl[picked] + 1)
+                osls.append(part.osl[picked] - 1)
+                origin.append(np.full(len(picked), i, dtype=np.int64))
+                position.append(picked)
+        for t, j in enumerate(targets):
+            at = [k for k, (target, _) in enumerate(arrivals) if target == t]
+            arrival = np.concatenate([arrivals[k][1] for k in at]) if at else np.zeros(0)
+            order = np.argsort(arrival, kind="stable")
+            isl = np.concatenate([isls[k] for k in at])[order] if at else np.zeros(0)
+            parts[j] = Requests(arrival[order], isl, np.concatenate([osls[k] for k in at])[order] if at else np.zeros(0), isl)
+            handed[j] = (np.concatenate([origin[k] for k in at])[order] if at else np.zeros(0, dtype=np.int64),
+                         np.concatenate([position[k] for k in at])[order] if at else np.zeros(0, dtype=np.int64))  # fmt: skip
+    return handed
+
+
+def _join_stages(parts, staged, handed) -> None:
+    """Each prefill route's requests as the user sees them: admitted at the prefill pool; the first token when the
+    prefill's token has crossed to the decode pool (one output token: when the prefill made it); done when the
+    decode pool made the last; refused if either pool refused it. Requests the decode pools never took are left
+    unfinished (no finish time)."""
+    for i, prefilled in staged.items():
+        part = parts[i]
+        part.admitted_s = prefilled.admitted_s.copy()
+        part.rejected = prefilled.rejected.copy()
+        single = part.osl <= 1
+        part.first_token_s = np.where(single, prefilled.first_token_s, np.nan)
+        part.finish_s = np.where(single, prefilled.finish_s, np.nan)
+    for j, (origin, position) in handed.items():
+        decoded = parts[j]
+        for i in np.unique(origin).tolist():
+            mine = origin == i
+            part, at = parts[i], position[mine]
+            part.first_token_s[at] = decoded.arrival_s[mine]
+            part.finish_s[at] = decoded.finish_s[mine]
+            part.rejected[at] |= decoded.rejected[mine]
 
 
 # ----------------------------------------------------------------------------------------------- verdicts
@@ -716,7 +847,7 @@ def simulate_plan(plan, scenario, catalog, options: SimulationOptions | None = N
         key = (period, workload.name)
         if key not in done:
             traced = workload.name if options.trace is not None else None
-            done.update(_simulate_pool_jobs(plan, catalog, specs, pool_of[key], options, traced))
+            done.update(_simulate_pool_jobs(plan, catalog, specs, pool_of[key], options, traced, scenario.speculation))
         checks.append(done[key])
     if progress is not None:
         progress(len(jobs), len(jobs))
@@ -726,7 +857,7 @@ def simulate_plan(plan, scenario, catalog, options: SimulationOptions | None = N
 def _linking_keys(mine) -> set:
     """The configurations through which a workload's routes share engines: those its simulated routes send requests
     to (a route of no requests links nothing)."""
-    return {configuration_key(r) for r in mine if r.rps > 0 and _not_simulated(r) is None}
+    return {configuration_key(r) for r in mine if r.rps > 0}
 
 
 def _pools(jobs) -> list[list]:
@@ -780,7 +911,7 @@ def _instance_load(route) -> float:
     return route.rps / route.rps_per_instance if route.rps_per_instance else route.rps
 
 
-def _simulate_pool_jobs(plan, catalog, specs, jobs, options, traced: str | None = None) -> dict:
+def _simulate_pool_jobs(plan, catalog, specs, jobs, options, traced: str | None = None, speculation=None) -> dict:
     """The WorkloadChecks of one pool's workloads, by (period, workload): each configuration's engines (all its
     instances running in the period, or the share of them its routes here take when routes of the pool's workloads
     leave some to workloads outside the pool) take the requests of every route of the pool on it; each workload is
@@ -801,10 +932,6 @@ def _simulate_pool_jobs(plan, catalog, specs, jobs, options, traced: str | None 
     by_key: dict[tuple, list[int]] = {}
     for w, (_, workload, mine, _) in enumerate(jobs):
         for route in mine:
-            unsupported = _not_simulated(route)
-            if unsupported:
-                entries[w].append(f"{route.system}: {unsupported}")
-                continue
             assignment = next(a for a in workload.assignments if _assignment_matches(a, route))
             entries[w].append(len(candidates))
             by_key.setdefault(configuration_key(route), []).append(len(candidates))
@@ -817,20 +944,22 @@ def _simulate_pool_jobs(plan, catalog, specs, jobs, options, traced: str | None 
         lead = max(members, key=lambda i: _instance_load(candidates[i][1]))  # the first of the largest load
         _, route, assignment = candidates[lead]
         instances = _running_instances(plan, route, catalog)
-        setup = engine_setup(route, assignment, instances, share, catalog, options.token_budget)
+        setup = engine_setup(route, assignment, instances, share, catalog, options.token_budget, speculation=speculation)
         owners = list(dict.fromkeys(candidates[i][0] for i in members))
         if isinstance(setup, str):
             for i in members:
                 described[(candidates[i][0], i)] = f"{candidates[i][1].system}: {setup}"
             continue
         differs = len(members) > 1 and any(
-            _setup_signature(engine_setup(candidates[i][1], candidates[i][2], instances, share, catalog, options.token_budget))
+            _setup_signature(engine_setup(candidates[i][1], candidates[i][2], instances, share, catalog, options.token_budget,
+                                          speculation=speculation))
             != _setup_signature(setup) for i in members)  # fmt: skip
         for w in owners:
             others = ", ".join(names[v] for v in owners if v != w)
             text = setup.description
             if others:
-                text = engine_setup(route, assignment, instances, share, catalog, options.token_budget, others).description
+                text = engine_setup(route, assignment, instances, share, catalog, options.token_budget, others,
+                                    speculation).description
             buckets = sum(1 for i in members if candidates[i][0] == w)
             if buckets > 1:
                 text += f" (its {buckets} length buckets mixed on them)"
@@ -925,16 +1054,6 @@ def _assignment_matches(assignment, route) -> bool:
             assignment.speculative) == (
         route.system, route.tp, route.precision, route.max_batch, route.engine_isl, route.engine_osl,
         route.bucket_isl, route.bucket_osl, route.stage, route.layout, route.speculative)  # fmt: skip
-
-
-def _not_simulated(route) -> str | None:
-    """What the simulator's engines cannot run yet: they are aggregated TP engines without speculation."""
-    if route.stage != "aggregated":
-        return (f"{route.stage} pool ({route.rps:.4g} rps) not simulated: the simulator runs aggregated engines only "
-                "(disaggregated pools are checked by the model's own M/D/1 and Poisson-batch terms)")  # fmt: skip
-    if route.speculative:
-        return "speculative decoding not simulated (the simulator has no draft/verify steps)"
-    return None
 
 
 # ----------------------------------------------------------------------------------------------- wording
