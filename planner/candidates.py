@@ -316,6 +316,9 @@ class _Builder:
             max_concurrency=max(self.scenario.max_batch_ladder),  # the ladder caps the batch of table rows too
         )  # fmt: skip
         if isinstance(points, PerfMiss):
+            if workload.prefix_cache is not None:  # rows measured cold prefills: the roofline answers, or says why not
+                self.prune(workload, offer, points.reason, "data")
+                return not supports_roofline(self.catalog.models[workload.model])
             if points.reason.startswith("no benchmark row"):
                 if " give the " in points.reason:  # rows of another statistic: the roofline answers, or says why not
                     self.prune(workload, offer, points.reason, "data")
@@ -471,6 +474,7 @@ class _Builder:
             model=workload.model, gpu=self.catalog.systems[offer.system].gpu, isl=bucket.isl_tokens,
             osl=bucket.osl_tokens, ttft_ms=workload.slo.ttft_ms, itl_ms=workload.slo.itl_ms, e2e_ms=workload.slo.e2e_ms,
             tpot_ms=workload.slo.tpot_ms, token_budget=self.scenario.token_budget, arrivals="poisson", engine=self.engine,
+            prefix_cache=workload.prefix_cache,
         )  # fmt: skip
 
     def drop_dominated(self) -> None:

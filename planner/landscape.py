@@ -93,6 +93,7 @@ def modeled_engine_points(
     catalog: Catalog, model: str, gpu: str, isl: int, osl: int, limits, layouts, precisions,
     percentile: float | None = None, hop_bytes_per_s=lambda layout: 0.0, arrivals: str = "closed",
     token_budget: int | None = None, engine_lengths: tuple[int, int] | None = None, engine: str = DEFAULT_ENGINE,
+    prefix_cache=None,
 ) -> list[LandscapePoint]:  # fmt: skip
     """The roofline's curve for every layout x precision that fits (modeled points only: the measured ones come
     from measured_points): over concurrency (`arrivals` "closed", as a benchmark runs) or over rates of requests
@@ -101,7 +102,7 @@ def modeled_engine_points(
 
     if not supports_roofline(catalog.models[model]):
         return []
-    query = PerfQuery(model, gpu, isl, osl, arrivals=arrivals, engine=engine)
+    query = PerfQuery(model, gpu, isl, osl, arrivals=arrivals, engine=engine, prefix_cache=prefix_cache)
     if token_budget is not None:
         query = dataclasses.replace(query, token_budget=token_budget)
     out = []
@@ -168,7 +169,7 @@ def workload_landscape(plan: Plan, scenario: Scenario, catalog: Catalog, workloa
     limits = workload.slo
     points: list[LandscapePoint] = []
     systems = sorted({offer.system for offer in scenario.offers})
-    if any(s != "modeled" for s in scenario.perf_sources):
+    if any(s != "modeled" for s in scenario.perf_sources) and workload.prefix_cache is None:  # rows: cold prefills
         for gpu in sorted({catalog.systems[s].gpu for s in systems}):
             points += measured_points(catalog, workload.model, gpu, isl, osl, limits)
     if "modeled" in scenario.perf_sources:
@@ -187,6 +188,7 @@ def workload_landscape(plan: Plan, scenario: Scenario, catalog: Catalog, workloa
                 # as the plan sizes its instances: requests arriving at random, engines built for its lengths
                 arrivals="poisson", token_budget=scenario.token_budget,
                 engine_lengths=(assignment.engine_isl, assignment.engine_osl), engine=engine,
+                prefix_cache=workload.prefix_cache,
             )]  # fmt: skip
     chosen, note = _chosen(assignment, workload, catalog)
     return landscape_of(workload_name, workload.model, isl, osl, limits, points, chosen, note, catalog, scenario.perf_sources)

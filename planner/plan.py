@@ -233,6 +233,10 @@ class Plan:
     instances: tuple[InstanceAllocation, ...] = ()
     fleet: dict[str, bool] | None = None  # reconfigure_between_periods, share_nodes_across_models
     warnings: tuple[str, ...] = ()  # what a reader must know before trusting the plan (a workload without limits)
+    # what the workloads' stated prefix caches save: the same scenario planned with every prompt prefilled whole
+    # (None: no workload states one; the note says what was found, or why there is no figure)
+    prefix_cache_saving_usd_per_year: float | None = None
+    prefix_cache_note: str = ""
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict with the names of design.md."""

@@ -91,6 +91,15 @@ class BucketSpec(StrictModel):
         return self
 
 
+class PrefixCacheSpec(StrictModel):
+    """Prompts that start with a prefix the engine keeps cached (a system prompt, a conversation's history): each
+    prompt's first `prefix_tokens` are found in the cache by a share `hit_rate` of requests (perf.types.PrefixCache).
+    `planner workload analyze` derives both from a trace that names its prompts' prefixes."""
+
+    prefix_tokens: int = Field(gt=0, le=100_000_000)
+    hit_rate: float = Field(gt=0, le=1)
+
+
 class WorkloadSpec(StrictModel):
     name: str = Field(min_length=1, max_length=100)
     model: str
@@ -109,6 +118,7 @@ class WorkloadSpec(StrictModel):
     # serving engines the plan may run this workload on (planner/perf/engines.py); the integer program picks among
     # them with everything else. Default: the reference TensorRT-LLM-class engine the catalog's rows measured
     engines: list[Literal["trtllm", "vllm", "sglang"]] = Field(default_factory=lambda: ["trtllm"], min_length=1)
+    prefix_cache: PrefixCacheSpec | None = None  # None: every prompt prefilled whole (a cold cache)
 
     @model_validator(mode="after")
     def _one_way_each(self) -> "WorkloadSpec":
@@ -339,6 +349,7 @@ class Workload:
     slo: Slo
     precisions: tuple[str, ...] | None
     engines: tuple[str, ...] = ("trtllm",)
+    prefix_cache: object | None = None  # perf.types.PrefixCache: prompts partly served from the engine's cache
 
 
 @dataclass(frozen=True)
@@ -608,7 +619,14 @@ def resolve_workload(spec: WorkloadSpec, words_per_token: float, default_quantil
         slo=Slo(spec.slo.ttft_ms, spec.slo.tpot_ms, spec.slo.itl_ms, spec.slo.e2e_ms, spec.slo.percentile),
         precisions=tuple(spec.precisions) if spec.precisions is not None else None,
         engines=tuple(dict.fromkeys(spec.engines)),
+        prefix_cache=_prefix_cache(spec.prefix_cache),
     )
+
+
+def _prefix_cache(spec: PrefixCacheSpec | None):
+    from planner.perf.types import PrefixCache
+
+    return None if spec is None else PrefixCache(spec.prefix_tokens, spec.hit_rate)
 
 
 def _clean_rate(value: float) -> float:

@@ -22,7 +22,7 @@ MEAN_ROWS_ONLY = {"contact-center", "daily-hybrid"}  # NeMo 43B: mean rows, no a
 KNOWN_MISSES: dict[tuple[str, int], str] = {}  # (scenario, percentile): what the simulator finds, against the plan's
 # figure. Empty since the open-loop model (issue 29): the closed-loop model had chat-and-summarize's summarize TTFT at
 # P90/95/99 639/716/903 ms where the simulator found 1,078/1,038/1,184 (limit 1,000).
-SCENARIO_NAMES = ("chat-and-code-p95", "chat-and-summarize", "contact-center", "daily-hybrid", "disaggregated-serving",
+SCENARIO_NAMES = ("agent-prefix-cache", "chat-and-code-p95", "chat-and-summarize", "contact-center", "daily-hybrid", "disaggregated-serving",
                   "llama3-8b-assistant")  # fmt: skip
 
 

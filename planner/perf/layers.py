@@ -264,8 +264,9 @@ def _curve(
     anchors = _anchors(catalog, shape, eff) if anchored else None
     measured = anchor_rows(catalog, shape) if anchored else []
     # a row stands in for the model at its concurrency where its statistic is the percentile asked for
-    exact = {r.concurrency: r for r in measured
-             if (r.isl, r.osl) == (query.isl, query.osl) and r.concurrency and answers_at(r, percentile)}  # fmt: skip
+    exact = {r.concurrency: r for r in measured  # rows measured cold prefills: none stands for a cached workload
+             if (r.isl, r.osl) == (query.isl, query.osl) and r.concurrency and answers_at(r, percentile)
+             and query.prefix_cache is None}  # fmt: skip
     capacity = memory.running_limit(query.isl, query.osl)
     if query.open_loop:
         states, means = _open_loop_states(query, shape, eff, capacity, percentile)
@@ -276,8 +277,10 @@ def _curve(
     else:
         top = 2 * capacity if (beyond_capacity and capacity) else capacity
         ladder = [query.concurrency] if query.concurrency else sorted(set(concurrency_ladder(top)) | set(exact))
-        states = steady_state_curve(shape, eff, query.isl, query.osl, ladder, capacity, percentile, query.token_budget)
-        means = (steady_state_curve(shape, eff, query.isl, query.osl, ladder, capacity, None, query.token_budget)
+        states = steady_state_curve(shape, eff, query.isl, query.osl, ladder, capacity, percentile, query.token_budget,
+                                    query.prefix_cache)  # fmt: skip
+        means = (steady_state_curve(shape, eff, query.isl, query.osl, ladder, capacity, None, query.token_budget,
+                                    query.prefix_cache)
                  if anchors and percentile is not None else states)  # the anchors correct means
     factors = _anchor_factors(anchors, shape, eff, query, means)
     provenance, why = _provenance(catalog, shape, eff, query.isl)
@@ -295,9 +298,11 @@ def _curve(
             "TTFT and TPOT with Gamma tails of the queueing, ITL (one token gap) the decode step plus the prompt "
             f"chunks of a {query.token_budget}-token budget (Poisson)"),
         *([speculation.describe()] if speculation is not None else []),
+        *([_describe_cache(query)] if query.prefix_cache is not None else []),
     )  # fmt: skip
     source = f"roofline ({eff.source})" + (f"; {anchors.describe()}" if anchors else "") + (
-        f"; speculative decoding, acceptance {speculation.acceptance:g} assumed" if speculation is not None else "")
+        f"; speculative decoding, acceptance {speculation.acceptance:g} assumed" if speculation is not None else "") + (
+        f"; {_describe_cache(query).split(' (')[0]}" if query.prefix_cache is not None else "")
     modeled = [
         _modeled_result(query, state, mean, factors[i] if factors else None, anchors, provenance, why, source,
                         notes, memory, tp, precision, layout, percentile, error)
@@ -327,6 +332,13 @@ def _curve(
     return _between_rows(points, measured, query)
 
 
+def _describe_cache(query: PerfQuery) -> str:
+    cache = query.prefix_cache
+    return (f"prefix cache assumed: {cache.cached_tokens(query.isl):,.0f} of {query.isl:,} prompt tokens cached for "
+            f"{cache.hit_rate:.0%} of requests; the mean prompt computes {cache.computed_tokens(query.isl):,.0f} "
+            "tokens (benchmark rows, cold prefills, are not used)")
+
+
 def _open_loop_states(query: PerfQuery, shape: EngineShape, eff, capacity: int,
                       percentile: float | None) -> tuple[list, list]:
     """Open-loop states (planner/perf/open_loop.py) at the query's rate, or over a ladder of rates: the closed
@@ -335,12 +347,14 @@ def _open_loop_states(query: PerfQuery, shape: EngineShape, eff, capacity: int,
     if query.rate_rps is not None:
         rates = [query.rate_rps]
     else:
-        closed = steady_state_curve(shape, eff, query.isl, query.osl, concurrency_ladder(capacity), capacity)
+        closed = steady_state_curve(shape, eff, query.isl, query.osl, concurrency_ladder(capacity), capacity,
+                                    cache=query.prefix_cache)  # fmt: skip
         top = max(s.request_throughput_rps for s in closed)
         rates = sorted({s.request_throughput_rps for s in closed} | {top * f for f in OPEN_LOOP_LOADS})
     from planner.perf.open_loop import open_loop_states  # scipy.stats/sparse: imported where the model runs
 
-    states, means = open_loop_states(shape, eff, query.isl, query.osl, rates, capacity, percentile, query.token_budget)
+    states, means = open_loop_states(shape, eff, query.isl, query.osl, rates, capacity, percentile, query.token_budget,
+                                     query.prefix_cache)  # fmt: skip
     # a ladder keeps the rates whose batch the KV cache holds 99% of the time: beyond, sequences wait for memory in
     # bursts the model does not follow (benchmarks/model_vs_sim.py), and a plan does not size an engine there
     kept = [i for i, s in enumerate(states) if math.isfinite(s.e2e_ms) and math.isfinite(means[i].e2e_ms)
@@ -456,7 +470,7 @@ def modeled_points(
     (--perf-source auto), aiconfigurator's points where the roofline would extrapolate."""
     curve = _curve(query, catalog, tp, precision, percentile, engine_lengths=engine_lengths, layout=layout,
                    speculation=speculation, hop_bytes_per_s=hop_bytes_per_s)  # fmt: skip
-    plain = (layout is None or layout == Layout(tp)) and speculation is None
+    plain = (layout is None or layout == Layout(tp)) and speculation is None and query.prefix_cache is None
     return _aic_instead(query, catalog, tp, precision, curve) if aic_where_extrapolated and plain else curve
 
 
@@ -544,7 +558,11 @@ def operating_points(
         precision_ok = not precisions or point.precision in precisions
         return precision_ok and (not tps or point.tp is None or point.tp in tps)
 
-    reference = query.engine == DEFAULT_ENGINE and query.layout is None  # rows are TP engines of the reference
+    # rows are TP engines of the reference, measured with cold prefills: a prefix-cached workload is modeled
+    reference = query.engine == DEFAULT_ENGINE and query.layout is None and query.prefix_cache is None
+    if query.prefix_cache is not None and not supports_roofline(catalog.models[query.model]):
+        return PerfMiss(query, f"a prefix cache is modeled by the roofline, which has no architecture for {query.model} "
+                               "(its benchmark rows measured cold prefills); state no prefix_cache for it")  # fmt: skip
     if "measured" in sources and reference:
         groups = [g for g in group_by_engine(matching_rows(catalog, dataclasses.replace(query, concurrency=None))) if allowed(g[0])]
         if modeled:  # estimates (aic tables) stand in for nothing the calibrated roofline does not answer better

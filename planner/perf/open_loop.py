@@ -54,9 +54,11 @@ from planner.perf.roofline import (
     step_ms,
 )
 from planner.perf.step_chain import batch_given_state, chain_gap_mean, grid_size, poisson_pmf, step_chains, window_prompts
+from planner.perf.types import prompt_terms
 
 SLOT_PERCENTILE = 99.0  # a point's batch: the running count's P99 (fewer than 1% of arrivals wait for a slot)
 CACHE_SIZE = 4096  # open-loop solves kept (open_loop_states)
+MAX_PROMPTS_PER_STEP = 256.0  # prompts one step admits at most (vLLM's default max_num_seqs)
 CHAIN_ROUNDS = 8  # rounds of chain and pace before a point that has not settled is given up
 PACE_TOLERANCE = 0.03  # the chain's pace and the batch it gives agree to this share (figures move < 1% within it)
 ATOM_FLOOR = 1e-12  # an atom of TTFT's law lighter than this share of the whole is left out (its mass ~1e-9 in all)
@@ -65,14 +67,14 @@ _U_NODES, _U_WEIGHTS = np.polynomial.legendre.leggauss(4)
 _U_NODES, _U_WEIGHTS = (_U_NODES + 1) / 2, _U_WEIGHTS / 2  # Gauss-Legendre on [0, 1]
 
 
-def _slots(shape: EngineShape, eff: Efficiency, isl: int, osl: int, rate, limit: int):
+def _slots(shape: EngineShape, eff: Efficiency, isl: int, osl: int, rate, limit: int, cache=None):
     """The wait for one of `limit` sequence slots, with the requests in the engine a birth-death chain: arrivals at
     lambda, departures at X(N), the closed loop's throughput at N in flight (its flow-equivalent server: when more
     run, each runs slower, and all of them together). pi(N) ~ prod_{i <= N} lambda / X(i) up to the limit K, then
     geometric with ratio lambda / X(K) for the requests waiting. Returns, per rate, the probability that an arrival
     waits (PASTA: pi(N >= K)), the rate (per ms) at which a wait ends, X(K) - lambda (exponential waits; <= 0
     where the engine cannot keep up), and the batch that holds SLOT_PERCENTILE of the time."""
-    throughput = closed_loop_throughput(shape, eff, isl, osl, np.arange(1, limit + 1), limit)
+    throughput = closed_loop_throughput(shape, eff, isl, osl, np.arange(1, limit + 1), limit, cache)
     drain = throughput[-1] - rate
     ratio = rate[:, None] / throughput[None, :]  # rates x N = 1..K
     log_pi = np.concatenate([np.zeros((len(rate), 1)), np.cumsum(np.log(np.maximum(ratio, 1e-300)), axis=1)], axis=1)
@@ -180,18 +182,21 @@ def open_loop_states(
     max_running: int | None,
     percentile: float | None = None,
     token_budget: int = DEFAULT_TOKEN_BUDGET,
+    cache=None,
 ) -> tuple[list[SteadyState], list[SteadyState]]:
     """The open-loop steady state (module docstring) at each rate, from one solve: (states with latencies at
     `percentile`, states of means; with `percentile` None, the means twice). A rate the engine cannot serve (prompts
-    or decode beyond its speed, or the running limit) has infinite latencies.
+    or decode beyond its speed, or the running limit) has infinite latencies. `cache` (types.PrefixCache): prompts
+    partly found in the engine's prefix cache compute the rest only (types.prompt_terms).
 
     A pure function of its arguments, so solves are kept (the last CACHE_SIZE, keyed by the arguments' full repr):
     a plan asks for one engine's curve at every batch cap, and sweeps and `--verify` plan the same engines again."""
-    key = repr((shape, eff, isl, osl, tuple(float(r) for r in np.ravel(rates_rps)), max_running, percentile, token_budget))
+    key = repr((shape, eff, isl, osl, tuple(float(r) for r in np.ravel(rates_rps)), max_running, percentile, token_budget)
+               + ((cache,) if cache is not None else ()))  # fmt: skip
     kept = _SOLVED.get(key)
     if kept is None:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # rates beyond the engine are inf, masked
-            kept = _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_budget)
+            kept = _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_budget, cache)
         _SOLVED[key] = kept
         if len(_SOLVED) > CACHE_SIZE:
             _SOLVED.popitem(last=False)
@@ -200,7 +205,7 @@ def open_loop_states(
     return list(kept[0]), list(kept[1])
 
 
-def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_budget):
+def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_budget, cache=None):
     rate = np.asarray(rates_rps, dtype=float) / 1e3  # per ms
     per_token = shape.speculation.tokens_per_step if shape.speculation is not None else 1.0
     real_osl, steps_osl = osl, 1.0 + max(osl - 1, 0) / per_token
@@ -211,8 +216,10 @@ def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_b
     def decode(batch):
         return step_ms(shape, eff, batch, context)
 
-    delta = float(step_ms(shape, eff, COMPUTE_BOUND_TOKENS, 0.0, 1.0, isl) - step_ms(shape, eff, COMPUTE_BOUND_TOKENS, 0.0))
-    alone = float(step_ms(shape, eff, 0.0, 0.0, 1.0, isl))
+    # the mean request's prefill: its work and the budget tokens it takes (less where a prefix is cached)
+    prompts, length, computed = prompt_terms(isl, cache)
+    delta = float(step_ms(shape, eff, COMPUTE_BOUND_TOKENS, 0.0, prompts, length) - step_ms(shape, eff, COMPUTE_BOUND_TOKENS, 0.0))
+    alone = float(step_ms(shape, eff, 0.0, 0.0, prompts, length))
     fixed = float(fixed_ms(shape, eff))  # a step of a prompt's chunk alone pays it again
     rho = rate * delta
     u = 1.0 - rho
@@ -253,7 +260,9 @@ def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_b
     last_n, last_f = np.full(len(rate), np.nan), np.full(len(rate), np.nan)
     for _ in range(CHAIN_ROUNDS):
         room = np.maximum(token_budget - n_time, 1.0)
-        per_step = np.where(active, room / isl, per_step)  # prompts a step runs
+        # prompts a step runs: as many as the budget holds, at most a step's admissions (prompts of a few tokens, or
+        # almost all cached, would otherwise ask for a chain of thousands of states)
+        per_step = np.where(active, np.minimum(room / computed, MAX_PROMPTS_PER_STEP), per_step)
         per_prompt, states = grid_size(rate, decode(n_time), delta, per_step)
         for i in np.flatnonzero(active & (states <= 0)):  # the queue of prompts does not settle: no answer
             chain_of.pop(i, None)
@@ -293,7 +302,7 @@ def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_b
     busy_mean = np.full(count, np.inf)
     chunks_mean, chunk_cost = np.zeros(count), np.zeros(count)
     laws = [None] * count
-    alone_chunks = np.ceil(isl / token_budget - 1e-9)  # an idle engine gives a prompt the whole budget
+    alone_chunks = np.ceil(computed / token_budget - 1e-9)  # an idle engine gives a prompt the whole budget
     for i, (q, x, pi, matrix) in zip(solved, chains):
         if not ok[i]:
             continue
@@ -317,7 +326,7 @@ def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_b
     engine_s = np.where(ok, engine_ttft + m * tpot, np.inf)
     offered = rate * engine_s
     if np.isfinite(limit):
-        waits, drain, needed = _slots(shape, eff, isl, osl, rate, int(limit))
+        waits, drain, needed = _slots(shape, eff, isl, osl, rate, int(limit), cache)
         ok = ok & (drain > 0)
         # the chain's occupancy is too narrow where prompts slow every sequence at once: the requests in the
         # engine are also Poisson about `offered`, spread by the slow-downs all of them share

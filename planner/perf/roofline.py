@@ -66,7 +66,7 @@ from planner.catalog import (
     ModelArch,
     compute_precision,
 )
-from planner.perf.types import DEFAULT_TOKEN_BUDGET, SteadyStateError  # noqa: F401 (defined in the light module, used here)
+from planner.perf.types import DEFAULT_TOKEN_BUDGET, PrefixCache, SteadyStateError, prompt_terms  # noqa: F401 (defined in the light module, used here)
 
 ACTIVATION_BYTES = 2.0  # bf16 activations (all-reduce, norms, MLP activation)
 LM_HEAD_BYTES = 2.0  # quantized checkpoints keep the LM head in bf16
@@ -621,19 +621,23 @@ class _Steps:
     delta: np.ndarray  # one prompt fused into the others' step
 
 
-def _steps(shape: EngineShape, eff: Efficiency, isl: int, osl: float, running: np.ndarray, context: float) -> _Steps:
+def _steps(shape: EngineShape, eff: Efficiency, isl: int, osl: float, running: np.ndarray, context: float,
+           cache: PrefixCache | None = None) -> _Steps:  # fmt: skip
     n = len(running)
     others = running - 1.0
     per = np.maximum(others, 1.0)
+    prompts, isl, _ = prompt_terms(isl, cache)  # the mean request's prefill (a cached prefix computes less)
     # two passes over every iteration needed (one array each): first the decode of 1, the prompt alone and the batch
-    first = step_ms(shape, eff, np.concatenate([[1.0, 0.0], running]), context, np.concatenate([[0.0, 1.0], np.zeros(n)]), isl)
+    first = step_ms(shape, eff, np.concatenate([[1.0, 0.0], running]), context,
+                    np.concatenate([[0.0, prompts], np.zeros(n)]), isl)  # fmt: skip
     d1, alone, batch = first[0], first[1], first[2:]
     # the own prompt shares its step with the others that are decoding (a share of their lives as long as the
     # decode phase); the others' prompts cost what they add to a compute-bound step, whatever the batch (a prompt
     # hidden under a memory-bound step's weight read is the exception at low load, and there prompts are rare)
     decoding = others * max(osl - 1, 0) * d1 / (max(osl - 1, 0) * d1 + alone)
     saturated = COMPUTE_BOUND_TOKENS
-    second = step_ms(shape, eff, np.array([saturated, saturated, *decoding]), context, np.array([0.0, 1.0, *np.ones(n)]), isl)
+    second = step_ms(shape, eff, np.array([saturated, saturated, *decoding]), context,
+                     np.array([0.0, prompts, *np.full(n, prompts)]), isl)  # fmt: skip
     delta, fused = second[1] - second[0], second[2:]
     busy = others > 0
     return _Steps(
@@ -703,13 +707,13 @@ def _root(s: _Steps, running: np.ndarray, osl: int, eff: Efficiency) -> tuple[np
 
 
 def closed_loop_throughput(shape: EngineShape, eff: Efficiency, isl: int, osl: int, concurrencies,
-                           max_running: int | None) -> np.ndarray:  # fmt: skip
+                           max_running: int | None, cache: PrefixCache | None = None) -> np.ndarray:  # fmt: skip
     """X, requests per ms, of the closed loop at each concurrency (steady_state_curve's throughput alone)."""
     concurrency = np.asarray(concurrencies, dtype=float)
     running = np.maximum(np.minimum(concurrency, max_running) if max_running else concurrency, 1.0)
     per_step = shape.speculation.tokens_per_step if shape.speculation is not None else 1.0
     steps_osl = 1.0 + max(osl - 1, 0) / per_step
-    return _root(_steps(shape, eff, isl, steps_osl, running, isl + osl / 2), running, steps_osl, eff)[0]
+    return _root(_steps(shape, eff, isl, steps_osl, running, isl + osl / 2, cache), running, steps_osl, eff)[0]
 
 
 def steady_state_curve(
@@ -721,16 +725,17 @@ def steady_state_curve(
     max_running: int | None,
     percentile: float | None = None,
     token_budget: int = DEFAULT_TOKEN_BUDGET,
+    cache: PrefixCache | None = None,
 ) -> list[SteadyState]:
     """The steady state at each concurrency (module docstring), solved for all of them at once; latencies at
-    `percentile` (None: means)."""
+    `percentile` (None: means). `cache`: prompts partly found in a prefix cache (types.prompt_terms)."""
     concurrency = np.asarray(concurrencies, dtype=float)
     running = np.maximum(np.minimum(concurrency, max_running) if max_running else concurrency, 1.0)
     # speculative decoding: the OSL - 1 decode tokens come in (OSL - 1) / e steps of e tokens each; the equations
     # run over steps (a fractional count is a mean), the gaps a user sees are a step / e
     per_step = shape.speculation.tokens_per_step if shape.speculation is not None else 1.0
     real_osl, osl = osl, 1.0 + max(osl - 1, 0) / per_step
-    s = _steps(shape, eff, isl, osl, running, isl + real_osl / 2)
+    s = _steps(shape, eff, isl, osl, running, isl + real_osl / 2, cache)
     x, pinned = _root(s, running, osl, eff)
     rho, others, decode, wait, ttft, tpot, e2e = _latencies(x, s, running, osl, eff)
     little = x * e2e / running
@@ -748,7 +753,7 @@ def steady_state_curve(
         )
     queued = concurrency - running
     slot_wait = np.where(queued > 0, queued / x, 0.0)
-    gaps = token_gaps(x, s, running, isl, others, tpot, token_budget)
+    gaps = token_gaps(x, s, running, prompt_terms(isl, cache)[2], others, tpot, token_budget)
     ttft_at, tpot_at, itl_at = ttft + slot_wait, tpot, gaps.quantile(decode, None)
     if percentile is not None:
         ttft_at, tpot_at, slot_wait = _tails(x, s, running, osl, rho, decode, wait, ttft, tpot, queued, percentile, eff)

@@ -37,10 +37,44 @@ class PerfQuery:
     # the reference TensorRT-LLM-class engine and answer or anchor only its queries
     engine: str = "trtllm"
     layout: Layout | None = None  # attention DP, expert parallelism, pipeline stages: None is TP `tp` alone
+    prefix_cache: PrefixCache | None = None  # prompts partly served from the engine's prefix cache (modeled only)
 
     @property
     def open_loop(self) -> bool:
         return self.arrivals == "poisson" or self.rate_rps is not None
+
+
+@dataclass(frozen=True)
+class PrefixCache:
+    """Prompts that start with a prefix the engine keeps in its KV cache (vLLM's automatic prefix caching, SGLang's
+    radix cache, TensorRT-LLM's KV reuse): a system prompt, a conversation's history, an agent's tool list. A share
+    `hit_rate` of requests find their first `tokens` tokens cached; their prefill computes the rest of the prompt
+    only (which still attends to the cached part). The last prompt token is always computed."""
+
+    tokens: int
+    hit_rate: float
+
+    def cached_tokens(self, isl: float) -> float:
+        """Tokens of an `isl`-token prompt found in the cache when it hits."""
+        return float(max(0.0, min(self.tokens, isl - 1)))
+
+    def computed_tokens(self, isl: float) -> float:
+        """Mean prompt tokens prefilled per request."""
+        return isl - self.hit_rate * self.cached_tokens(isl)
+
+
+def prompt_terms(isl: float, cache: PrefixCache | None) -> tuple[float, float, float]:
+    """(prompts, length, tokens computed) of the mean request's prefill, for the roofline's step_ms(prompts, length):
+    its linear work is prompts x length tokens and its causal attention prompts x length^2. A cached prefix of P
+    tokens leaves U = ISL - P tokens whose attention reaches over the whole prompt (ISL^2 - P^2); over hits (share h)
+    and misses, L = E[U] tokens and Q = E[ISL^2 - P^2], matched exactly by length Q / L and prompts L^2 / Q. Without
+    a cache: (1, ISL, ISL)."""
+    if cache is None or cache.hit_rate <= 0 or cache.cached_tokens(isl) <= 0:
+        return 1.0, float(isl), float(isl)
+    cached, h = cache.cached_tokens(isl), cache.hit_rate
+    linear = isl - h * cached
+    causal = isl**2 - h * cached**2
+    return linear**2 / causal, causal / linear, linear
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,8 @@ def plan_section(planned: PlannedScenario) -> Section:
     ]
     if plan.binding_limits:
         paragraphs.append("Binding limits: " + "; ".join(plan.binding_limits) + ".")
+    if plan.prefix_cache_note:
+        paragraphs.append(plan.prefix_cache_note[0].upper() + plan.prefix_cache_note[1:] + ".")
     stats = plan.candidates
     paragraphs.append(
         f"{stats.generated} configurations tried: {stats.pruned_memory} do not fit in memory, {stats.pruned_latency} "
@@ -169,7 +171,7 @@ def curve_plot(planned: PlannedScenario, workload_name: str, landscape: Landscap
     # the plan's view: requests arriving at random (open loop), the curve over their rate
     query = PerfQuery(workload.model, system.gpu, main.bucket_isl, main.bucket_osl, main.tp, main.precision, None,
                       slo.ttft_ms, slo.itl_ms, slo.e2e_ms, slo.tpot_ms, planned.scenario.token_budget,
-                      arrivals="poisson", engine=main.engine)  # fmt: skip
+                      arrivals="poisson", engine=main.engine, prefix_cache=workload.prefix_cache)  # fmt: skip
     sources, percentile = planned.scenario.perf_sources, slo.percentile
     answer = curve_in_catalog(query, catalog, system.gpus_per_node, sources, percentile)
     note = None

@@ -112,6 +112,8 @@ def print_plan(plan: Plan, console: Console) -> None:
         console.print(escape(f"- {w.name}: demand {w.demand_note}; {w.why}"), soft_wrap=True)
     for limit in plan.binding_limits:
         console.print(f"- binding: {limit}", soft_wrap=True)
+    if plan.prefix_cache_note:
+        console.print(escape(f"- {plan.prefix_cache_note}"), soft_wrap=True)
     stats = plan.candidates
     console.print(
         f"({stats.generated} configurations tried: {stats.pruned_memory} do not fit, {stats.pruned_latency} miss a "

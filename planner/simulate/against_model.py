@@ -26,43 +26,46 @@ from planner.simulate.balance import run
 from planner.simulate.engines import ServingEngine
 from planner.simulate.stats import batch_interval, gap_arrays, request_latencies, weighted_percentile
 from planner.simulate.steps import RooflineSteps
-from planner.simulate.traffic import Requests, poisson_arrivals
+from planner.simulate.traffic import Requests, cached_prefixes, poisson_arrivals
 
 
-def highest_rate_rps(shape: EngineShape, eff: Efficiency, isl: int, osl: int, capacity: int) -> float:
+def highest_rate_rps(shape: EngineShape, eff: Efficiency, isl: int, osl: int, capacity: int, cache=None) -> float:
     """The engine's highest modeled throughput up to its KV capacity (closed loop, every slot always busy)."""
-    curve = steady_state_curve(shape, eff, isl, osl, np.linspace(1, capacity, 200), capacity)
+    curve = steady_state_curve(shape, eff, isl, osl, np.linspace(1, capacity, 200), capacity, cache=cache)
     return max(s.request_throughput_rps for s in curve)
 
 
 def usable_rate_rps(shape: EngineShape, eff: Efficiency, isl: int, osl: int, capacity: int,
-                    token_budget: int = DEFAULT_TOKEN_BUDGET) -> float:  # fmt: skip
+                    token_budget: int = DEFAULT_TOKEN_BUDGET, cache=None) -> float:  # fmt: skip
     """The highest rate at which the open loop settles with its P99 batch below the KV capacity (bisection)."""
-    low, high = 0.0, highest_rate_rps(shape, eff, isl, osl, capacity)
+    low, high = 0.0, highest_rate_rps(shape, eff, isl, osl, capacity, cache)
     for _ in range(40):
         middle = (low + high) / 2
-        state = open_loop_states(shape, eff, isl, osl, [middle], capacity, None, token_budget)[0][0]
+        state = open_loop_states(shape, eff, isl, osl, [middle], capacity, None, token_budget, cache)[0][0]
         fits = math.isfinite(state.e2e_ms) and state.concurrency < capacity
         low, high = (middle, high) if fits else (low, middle)
     return low
 
 
 def model_at_rate(shape: EngineShape, eff: Efficiency, isl: int, osl: int, capacity: int, rate_rps: float,
-                  percentile: float | None, token_budget: int = DEFAULT_TOKEN_BUDGET) -> SteadyState:  # fmt: skip
+                  percentile: float | None, token_budget: int = DEFAULT_TOKEN_BUDGET, cache=None) -> SteadyState:  # fmt: skip
     """The open-loop steady state at `rate_rps`, latencies at `percentile` (None: means)."""
-    return open_loop_states(shape, eff, isl, osl, [rate_rps], capacity, percentile, token_budget)[0][0]
+    return open_loop_states(shape, eff, isl, osl, [rate_rps], capacity, percentile, token_budget, cache)[0][0]
 
 
 def simulate_engine(shape: EngineShape, eff: Efficiency, isl: int, osl: int, capacity: int, kv_tokens: float | None,
                     rate_rps: float, percentile: float, seed: int = 0, token_budget: int = DEFAULT_TOKEN_BUDGET,
-                    requests_wanted: float = 15_000, intervals: bool = False):  # fmt: skip
+                    requests_wanted: float = 15_000, intervals: bool = False, cache=None):  # fmt: skip
     """(percentile, mean) of each metric (ttft_ms, tpot_ms, itl_ms, e2e_ms) of one engine simulated under Poisson
     arrivals at `rate_rps`, the first tenth of the run left out (the means also hold `completed_rps`: requests
     finished per second in that window); with `intervals`, also the batch-means 95%
-    interval of each percentile ((low, high), or None with too few samples)."""
+    interval of each percentile ((low, high), or None with too few samples). `cache` (perf.types.PrefixCache): each
+    request finds its prefix cached with the hit rate's probability."""
     duration = max(300.0, requests_wanted / rate_rps)
-    arrivals = poisson_arrivals(rate_rps, duration, np.random.default_rng(seed))
-    requests = Requests(arrivals, np.full(len(arrivals), isl), np.full(len(arrivals), osl))
+    rng = np.random.default_rng(seed)
+    arrivals = poisson_arrivals(rate_rps, duration, rng)
+    requests = Requests(arrivals, np.full(len(arrivals), isl), np.full(len(arrivals), osl),
+                        cached_prefixes(np.full(len(arrivals), isl), cache, rng))  # fmt: skip
     engine = ServingEngine(RooflineSteps(shape, eff), capacity, kv_tokens, token_budget, eff.ttft_overhead_ms,
                            speculation=shape.speculation, seed=seed)  # fmt: skip
     run([engine], requests, "round-robin", seed)

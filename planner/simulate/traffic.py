@@ -52,6 +52,15 @@ class Requests:
         return out
 
 
+def cached_prefixes(isl: np.ndarray, cache, rng: np.random.Generator) -> np.ndarray | None:
+    """Prompt tokens each request finds in the engine's prefix cache (perf.types.PrefixCache): the prefix, at most
+    all but the prompt's last token, for a share `hit_rate` of requests drawn at random; None without a cache."""
+    if cache is None or cache.hit_rate <= 0 or cache.tokens <= 0:
+        return None if cache is None else np.zeros(len(isl), dtype=np.int64)
+    hits = rng.uniform(size=len(isl)) < cache.hit_rate
+    return np.where(hits, np.minimum(cache.tokens, np.maximum(np.asarray(isl) - 1, 0)), 0)
+
+
 def poisson_arrivals(rate_rps: float, duration_s: float, rng: np.random.Generator) -> np.ndarray:
     """Arrival times of a Poisson process of `rate_rps` over [0, duration_s)."""
     count = rng.poisson(rate_rps * duration_s)

@@ -54,7 +54,7 @@ from planner.simulate.stats import (
     warmup_s,
 )
 from planner.simulate.steps import PointSteps, RooflineSteps, saturated_rps
-from planner.simulate.traffic import Requests, gamma_arrivals, lognormal_lengths
+from planner.simulate.traffic import Requests, cached_prefixes, gamma_arrivals, lognormal_lengths
 
 SETTLED_RELATIVE_HALF_WIDTH = 0.05
 MAX_SEEDS = 8  # extra seeds for inconclusive verdicts stop here (a user's --seeds may be larger)
@@ -318,11 +318,15 @@ class _RouteRun:
     setup: EngineSetup  # the engines its requests run on (its configuration's, in a pool)
 
 
-def _route_requests(route, duration_s: float, options: SimulationOptions, rng, bucket_caps) -> Requests:
+def _route_requests(route, duration_s: float, options: SimulationOptions, rng, bucket_caps, cache=None) -> Requests:
+    """A route's requests over the run: arrivals, lengths within the bucket's caps and, with the workload's prefix
+    cache (perf.types.PrefixCache), the prompt tokens each finds cached (drawn after the rest, so that a workload
+    without one draws as before)."""
     arrivals = gamma_arrivals(route.rps, duration_s, options.arrival_cv, rng)
     isl_cap, osl_cap = bucket_caps
-    return Requests(arrivals, lognormal_lengths(route.bucket_isl, options.length_cv, len(arrivals), isl_cap, rng),
-                    lognormal_lengths(route.bucket_osl, options.length_cv, len(arrivals), osl_cap, rng))  # fmt: skip
+    isl = lognormal_lengths(route.bucket_isl, options.length_cv, len(arrivals), isl_cap, rng)
+    osl = lognormal_lengths(route.bucket_osl, options.length_cv, len(arrivals), osl_cap, rng)
+    return Requests(arrivals, isl, osl, cached_prefixes(isl, cache, rng))
 
 
 def _trace_split(trace, runs: list[_RouteRun], rng) -> list[Requests]:
@@ -419,15 +423,19 @@ def _run_pool_once(pool: _Pool, duration_s: float, seed: int, options: Simulatio
     if options.trace is not None:
         mine = [i for i in entering if pool.owners[i] == pool.traced]
         split = _trace_split(options.trace, [pool.runs[i] for i in mine], rng)
+        cache = pool.specs[pool.traced].prefix_cache
         for i, part in zip(mine, split):
             parts[i] = part
+            if cache is not None:  # the workload's prefix cache, as for drawn requests
+                part.cached = cached_prefixes(part.isl, cache, rng)
         tails[pool.traced] = split[-1]
         arrival = options.trace.arrival_s
         duration_s = float(arrival.max() - arrival[0]) if len(arrival) else 0.0  # the others run over its span
     for i in entering:
         if parts[i] is None:
             r = pool.runs[i]
-            parts[i] = _route_requests(r.route, duration_s, options, rng, _bucket_caps(pool.specs[pool.owners[i]], r.route))
+            spec = pool.specs[pool.owners[i]]
+            parts[i] = _route_requests(r.route, duration_s, options, rng, _bucket_caps(spec, r.route), spec.prefix_cache)
     # a prefill engine sees its requests with one output token: the prompt's (the decode pool makes the rest)
     staged = {i: Requests(parts[i].arrival_s, parts[i].isl, np.ones(len(parts[i]), dtype=np.int64), parts[i].cached)
               for i in entering if pool.runs[i].setup.stage == "prefill"}  # fmt: skip
@@ -983,11 +991,17 @@ def _simulate_pool_jobs(plan, catalog, specs, jobs, options, traced: str | None 
                 owners.append(number[w])
     pool_groups = tuple(_Group(setups[members[0]], tuple(index[i] for i in members)) for members in groups)
     notes = ["" for _ in jobs]
+    for w, (_, workload, _, _) in enumerate(jobs):
+        cache = specs[workload.name].prefix_cache
+        if cache is not None:
+            notes[w] = (f"prefix cache: the first {cache.tokens:,} prompt tokens found cached by {cache.hit_rate:.0%} of "
+                        "requests, drawn per request")  # fmt: skip
     if options.trace is not None and traced in names:
         t = names.index(traced)
         trace = options.trace
         trace_rate = trace.requests / trace.duration_s if trace.duration_s > 0 else math.nan
-        notes[t] = f"trace {trace.path}: {trace.requests:,} requests at {trace_rate:.4g} rps mean (the plan routes {rates[t]:.4g} rps here)"
+        notes[t] = (f"trace {trace.path}: {trace.requests:,} requests at {trace_rate:.4g} rps mean (the plan routes {rates[t]:.4g} "
+                    "rps here)" + (f"; {notes[t]}" if notes[t] else ""))  # fmt: skip
         rates[t] = trace_rate
         if len(active) > 1:
             notes[t] += f"; {', '.join(names[w] for w in active if w != t)} ran on the shared engines at the plan's rates"
