@@ -17,6 +17,7 @@ import pandas as pd
 from planner.errors import PlannerInputError
 from planner.loading import short_repr
 
+HASH_COLUMNS = ("hash_ids", "block_hashes", "prefix_hashes")  # a list of the prompt's block hashes per request
 MAX_SPAN_S = 400 * 86400  # a trace longer than about a year is an outlier timestamp or a wrong time unit
 TIME_COLUMNS = ("timestamp", "time", "arrival_time", "arrival_s", "arrival", "ts", "created", "start_time", "request_time")
 INPUT_COLUMNS = ("input_tokens", "contexttokens", "context_tokens", "prompt_tokens", "isl", "isl_tokens",
@@ -42,6 +43,9 @@ class Trace:
     columns: tuple[str, str, str]
     clock: str  # 'datetime' (timestamps were dates) or 'numeric'
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # prompt tokens each request finds in a prefix cache, from the trace's block hashes (`prefix_hits`); None: the
+    # trace names no prompt blocks
+    cached_tokens: np.ndarray | None = None
 
     @property
     def requests(self) -> int:
@@ -202,4 +206,38 @@ def load_trace(
         notes.append(f"numeric timestamps read in {unit}" + (" (--time-unit auto; give --time-unit if they are not)" if time_unit == "auto" else ""))
     if (order != np.arange(order.size)).any():
         notes.append("requests were not in arrival order; sorted")
-    return Trace(str(path), arrival_s[order], isl[order], osl[order], columns, clock, tuple(notes))
+    cached = None
+    hash_column = next((c for c in frame.columns if str(c).strip().lower() in HASH_COLUMNS), None)
+    if hash_column is not None:
+        cached, note = prefix_hits([frame[hash_column].iloc[i] for i in order], isl[order], path, hash_column)
+        notes.append(note)
+    return Trace(str(path), arrival_s[order], isl[order], osl[order], columns, clock, tuple(notes), cached)
+
+
+def prefix_hits(hashes: list, isl: np.ndarray, path: Path, column: str) -> tuple[np.ndarray, str]:
+    """Prompt tokens each request (in arrival order) finds cached: the leading blocks of its prompt whose hashes an
+    earlier request already had (a block's hash stands for its whole prefix, as Mooncake's traces and vLLM's block
+    hashes chain them), x the tokens per block (the largest ISL / blocks, rounded up), at most ISL - 1. The cache
+    is taken as unbounded (nothing evicted): the hits are an upper bound, said in the note."""
+    counts = np.array([len(h) if isinstance(h, (list, tuple)) else -1 for h in hashes])
+    if (counts < 0).any():
+        index = int(np.flatnonzero(counts < 0)[0])
+        raise PlannerInputError(str(path), f"{column} (request {index + 1})", "expected a list of block hashes")
+    with_blocks = counts > 0
+    # a prompt of n blocks of B tokens has ISL <= n B: B is at least ISL / n for every request (the 99th
+    # percentile of those bounds, so that one damaged row does not set it)
+    block = int(np.percentile(np.ceil(isl[with_blocks] / counts[with_blocks]), 99)) if with_blocks.any() else 0
+    seen: set = set()
+    cached = np.zeros(len(hashes), dtype=np.int64)
+    for i, blocks in enumerate(hashes):
+        matched = 0
+        for value in blocks:
+            if value not in seen:
+                break
+            matched += 1
+        cached[i] = min(matched * block, max(int(isl[i]) - 1, 0))
+        seen.update(blocks)
+    hits = cached > 0
+    note = (f"prefix cache from {column}: {hits.mean():.0%} of requests find part of their prompt cached "
+            f"({block}-token blocks, an unbounded cache: an upper bound)")  # fmt: skip
+    return cached, note

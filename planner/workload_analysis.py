@@ -110,6 +110,10 @@ class TraceAnalysis:
     isl_mean: float
     osl_mean: float
     notes: tuple[str, ...]
+    # from a trace with block hashes (traces.prefix_hits): the mean prompt tokens a hit finds cached, and the share
+    # of requests that hit; None without hashes
+    prefix_tokens: int | None = None
+    prefix_hit_rate: float | None = None
 
 
 def window_rates(trace: Trace, period_s: float, quantile: float) -> list[WindowRate]:
@@ -281,8 +285,19 @@ def analyze_trace(trace: Trace, period_s: float = 3600.0, engines: int = 2, quan
         histogram=length_histogram(trace), variants=variants,
         padding_fraction=sum(v.padding_tokens for v in variants) / reserved if reserved else 0.0,
         single_variant_padding_fraction=single_padding / single_reserved if single_reserved else 0.0,
-        isl_mean=float(isl.mean()), osl_mean=float(osl.mean()), notes=tuple(notes),
+        isl_mean=float(isl.mean()), osl_mean=float(osl.mean()), notes=tuple(notes), **_prefix(trace),
     )  # fmt: skip
+
+
+def _prefix(trace: Trace) -> dict:
+    """The workload's prefix_cache from the trace's per-request cached tokens: the hit rate and the mean cached
+    tokens of a hit (so that the mean prompt computes what the trace's prompts computed on average)."""
+    if trace.cached_tokens is None:
+        return {}
+    hits = trace.cached_tokens > 0
+    if not hits.any():
+        return {"prefix_tokens": 0, "prefix_hit_rate": 0.0}
+    return {"prefix_tokens": int(round(float(trace.cached_tokens[hits].mean()))), "prefix_hit_rate": float(hits.mean())}
 
 
 def _shares(variants: tuple[EngineVariant, ...]) -> list[float]:
@@ -310,6 +325,8 @@ def workload_block(analysis: TraceAnalysis, name: str, model: str, mode: str = "
         "name": name, "model": model, "buckets": buckets, "mean_rps": round(top_mean, 4),
         "peak_quantile": analysis.quantile, "mode": mode,
     }  # fmt: skip
+    if analysis.prefix_tokens and analysis.prefix_hit_rate:
+        workload["prefix_cache"] = {"prefix_tokens": analysis.prefix_tokens, "hit_rate": round(analysis.prefix_hit_rate, 4)}
     block: dict = {"workloads": [workload]}
     if len(analysis.profile) > 1:
         block["periods"] = [

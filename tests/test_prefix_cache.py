@@ -131,3 +131,41 @@ def test_a_bad_prefix_cache_block_is_refused_by_name(cli, tmp_path, block, messa
     path.write_text(yaml.safe_dump(document))
     code, out, err = cli("validate", path)
     assert code == 2 and message in out + err and "Traceback" not in out + err
+
+
+def test_block_hashes_give_each_request_its_cached_prefix(tmp_path):
+    """A trace naming its prompts' block hashes (Mooncake's hash_ids): a request finds cached the leading blocks an
+    earlier request had, at the trace's block size, never its whole prompt; `workload analyze` turns that into the
+    workload's prefix_cache (mean cached tokens of a hit, share of hits)."""
+    from planner.traces import load_trace
+    from planner.workload_analysis import analyze_trace, workload_block
+
+    rows = [  # 4-token blocks: [1, 2] shared by the later requests, [9] never again
+        {"timestamp": 0, "input_length": 8, "output_length": 5, "hash_ids": [1, 2]},
+        {"timestamp": 60, "input_length": 12, "output_length": 5, "hash_ids": [1, 2, 3]},
+        {"timestamp": 120, "input_length": 4, "output_length": 5, "hash_ids": [9]},
+        {"timestamp": 180, "input_length": 8, "output_length": 5, "hash_ids": [1, 2]},
+        {"timestamp": 240, "input_length": 16, "output_length": 5, "hash_ids": [1, 7, 3, 4]},
+    ]
+    path = tmp_path / "hashes.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    trace = load_trace(path)
+    assert trace.cached_tokens.tolist() == [0, 8, 0, 7, 4]  # whole prompt seen before: all but its last token
+    analysis = analyze_trace(trace, period_s=60.0, engines=1)
+    assert analysis.prefix_hit_rate == pytest.approx(0.6) and analysis.prefix_tokens == round((8 + 7 + 4) / 3)
+    block = workload_block(analysis, "agent", "llama-3.1-8b")
+    assert block["workloads"][0]["prefix_cache"] == {"prefix_tokens": 6, "hit_rate": 0.6}
+
+
+def test_the_mooncake_trace_reads_its_hashes():
+    from conftest import ROOT
+
+    path = ROOT.parent / "shared" / "real" / "traces" / "mooncake_synthetic_trace.jsonl"
+    if not path.is_file():
+        pytest.skip("../shared/real is not present")
+    from planner.traces import load_trace
+
+    trace = load_trace(path, time_unit="ms")
+    assert any("512-token blocks" in note for note in trace.notes)
+    hits = trace.cached_tokens > 0
+    assert 0.3 < hits.mean() < 0.6 and (trace.cached_tokens < trace.isl_tokens).all()

@@ -439,6 +439,9 @@ def print_trace_analysis(answer, console: Console, block_yaml: str, written_to: 
         f"padding waste: {a.padding_fraction:.1%} of reserved tokens "
         f"(one variant at the maxima: {a.single_variant_padding_fraction:.1%})"
     )
+    if a.prefix_hit_rate is not None:
+        console.print(f"prefix cache (from the trace's block hashes): {a.prefix_hit_rate:.1%} of requests find part of "
+                      f"their prompt cached, {a.prefix_tokens:,} tokens on average; the block says prefix_cache")  # fmt: skip
     for note in a.notes:
         console.print(escape(f"note: {note}"))
     if all(w.get("mode") != "offline" and not w.get("slo") for w in answer.block["workloads"]):

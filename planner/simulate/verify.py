@@ -345,9 +345,11 @@ def _trace_split(trace, runs: list[_RouteRun], rng) -> list[Requests]:
     served = total > 0
     chosen[served] = (cumulative[:, served] < (draw[served] * total[served])[None, :]).sum(axis=0)
     parts = []
+    cached = trace.cached_tokens  # the prompt tokens each request found cached, where the trace names its blocks
     for i, r in enumerate(runs):
         mine = chosen == i
-        parts.append(Requests(arrival[mine], isl[mine], np.minimum(osl[mine], r.route.engine_osl)))
+        parts.append(Requests(arrival[mine], isl[mine], np.minimum(osl[mine], r.route.engine_osl),
+                              None if cached is None else np.minimum(cached[mine], isl[mine] - 1)))  # fmt: skip
     refused = Requests(arrival[~served], isl[~served], osl[~served])
     refused.rejected[:] = True
     parts.append(refused)
@@ -426,7 +428,7 @@ def _run_pool_once(pool: _Pool, duration_s: float, seed: int, options: Simulatio
         cache = pool.specs[pool.traced].prefix_cache
         for i, part in zip(mine, split):
             parts[i] = part
-            if cache is not None:  # the workload's prefix cache, as for drawn requests
+            if cache is not None and options.trace.cached_tokens is None:  # the workload's cache, drawn as elsewhere
                 part.cached = cached_prefixes(part.isl, cache, rng)
         tails[pool.traced] = split[-1]
         arrival = options.trace.arrival_s
@@ -1000,8 +1002,10 @@ def _simulate_pool_jobs(plan, catalog, specs, jobs, options, traced: str | None 
         t = names.index(traced)
         trace = options.trace
         trace_rate = trace.requests / trace.duration_s if trace.duration_s > 0 else math.nan
+        cached = ("; prefix cache: each request's cached tokens from the trace's block hashes"
+                  if trace.cached_tokens is not None else f"; {notes[t]}" if notes[t] else "")  # fmt: skip
         notes[t] = (f"trace {trace.path}: {trace.requests:,} requests at {trace_rate:.4g} rps mean (the plan routes {rates[t]:.4g} "
-                    "rps here)" + (f"; {notes[t]}" if notes[t] else ""))  # fmt: skip
+                    "rps here)" + cached)  # fmt: skip
         rates[t] = trace_rate
         if len(active) > 1:
             notes[t] += f"; {', '.join(names[w] for w in active if w != t)} ran on the shared engines at the plan's rates"

@@ -1,0 +1,73 @@
+"""Issue 32: the simulator against real vLLM runs, replayed with their own lengths and rates.
+
+`vllm bench serve` of Llama 3.3 70B Instruct, TP8 bf16 on Azure ND96asr_v4 (8 x A100 40GB), ShareGPT prompts at
+Poisson rates of 1, 4 and 16 requests/s, 200 requests each (../shared/real/bench/vllm, SOURCES.md there: their
+owner's data, read from there, never copied; the test skips without it). The files keep each request's input and
+output length but not its arrival time, so the replay draws Poisson arrivals at the run's rate (20 draws, their mean
+taken) and sends the requests in the file's order to one vLLM-class engine on the calibrated roofline: the catalog's
+A100 40GB, the vLLM engine class's factors (planner/perf/engines.py), the engine's KV cache. None of these runs was
+used to fit anything.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from planner.catalog import load_catalog
+from planner.perf.engines import engine_efficiency
+from planner.perf.roofline import EngineShape, kv_bytes_for
+from planner.perf.tables import instance_memory
+from planner.simulate.balance import run
+from planner.simulate.engines import ServingEngine
+from planner.simulate.steps import RooflineSteps
+from planner.simulate.traffic import Requests
+
+RUNS = Path(__file__).resolve().parents[2] / "shared" / "real" / "bench" / "vllm"
+MODEL, GPU, TP, PRECISION = "llama-3.3-70b", "A100-SXM-40GB", 8, "bf16"
+DRAWS = 20
+# what the replay finds today for mean TTFT, simulated / measured (ITL passes at 0.82 / 0.82 / 0.94): the vLLM class's
+# per-request overhead (36.7 ms, fitted on H100 rows and used for Ampere, which has none) is about twice what these
+# runs show (their TTFT at 4 requests/s, 50 ms, includes a 213-token prefill), and the simulated TTFT grows with the
+# rate where the measured one does not
+TTFT_KNOWN = {1: 1.33, 4: 1.84, 16: 2.02}
+
+
+def _replay(rate_name: str) -> tuple[dict, float, float]:
+    run_file = RUNS / f"llama70b_tp8_qps_{rate_name}.json"
+    if not run_file.is_file():
+        pytest.skip(f"{run_file} not present (the real runs are read from ../shared/real)")
+    measured = json.loads(run_file.read_text())
+    catalog = load_catalog()
+    eff = engine_efficiency(catalog, MODEL, GPU, "vllm")
+    shape = EngineShape(catalog.models[MODEL], catalog.gpus[GPU], TP, PRECISION, kv_bytes_for(PRECISION))
+    isl, osl = np.array(measured["input_lens"]), np.array(measured["output_lens"])
+    memory = instance_memory(catalog, MODEL, GPU, TP, PRECISION, int(isl.max()), int(osl.max()))
+    ttfts, itls = [], []
+    for seed in range(DRAWS):
+        arrivals = np.cumsum(np.random.default_rng(seed).exponential(1 / measured["request_rate"], len(isl)))
+        requests = Requests(arrivals, isl, osl)
+        engine = ServingEngine(RooflineSteps(shape, eff), 256, memory.kv_token_capacity, 8192, eff.ttft_overhead_ms)
+        run([engine], requests)
+        ttfts.append(float(np.mean(requests.first_token_s - requests.arrival_s)) * 1e3)
+        _, gap_ms, tokens = engine.gaps
+        itls.append(float(np.average(gap_ms, weights=tokens)))
+    return measured, float(np.mean(ttfts)), float(np.mean(itls))
+
+
+@pytest.mark.parametrize("rate", [1, 4, 16])
+def test_replayed_mean_itl_is_within_a_fifth_of_the_measured(rate):
+    measured, _, itl = _replay(f"{rate:02d}")
+    assert itl / measured["mean_itl_ms"] == pytest.approx(1.0, abs=0.20), (rate, itl, measured["mean_itl_ms"])
+
+
+@pytest.mark.parametrize("rate", [
+    pytest.param(r, marks=pytest.mark.xfail(strict=True, reason=f"simulated TTFT x{TTFT_KNOWN[r]} the measured"))
+    for r in (1, 4, 16)
+])  # fmt: skip
+def test_replayed_mean_ttft_is_within_a_fifth_of_the_measured(rate):
+    measured, ttft, _ = _replay(f"{rate:02d}")
+    assert ttft / measured["mean_ttft_ms"] == pytest.approx(1.0, abs=0.20), (rate, ttft, measured["mean_ttft_ms"])
