@@ -2,7 +2,7 @@
 simulated (issue 32's target: one hour at 100 requests/s in <= 5 s end to end), as a fresh process, beside the
 simulator core alone (benchmarks/simulator_speed.py).
 Run:  python benchmarks/simulate_end_to_end.py [--scenario scenarios/llama3-8b-assistant.yaml] [--rate 100]
-      [--duration 3600]
+      [--duration 3600] [--balancer power-of-two]
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ def main() -> None:
     parser.add_argument("--scenario", default="scenarios/llama3-8b-assistant.yaml")
     parser.add_argument("--rate", type=float, default=100.0)
     parser.add_argument("--duration", type=float, default=3600.0)
+    parser.add_argument("--balancer", default="power-of-two")
     args = parser.parse_args()
     document = yaml.safe_load((ROOT / args.scenario).read_text())
     for workload in document["workloads"]:  # every workload at the rate, as a peak to size for
@@ -36,11 +37,12 @@ def main() -> None:
         path = Path(tmp) / "scaled.yaml"
         path.write_text(yaml.safe_dump(document, sort_keys=False))
         started = time.perf_counter()
-        done = subprocess.run([planner, "simulate", str(path), "--duration", f"{args.duration:g}"], cwd=ROOT,
+        done = subprocess.run([planner, "simulate", str(path), "--duration", f"{args.duration:g}", "--balancer", args.balancer], cwd=ROOT,
                               capture_output=True, text=True, check=False)  # fmt: skip
         wall = time.perf_counter() - started
     summary = [line for line in done.stdout.splitlines() if "requests simulated" in line or line.startswith("Verdict")]
-    print(f"{args.scenario} at {args.rate:g} rps for {args.duration:g} s: {wall:.2f} s wall end to end (exit {done.returncode})")
+    print(f"{args.scenario} at {args.rate:g} rps for {args.duration:g} s, {args.balancer}: {wall:.2f} s wall end to end "
+          f"(exit {done.returncode})")
     for line in summary:
         print("  " + line)
 

@@ -421,6 +421,7 @@ def _run(action, debug: bool, json: bool = False) -> None:
 
 class Balancer(str, Enum):
     power_of_two = "power-of-two"
+    least_wait = "least-wait"
     least_tokens = "least-tokens"
     least_outstanding = "least-outstanding"
     round_robin = "round-robin"

@@ -129,13 +129,14 @@ def test_chat_and_code_at_p90_runs_on_the_whole_shared_pool(tmp_path):
 # preemptions, checks (metric, estimate, 95% low, high, verdict)). Recorded again with issue 29's open-loop plan
 # (chat on 4 engines, not 3) and balancers that weigh the work left (docs/simulation.md): a regression pin since.
 # Recorded again when fp4 weights got their block scales and bf16 embeddings (docs/perf-model.md, "Precisions"): the
-# B200 fp4 engines' steps are up to 2% longer, the same engines and requests.
+# B200 fp4 engines' steps are up to 2% longer, the same engines and requests. Recorded again when power-of-two
+# compared the wait a new prompt would see instead of the work left (issue 32, planner/simulate/balance.py).
 BEFORE = [
-    ("chat", 4, 20445, 9203, 9203, 35.97832872192441, 16.43558445623438, 10.962585072699657, 1931.70548989449, 0,
-     (("TTFT", 36.907244929174965, 23.61927298834133, 50.44892376515086, "holds"),)),
-    ("summarize", 8, 2415, 1091, 1091, 268.59622168400676, 235.7464471454475, 45.1303758765363, 18693.95440928845, 0,
-     (("TTFT", 272.8261470981863, 164.9083947650147, 389.9990688432607, "holds"),
-      ("TPOT", 41.73895882382127, 0.0, 83.92563120815586, "inconclusive"))),
+    ("chat", 4, 20445, 9203, 9203, 34.93206448052888, 16.62450862552549, 11.310685505752792, 1937.2627144013454, 0,
+     (("TTFT", 35.41450298874338, 29.40201660890191, 41.40691863160489, "holds"),)),
+    ("summarize", 8, 2415, 1091, 1091, 262.4769905313684, 235.8956950312765, 51.55278992305386, 18876.88187824376, 0,
+     (("TTFT", 264.98879048440216, 231.28644269953634, 298.9964299270814, "holds"),
+      ("TPOT", 41.62173252031422, 0.0, 89.67747511769576, "inconclusive"))),
 ]  # fmt: skip
 
 

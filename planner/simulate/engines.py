@@ -313,6 +313,7 @@ class ServingEngine:
         self.requests_outstanding = 0
         self.tokens_outstanding = 0  # prompt + output tokens of the requests held
         self.tokens_done = 0  # of those, the prompt tokens prefilled and output tokens made so far
+        self.prompt_tokens_left = 0  # prompt tokens of the requests held still to prefill (what a new prompt waits for)
         self.samples: list[int] = []  # requests in this engine seen by each arrival sent to it
         self._next_event: float | None = None
         # per class (only with `classes`): running sequences, tokens of each gap (parallel to gap_ms), preemptions
@@ -331,6 +332,20 @@ class ServingEngine:
         """The work the engine still holds, in tokens: prompt tokens not yet prefilled and output tokens not yet
         made (a request near its end weighs little, a prompt waiting weighs its whole length)."""
         return self.tokens_outstanding - self.tokens_done
+
+    def expected_wait_ms(self, time_s: float) -> float:
+        """What a prompt arriving at `time_s` waits before its own prefill can start, as the engine stands (it has
+        been advanced to `time_s`): the rest of the iteration in progress, the prefill of the prompt tokens already
+        waiting (their work beside a running step, F) and, with every seat taken, the next completion for itself
+        and each request queued ahead. What the `least-wait` and `power-of-two` balancers compare."""
+        busy = self.running or self.prefilling or self.queue
+        residual_ms = (self.clock - time_s) * 1e3 if busy and self.clock > time_s else 0.0
+        wait_ms = residual_ms + (self.steps.fused_work_ms(self.prompt_tokens_left) if self.prompt_tokens_left else 0.0)
+        if self.running and len(self.running) + len(self.prefilling) >= self.max_batch:
+            # every seat taken: the next completion frees one, and each request queued ahead takes one too (at
+            # about the same interval)
+            wait_ms += max(self.next_event_s() - time_s, 0.0) * 1e3 * (1 + len(self.queue))
+        return wait_ms
 
     def next_event_s(self) -> float:
         """A lower bound on when the requests outstanding may next change (now, when there is work to start)."""
@@ -357,6 +372,7 @@ class ServingEngine:
         self.requests_outstanding += 1
         self.tokens_outstanding += book.isl[request] + book.osl[request]
         self.tokens_done += book.cached[request]
+        self.prompt_tokens_left += book.isl[request] - min(book.cached[request], book.isl[request])
 
     def advance_to(self, time_s: float) -> None:
         """Run the iterations that start before `time_s`."""
@@ -423,6 +439,7 @@ class ServingEngine:
                 generated = min(book.osl[victim] - 1, max(1, round(book.osl[victim] - (end - self.iteration) * self.per_step)))
             self.tokens_done -= book.isl[victim] + generated  # its cache is gone: prompt and tokens are prefilled again
             self.resume[victim] = (generated, self.clock)
+            self.prompt_tokens_left += book.isl[victim] + generated  # recomputed whole
             self.queue.appendleft(victim)
             self.preemptions += 1
             if self.class_running is not None:
@@ -432,6 +449,8 @@ class ServingEngine:
 
     def _reject(self, request: int) -> None:
         """A prompt larger than the whole KV cache: the engine refuses it (the simulation counts it as failed)."""
+        resumed = request in self.resume
+        self.prompt_tokens_left -= self._prompt_tokens(request) - (0 if resumed else min(self.book.cached[request], self.book.isl[request]))
         self.book.rejected.append(request)
         self.requests_outstanding -= 1
         self.tokens_outstanding -= self.book.isl[request] + self.book.osl[request]
@@ -458,6 +477,7 @@ class ServingEngine:
             work_ms += chunk_ms(entry[1], entry[1] + take)
             entry[1] += take
             self.tokens_done += take
+            self.prompt_tokens_left -= take
             budget -= take
         queue = self.queue
         joining = 0  # requests whose whole prompt is cached: they make a token in this step without a prefill
@@ -485,6 +505,7 @@ class ServingEngine:
                 joining_context += tokens
             self.prefilling.append([request, start + take, tokens])
             self.tokens_done += take
+            self.prompt_tokens_left -= take
             budget -= take
         if decoding or (joining and not work_ms):  # a decode step (with the cached prompts' first tokens)
             emitting = decoding + joining

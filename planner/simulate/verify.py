@@ -425,7 +425,7 @@ def _run_pool_once(pool: _Pool, duration_s: float, seed: int, options: Simulatio
     if options.trace is not None:
         mine = [i for i in entering if pool.owners[i] == pool.traced]
         split = _trace_split(options.trace, [pool.runs[i] for i in mine], rng)
-        cache = pool.specs[pool.traced].prefix_cache
+        cache = getattr(pool.specs[pool.traced], "prefix_cache", None)
         for i, part in zip(mine, split):
             parts[i] = part
             if cache is not None and options.trace.cached_tokens is None:  # the workload's cache, drawn as elsewhere
@@ -437,7 +437,7 @@ def _run_pool_once(pool: _Pool, duration_s: float, seed: int, options: Simulatio
         if parts[i] is None:
             r = pool.runs[i]
             spec = pool.specs[pool.owners[i]]
-            parts[i] = _route_requests(r.route, duration_s, options, rng, _bucket_caps(spec, r.route), spec.prefix_cache)
+            parts[i] = _route_requests(r.route, duration_s, options, rng, _bucket_caps(spec, r.route), getattr(spec, "prefix_cache", None))
     # a prefill engine sees its requests with one output token: the prompt's (the decode pool makes the rest)
     staged = {i: Requests(parts[i].arrival_s, parts[i].isl, np.ones(len(parts[i]), dtype=np.int64), parts[i].cached)
               for i in entering if pool.runs[i].setup.stage == "prefill"}  # fmt: skip
@@ -994,7 +994,7 @@ def _simulate_pool_jobs(plan, catalog, specs, jobs, options, traced: str | None 
     pool_groups = tuple(_Group(setups[members[0]], tuple(index[i] for i in members)) for members in groups)
     notes = ["" for _ in jobs]
     for w, (_, workload, _, _) in enumerate(jobs):
-        cache = specs[workload.name].prefix_cache
+        cache = getattr(specs[workload.name], "prefix_cache", None)  # test doubles may lack it
         if cache is not None:
             notes[w] = (f"prefix cache: the first {cache.tokens:,} prompt tokens found cached by {cache.hit_rate:.0%} of "
                         "requests, drawn per request")  # fmt: skip
