@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,8 @@ from planner.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
+# calibration fits kept on disk (planner/perf/fit_cache.py): a folder of this test run's own, never the user's
+os.environ.setdefault("PLANNER_CACHE_DIR", tempfile.mkdtemp(prefix="planner-test-cache-"))
 
 
 @pytest.fixture(scope="session")

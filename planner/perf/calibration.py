@@ -512,7 +512,10 @@ def efficiency_for(catalog: Catalog, architecture: str, exclude: frozenset = fro
     """The calibrated factors of a GPU generation (both stages; see the module docstring)."""
     key = ("efficiency", architecture, exclude)
     if key not in catalog.derived:
-        catalog.derived[key] = fit_architecture(catalog, architecture, exclude).efficiency
+        from planner.perf.fit_cache import cached_dataclass
+
+        catalog.derived[key] = cached_dataclass(catalog, ("efficiency", architecture, tuple(sorted(exclude))), Efficiency,
+                                                lambda: fit_architecture(catalog, architecture, exclude).efficiency)  # fmt: skip
     return catalog.derived[key]
 
 

@@ -73,8 +73,13 @@ def run(engines: list, requests, balancer: str = "power-of-two", seed: int = 0):
             t = arrival[index]
             a.advance_to(t)
             b.advance_to(t)
-            load_a, load_b = _wait(a, t), _wait(b, t)
-            engine = a if load_a < load_b or (load_a == load_b and i < j) else b
+            if serving:  # the wait a prompt would see, then the work left (the hot path: no tuples)
+                wait_a, wait_b = a.expected_wait_ms(t), b.expected_wait_ms(t)
+                if wait_a == wait_b:
+                    wait_a, wait_b = a.load_tokens, b.load_tokens
+            else:
+                wait_a, wait_b = a.outstanding(), b.outstanding()
+            engine = a if wait_a < wait_b or (wait_a == wait_b and i < j) else b
             engine.submit(index)
     elif balancer == "least-wait":
         last_chosen = [-1 - i for i in range(n)]  # ties: the engine chosen longest ago

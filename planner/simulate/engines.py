@@ -338,10 +338,13 @@ class ServingEngine:
         been advanced to `time_s`): the rest of the iteration in progress, the prefill of the prompt tokens already
         waiting (their work beside a running step, F) and, with every seat taken, the next completion for itself
         and each request queued ahead. What the `least-wait` and `power-of-two` balancers compare."""
-        busy = self.running or self.prefilling or self.queue
-        residual_ms = (self.clock - time_s) * 1e3 if busy and self.clock > time_s else 0.0
-        wait_ms = residual_ms + (self.steps.fused_work_ms(self.prompt_tokens_left) if self.prompt_tokens_left else 0.0)
-        if self.running and len(self.running) + len(self.prefilling) >= self.max_batch:
+        running = self.running
+        if not (running or self.prefilling or self.queue):
+            return 0.0
+        wait_ms = (self.clock - time_s) * 1e3 if self.clock > time_s else 0.0
+        if self.prompt_tokens_left:
+            wait_ms += self.steps.fused_work_ms(self.prompt_tokens_left)
+        if running and len(running) + len(self.prefilling) >= self.max_batch:
             # every seat taken: the next completion frees one, and each request queued ahead takes one too (at
             # about the same interval)
             wait_ms += max(self.next_event_s() - time_s, 0.0) * 1e3 * (1 + len(self.queue))
@@ -610,23 +613,30 @@ class ServingEngine:
         """k decode-only iterations at once, up to the next completion, the iteration where the KV cache is full, or
         `time_s`. Decode time is linear in the context, which grows by one token per sequence per iteration, so the
         k steps take k x decode_ms at the stretch's mean context, exactly."""
-        n, e = len(self.running), self.per_step
-        k = self._first_end() - self.iteration
-        room = self.kv_capacity - self._kv_used()
-        if room < math.inf:
-            k = min(k, int(room // (n * e)))
+        # the engine's hottest path (one call per arrival and engine advanced): attributes read once, the helpers
+        # (_kv_used, _gap, _retire) inlined or called only when they have something to do
+        n, e, iteration = len(self.running), self.per_step, self.iteration
+        to_end = self._first_end() - iteration
+        k = to_end
+        held = self.s0 + n * iteration * e  # KV tokens of the running sequences
+        if self.kv_capacity < math.inf:
+            k = min(k, int((self.kv_capacity - held - self.prefill_reserved) // (n * e)))
             if k < 1:
                 self._iterate()  # the next token does not fit: preempt
                 return
-        context = (self.s0 + n * self.iteration * e) / n
+        context = held / n
+        decode_ms = self.steps.decode_ms
         if time_s < math.inf:
-            step_ms = self.steps.decode_ms(n, context)
-            k = max(1, min(k, math.ceil((time_s - self.clock) * 1e3 / step_ms - 1e-9)))
-        step_ms = self.steps.decode_ms(n, context + (k - 1) / 2 * e)
+            k = max(1, min(k, math.ceil((time_s - self.clock) * 1e3 / decode_ms(n, context) - 1e-9)))
+        step_ms = decode_ms(n, context + (k - 1) / 2 * e)
         self.clock += k * step_ms / 1e3
-        self.iteration += k
-        self.tokens_done += n * k * e
-        self._gap(step_ms / e, n * k * e)
+        self.iteration = iteration + k
+        tokens = n * k * e
+        self.tokens_done += tokens
+        self.gap_end_s.append(self.clock)
+        self.gap_ms.append(step_ms / e)
+        self.gap_tokens.append(tokens)
         if self.class_running is not None:
             self._class_gap(k)
-        self._retire()
+        if k >= to_end:  # a sequence ends here
+            self._retire()
