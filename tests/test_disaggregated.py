@@ -311,7 +311,8 @@ def test_a_kv_cache_crosses_at_the_slower_of_the_two_networks(demo_plans):
     """The transfer takes the slower side (the model prices the prefill side's only: docs/perf-model.md); a decode
     system on a 1 Mb/s network turns the demo's TTFT into a conclusive miss in simulation."""
     from planner.simulate import SimulationOptions, simulate_plan
-    from planner.simulate.verify import EngineSetup, _transfer_ms
+    from planner.simulate.pools import _transfer_ms
+    from planner.simulate.setups import EngineSetup
 
     fast = EngineSetup(None, 1, None, 1, "", network_bytes_per_s=50e9, kv_bytes_per_token=160e3, transfer_latency_ms=0.01)
     slow = dataclasses.replace(fast, network_bytes_per_s=5e9)

@@ -15,18 +15,9 @@ from conftest import SCENARIOS
 from planner.plan import Route, configuration_key
 from planner.scenario import Slo
 from planner.simulate import FixedSteps, Requests, ServingEngine, SimulationOptions, run, simulate_plan
-from planner.simulate.verify import (
-    HOLDS,
-    INCONCLUSIVE,
-    MISSES,
-    EngineSetup,
-    _Group,
-    _Pool,
-    _pools,
-    _RouteRun,
-    _run_pool_once,
-    simulate_pool,
-)
+from planner.simulate.pools import _Group, _Pool, _RouteRun, run_pool_once
+from planner.simulate.setups import EngineSetup
+from planner.simulate.verify import HOLDS, INCONCLUSIVE, MISSES, _pools, simulate_pool
 
 
 def _toy_route(rps: float, isl: int, osl: int) -> SimpleNamespace:
@@ -44,7 +35,7 @@ def _toy_pool(setup: EngineSetup, slos=(Slo(ttft_ms=1e6), Slo(ttft_ms=1e6))) -> 
 def test_a_shared_pool_gives_each_workload_its_own_requests_and_gaps():
     setup = EngineSetup(FixedSteps(5.0, 0.01, 4.0, 0.05), 16, None, 3, "toy")
     pool = _toy_pool(setup)
-    (chat, chat_gaps, _), (code, code_gaps, _) = _run_pool_once(pool, 120.0, 7, SimulationOptions())
+    (chat, chat_gaps, _), (code, code_gaps, _) = run_pool_once(pool, 120.0, 7, SimulationOptions())
     # each workload has its own requests, at its own lengths and rate, all served
     assert set(chat.isl.tolist()) == {200} and set(chat.osl.tolist()) == {20}
     assert set(code.isl.tolist()) == {1000} and set(code.osl.tolist()) == {50}

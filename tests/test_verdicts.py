@@ -16,18 +16,18 @@ from rich.console import Console
 
 from planner.scenario import Slo
 from planner.simulate import FixedSteps, Requests, run_statistics
+from planner.simulate.pools import _RouteRun
+from planner.simulate.setups import EngineSetup
 from planner.simulate.verify import (
     HOLDS,
     INCONCLUSIVE,
     MAX_SEEDS,
     MISSES,
     NOT_SIMULATED,
-    EngineSetup,
     LimitCheck,
     SimulationOptions,
     WorkloadCheck,
     _checks,
-    _RouteRun,
     classify,
     overall_verdict,
     simulate_workload,

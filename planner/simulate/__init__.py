@@ -7,6 +7,8 @@ real trace? The optimizer sizes on steady-state averages; this package replays r
 - `traffic`: requests, arrival processes and length distributions;
 - `balance`: `run`, requests fed to engines through a load balancer (power-of-two choices by default);
 - `stats`: percentiles, token gaps, time averages, warm-up and batch-means intervals;
+- `setups`: `engine_setup`, how one configuration's instances run (step times, batch cap, KV cache, count);
+- `pools`: one run of a pool of workloads on their engines, disaggregated requests carried between pools;
 - `verify`: `simulate_plan`, every workload and period of a plan on its engines, with verdicts per limit.
 """
 
@@ -21,11 +23,11 @@ from planner.simulate.traffic import (
     lognormal_lengths,
     poisson_arrivals,
 )
+from planner.simulate.setups import engine_setup
 from planner.simulate.verify import (
     LimitCheck,
     SimulationOptions,
     WorkloadCheck,
-    engine_setup,
     simulate_plan,
 )
 

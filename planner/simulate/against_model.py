@@ -106,7 +106,7 @@ class EngineCase:
               token_budget: int = DEFAULT_TOKEN_BUDGET, layout: Layout | None = None,
               speculation=None, engine: str | None = None) -> EngineCase:  # fmt: skip
         """`layout` (attention DP, EP, pipeline stages) beyond TP: the simulator runs it as one engine whose ranks
-        step in lockstep, on the model's own step (planner/simulate/verify.py). `speculation`
+        step in lockstep, on the model's own step (planner/simulate/setups.py). `speculation`
         (planner.perf.roofline.Speculation): a speculative engine, its accepted tokens drawn per step. `engine`
         (trtllm, vllm, sglang): that engine class's calibrated factors (planner.perf.engines); None: the GPU
         generation's own."""

@@ -15,7 +15,12 @@ its engines too. The engines of a configuration are `ServingEngine`s:
   the concurrency is the point's own when it records one, else Little's law over its decode time (requests/s x
   OSL x TPOT, a request's mean gap), else the roofline's smallest batch reaching the measured rate. Rows measured
   on a whole node are run as the smallest tensor-parallel engine the model fits, that many per node. Models
-  without an architecture get `steps.PointSteps` fitted to the point.
+  without an architecture get `steps.PointSteps` fitted to the point;
+- disaggregated routes: prefill engines (whole prompts, the first token only), the KV transfer at the slower of the
+  two instances' networks, decode engines that take each request with its prompt cached (`pools.run_pool_once`,
+  `_hand_over`, `_join_stages`);
+- speculative routes: the scenario's speculation, accepted tokens drawn per step (`ServingEngine`);
+- a workload's prefix cache: each request's cached prompt tokens drawn at its hit rate, or a trace's own.
 
 Verdicts: each limit the SLO sets (planner.metrics: TTFT, TPOT and E2E per request, ITL as gaps between tokens) at
 the scenario's percentile over the measured window, with a 95% interval; the run length doubles until every interval
@@ -37,13 +42,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.catalog import compute_precision
 from planner.metrics import LABELS
 from planner.metrics import limits as slo_limits
-from planner.perf.types import DEFAULT_TOKEN_BUDGET, Layout
 from planner.plan import configuration_key
-from planner.simulate.balance import run
-from planner.simulate.engines import ServingEngine
+from planner.simulate.pools import _Group, _Pool, _RouteRun, _single_pool, run_pool_once
+from planner.simulate.setups import _instances_per_node, engine_setup
 from planner.simulate.stats import (
     MIN_WARMUP_FRACTION,
     RunStats,
@@ -53,14 +56,11 @@ from planner.simulate.stats import (
     run_statistics,
     warmup_s,
 )
-from planner.simulate.steps import PointSteps, RooflineSteps, saturated_rps
-from planner.simulate.traffic import Requests, cached_prefixes, gamma_arrivals, lognormal_lengths
 
 SETTLED_RELATIVE_HALF_WIDTH = 0.05
 MAX_SEEDS = 8  # extra seeds for inconclusive verdicts stop here (a user's --seeds may be larger)
 MIN_SEEDS_ACROSS = 4  # the first extra round brings the seeds to at least this (a t-interval over 2 seeds is 12.7 sd wide)
 HOLDS, MISSES, INCONCLUSIVE, NOT_SIMULATED = "holds", "misses", "inconclusive", "not simulated"
-TP_CHOICES = (1, 2, 4, 8, 16, 32, 64, 72)
 
 
 @dataclass(frozen=True)
@@ -116,462 +116,6 @@ class WorkloadCheck:
     verdict: str = NOT_SIMULATED  # holds | misses | inconclusive | not simulated (`workload_verdict`)
     extra_seeds: int = 0  # seeds added because a verdict was inconclusive
     seeds_note: str = ""  # what was done about inconclusive verdicts ("" when nothing was)
-
-
-@dataclass(frozen=True)
-class EngineSetup:
-    """How one route's instances are simulated."""
-
-    steps: object
-    max_batch: int
-    kv_tokens: float | None
-    count: int
-    description: str
-    request_overhead_ms: float = 0.0  # the performance model's per-request overhead t0, added to TTFT and E2E
-    stage: str = "aggregated"  # aggregated | prefill | decode (a disaggregated pool: `_hand_over`)
-    token_budget: int | None = None  # None: the run's (a prefill pool's steps hold whole prompts)
-    speculation: object | None = None  # planner.perf.roofline.Speculation of a speculative engine
-    network_bytes_per_s: float = 0.0  # an instance's share of its node's scale-out NICs (KV transfers)
-    kv_bytes_per_token: float = 0.0  # of the KV cache a prefill instance sends
-    transfer_latency_ms: float = 0.0  # one network hop
-
-
-# ----------------------------------------------------------------------------------------------- engines
-def _instances_per_node(route, gpus_per_node: int) -> int:
-    return gpus_per_node // route.tp if route.tp else 1  # rows of a whole system: one instance per node
-
-
-def _layout(route) -> Layout:
-    """The route's engine layout (attention DP, EP, PP beside TP), TP alone where the plan states none."""
-    if route.layout and any(part in route.layout for part in ("DP", "EP", "PP")):
-        return Layout.parse(route.layout)
-    return Layout(route.tp or 1)
-
-
-def _engine_shape(route, catalog):
-    """(tp, precision, memory fit) of the engine: the route's own, or for rows measured on a whole node the smallest
-    TP (bf16 first, then fp8) at which the model fits with a KV cache."""
-    from planner.perf.roofline import supports_roofline
-    from planner.perf.tables import instance_memory
-
-    system = catalog.systems[route.system]
-    gpu = catalog.gpus[system.gpu]
-    if not supports_roofline(catalog.models[route.model]):
-        return None
-    layout = _layout(route)
-    if layout.beyond_tp:  # attention DP / EP / pipeline stages: the plan's own engine
-        memory = instance_memory(catalog, route.model, system.gpu, layout.tp, route.precision, route.engine_isl,
-                                 route.engine_osl, layout.dp, layout.ep, layout.pp)  # fmt: skip
-        return (layout.tp, route.precision, memory) if memory.fits else None
-    precisions = [route.precision] if route.precision else [p for p in ("bf16", "fp8") if p in gpu.precisions]
-    tps = [route.tp] if route.tp else [t for t in TP_CHOICES if t <= system.gpus_per_node and system.gpus_per_node % t == 0]
-    for precision in precisions:
-        for tp in tps:
-            memory = instance_memory(catalog, route.model, system.gpu, tp, precision, route.engine_isl, route.engine_osl)
-            if memory.fits and (memory.max_concurrency_by_memory or 0) >= 1:
-                return tp, precision, memory
-    return None
-
-
-def engine_setup(route, assignment, instances: int, share: float, catalog, token_budget: int = 8192,
-                 shared_with: str = "", speculation=None) -> EngineSetup | str:  # fmt: skip
-    """The engines that serve `route` (module docstring), or why it cannot be simulated. `shared_with`: the other
-    workloads whose requests the engines also take (said in the description: "3 x TP2 fp4 engines shared with code").
-    `speculation`: the scenario's (planner.perf.roofline.Speculation), used where the route is speculative."""
-    from planner.perf import engine_shape, is_modeled
-    from planner.perf.disagg import PREFILL_TOKEN_BUDGET
-    from planner.perf.engines import engine_efficiency
-
-    if route.speculative and speculation is None:
-        return "the route is speculative but the scenario states no engine.speculative to simulate it with"
-    speculation = speculation if route.speculative else None
-    system = catalog.systems[route.system]
-    found = _engine_shape(route, catalog)
-    if found is None:
-        return _point_setup(route, assignment, instances, share, catalog, token_budget, shared_with)
-    tp, precision, memory = found
-    gpu = catalog.gpus[system.gpu]
-    layout = _layout(route)
-    if layout.beyond_tp:
-        # one engine whose ranks step in lockstep (the all-to-all of every MoE layer waits for all of them), its
-        # batch spread evenly over the attention-DP ranks and its experts evenly loaded: the performance model's own
-        # step (perf.engine_shape, with the pipeline's hop over the node's network)
-        hop = (system.network_bytes_per_s(layout.tp * layout.dp) or 0.0) if layout.pp > 1 else 0.0
-        shape = engine_shape(catalog, catalog.models[route.model], gpu, layout, precision, speculation, hop)
-    else:
-        shape = engine_shape(catalog, catalog.models[route.model], gpu, Layout(tp), precision, speculation)
-    efficiency = engine_efficiency(catalog, route.model, gpu.id, route.engine)
-    base = RooflineSteps(shape, efficiency)
-    overhead = efficiency.ttft_overhead_ms
-    if route.stage in ("prefill", "decode"):  # a disaggregated pool's engines (perf/disagg.py)
-        prefill = route.stage == "prefill"
-        batch = route.max_batch or (1 if prefill else memory.running_limit(route.bucket_isl, route.bucket_osl) or 1)
-        budget = max(PREFILL_TOKEN_BUDGET, route.engine_isl) if prefill else None
-        count = max(1, round(instances * share))
-        label = layout.label if layout.beyond_tp else f"TP{tp}"
-        shared = f" shared with {shared_with}" if shared_with else ""
-        what = (f"<= {batch} prompt{'s' if batch != 1 else ''} per step, budget {budget} tokens" if prefill
-                else f"batch <= {batch}, KV caches arriving from the prefill pool")  # fmt: skip
-        return EngineSetup(
-            base, batch, memory.kv_token_capacity or None, count,
-            f"{count} x {label} {precision} {route.stage} engine{'s' if count != 1 else ''}{shared}, roofline steps, {what}"
-            + (f"; {speculation.describe()}" if speculation else ""),
-            overhead if prefill else 0.0, route.stage, budget, speculation,
-            system.network_bytes_per_s(layout.gpus) or 0.0,
-            shape.model.kv_bytes_per_token(shape.kv_bytes_per_element), efficiency.allreduce_latency_us * 1e-3,
-        )  # fmt: skip
-    kv_tokens = memory.kv_token_capacity or (memory.max_concurrency_by_memory * (route.engine_isl + route.engine_osl))
-    kv_batch = memory.running_limit(route.bucket_isl, route.bucket_osl) or 1
-    per_node = system.gpus_per_node // tp if route.tp is None else 1  # engines per plan instance
-    count = max(1, round(instances * per_node * share))
-    label = layout.label if layout.beyond_tp else f"TP{tp}"
-    engine = f"{label} {precision} engine" + (f"s shared with {shared_with}" if shared_with else "")
-    if layout.beyond_tp:
-        engine += " (ranks in lockstep, experts evenly loaded)" if layout.dp > 1 or layout.ep > 1 else " (stages in lockstep)"
-    if speculation is not None:
-        engine += f"; {speculation.describe()}"
-    if is_modeled(assignment.provenance):
-        batch = route.max_batch or kv_batch
-        return EngineSetup(base, batch, kv_tokens, count,
-                           f"{count} x {engine}, roofline steps, batch <= {batch}, budget {token_budget} tokens",
-                           overhead, speculation=speculation)  # fmt: skip
-    rps = _rps_per_engine(route, system, per_node)
-    isl, osl = route.bucket_isl, route.bucket_osl
-    batch, how = _point_batch(assignment, rps, osl, per_node)
-    if batch is None:
-        batch, how = _batch_reaching(base, rps, isl, osl, kv_batch), "the roofline's batch at that rate"
-    batch = max(1, min(batch, kv_batch))
-    scale = saturated_rps(base, batch, isl, osl) / rps
-    return EngineSetup(base.scaled(scale), batch, kv_tokens, count, (
-        f"{count} x {engine}, roofline steps x{scale:.3g} to deliver the {assignment.provenance} "
-        f"{rps:.4g} rps per engine at batch {batch} ({how}), budget {token_budget} tokens"), overhead,
-        speculation=speculation)  # fmt: skip
-
-
-def _rps_per_engine(route, system, engines_per_instance: int) -> float:
-    if route.tp is None:
-        return route.rps_per_node / engines_per_instance
-    return route.rps_per_instance or route.rps_per_node / _instances_per_node(route, system.gpus_per_node)
-
-
-def _point_batch(assignment, rps: float, osl: int, engines_per_instance: int) -> tuple[int | None, str]:
-    """The concurrency of a measured point: its own, or Little's law over its decode time (OSL x TPOT, a request's
-    mean gap between tokens: what keeps the engine's seats full; the point's TTFT includes the benchmark's queueing).
-    A point with only a token-gap ITL uses it as the mean gap."""
-    if assignment.concurrency:
-        return math.ceil(assignment.concurrency / engines_per_instance), "the point's concurrency"
-    for field, label in (("tpot_ms", "TPOT"), ("itl_ms", "ITL")):
-        gap = getattr(assignment, field, None)  # plans saved before metrics version 2 have no tpot_ms
-        if gap is not None:
-            return math.ceil(rps * osl * gap / 1e3 - 1e-9), f"Little's law over OSL x {label} at the point"
-    return None, ""
-
-
-def _point_setup(route, assignment, instances: int, share: float, catalog, token_budget: int,
-                 shared_with: str = "") -> EngineSetup | str:  # fmt: skip
-    """A model without an architecture, from its measured point (`steps.PointSteps`): one engine per plan instance."""
-    from planner.perf import is_modeled
-    from planner.perf.engines import engine_efficiency
-
-    model = catalog.models[route.model]
-    system = catalog.systems[route.system]
-    gpu = catalog.gpus[system.gpu]
-    if is_modeled(assignment.provenance) or not model.params_b:
-        return f"{route.model} has no architecture (layers, heads) for step times and no measured point to scale"
-    rps = _rps_per_engine(route, system, 1)
-    batch, how = _point_batch(assignment, rps, route.bucket_osl, 1)
-    if batch is None:
-        return f"the {assignment.provenance} point of {route.model} records neither TPOT/ITL nor concurrency: no step times"
-    gpus = route.tp or system.gpus_per_node
-    precision = route.precision or "bf16"
-    efficiency = engine_efficiency(catalog, route.model, gpu.id, route.engine)
-    rate = gpu.tflops_by_precision.get(compute_precision(precision), gpu.tflops_by_precision["bf16"])
-    steps = PointSteps.fitted(model.params_b, gpus, rate * 1e12,
-                              efficiency.gemm(precision), batch, rps, route.bucket_isl, route.bucket_osl)  # fmt: skip
-    count = max(1, round(instances * share))
-    shared = f"s shared with {shared_with}" if shared_with else ""
-    return EngineSetup(steps, batch, None, count, (
-        f"{count} x {gpus}-GPU engine{shared} from the {assignment.provenance} point ({route.model} has no architecture): "
-        f"prefill {steps.prefill_per_token_ms * 1e3:.3g} us/token from 2 x {model.params_b:g} B params at the GPUs' "
-        f"calibrated GEMM rate, decode step {steps.decode_step_ms:.3g} ms at any batch, so that batch {batch} ({how}) "
-        f"delivers {rps:.4g} rps; KV cache not limited; budget {token_budget} tokens"))
-
-
-def _batch_reaching(steps, rps: float, isl: int, osl: int, cap: int) -> int:
-    """Smallest batch at which an engine kept full reaches `rps` (saturated throughput grows with the batch)."""
-    low, high = 1, max(1, cap)
-    if saturated_rps(steps, high, isl, osl) < rps:
-        return high
-    while low < high:
-        middle = (low + high) // 2
-        if saturated_rps(steps, middle, isl, osl) >= rps:
-            high = middle
-        else:
-            low = middle + 1
-    return low
-
-
-# ----------------------------------------------------------------------------------------------- traffic
-@dataclass(frozen=True)
-class _RouteRun:
-    route: object
-    setup: EngineSetup  # the engines its requests run on (its configuration's, in a pool)
-
-
-def _route_requests(route, duration_s: float, options: SimulationOptions, rng, bucket_caps, cache=None) -> Requests:
-    """A route's requests over the run: arrivals, lengths within the bucket's caps and, with the workload's prefix
-    cache (perf.types.PrefixCache), the prompt tokens each finds cached (drawn after the rest, so that a workload
-    without one draws as before)."""
-    arrivals = gamma_arrivals(route.rps, duration_s, options.arrival_cv, rng)
-    isl_cap, osl_cap = bucket_caps
-    isl = lognormal_lengths(route.bucket_isl, options.length_cv, len(arrivals), isl_cap, rng)
-    osl = lognormal_lengths(route.bucket_osl, options.length_cv, len(arrivals), osl_cap, rng)
-    return Requests(arrivals, isl, osl, cached_prefixes(isl, cache, rng))
-
-
-def _trace_split(trace, runs: list[_RouteRun], rng) -> list[Requests]:
-    """The trace's requests (times from its first arrival) split across the routes whose engines take their
-    lengths, in proportion to the routes' rates; prompts longer than every engine are refused (counted as
-    failed), outputs are cut at the engine's maximum. Returns one set per route, then the refused ones."""
-    arrival = trace.arrival_s - trace.arrival_s[0]
-    isl, osl = trace.isl_tokens.astype(np.int64), np.maximum(trace.osl_tokens.astype(np.int64), 1)
-    isl = np.maximum(isl, 1)
-    weights = np.array([r.route.rps for r in runs], dtype=float)
-    fits = np.array([isl <= r.route.engine_isl for r in runs])  # routes x requests
-    chosen = np.full(len(arrival), -1)
-    draw = rng.uniform(size=len(arrival))
-    cumulative = np.cumsum(fits * weights[:, None], axis=0)
-    total = cumulative[-1] if len(runs) else np.zeros(len(arrival))
-    served = total > 0
-    chosen[served] = (cumulative[:, served] < (draw[served] * total[served])[None, :]).sum(axis=0)
-    parts = []
-    cached = trace.cached_tokens  # the prompt tokens each request found cached, where the trace names its blocks
-    for i, r in enumerate(runs):
-        mine = chosen == i
-        parts.append(Requests(arrival[mine], isl[mine], np.minimum(osl[mine], r.route.engine_osl),
-                              None if cached is None else np.minimum(cached[mine], isl[mine] - 1)))  # fmt: skip
-    refused = Requests(arrival[~served], isl[~served], osl[~served])
-    refused.rejected[:] = True
-    parts.append(refused)
-    return parts
-
-
-def _bucket_caps(workload_spec, route) -> tuple[int, int]:
-    """Longest request of a bucket: its stated maximum, else the engine's."""
-    for bucket in workload_spec.buckets or ():
-        if (bucket.isl_tokens, bucket.osl_tokens) == (route.bucket_isl, route.bucket_osl):
-            return (min(bucket.max_isl_tokens or route.engine_isl, route.engine_isl),
-                    min(bucket.max_osl_tokens or route.engine_osl, route.engine_osl))  # fmt: skip
-    return route.engine_isl, route.engine_osl
-
-
-@dataclass(frozen=True)
-class _Group:
-    """The engines of one configuration and the routes (indices into the pool's `runs`) whose requests they take,
-    mixed through one balancer."""
-
-    setup: EngineSetup
-    members: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class _Pool:
-    """Workloads that share engines in one period (`pools`): their routes (`runs`; `owners[i]`: the index of run i's
-    workload), the engine groups (one per configuration), each workload's spec and rate. With a trace, `traced` is
-    the workload that replays it; the others run at their own rates over the trace's span."""
-
-    runs: tuple[_RouteRun, ...]
-    owners: tuple[int, ...]
-    groups: tuple[_Group, ...]
-    specs: tuple
-    rates: tuple[float, ...]
-    traced: int = 0
-
-
-def _single_pool(runs: list[_RouteRun], workload_spec, rate_rps: float) -> _Pool:
-    """One workload whose routes each run on their own engines."""
-    return _Pool(tuple(runs), (0,) * len(runs), tuple(_Group(r.setup, (i,)) for i, r in enumerate(runs)),
-                 (workload_spec,), (rate_rps,))  # fmt: skip
-
-
-def _mixed(parts: list[Requests]) -> tuple[Requests, np.ndarray, np.ndarray]:
-    """Several routes' requests as one set sorted by arrival (stable), the index of the part of each, and where each
-    request of the parts (concatenated in order) sits in the set."""
-    arrival = np.concatenate([p.arrival_s for p in parts])
-    order = np.argsort(arrival, kind="stable")
-    mixed = Requests(arrival[order], np.concatenate([p.isl for p in parts])[order],
-                     np.concatenate([p.osl for p in parts])[order], np.concatenate([p.cached for p in parts])[order])  # fmt: skip
-    source = np.repeat(np.arange(len(parts)), [len(p) for p in parts])[order]
-    position = np.empty(len(order), dtype=np.int64)
-    position[order] = np.arange(len(order))
-    return mixed, source, position
-
-
-def _run_pool_once(pool: _Pool, duration_s: float, seed: int, options: SimulationOptions):
-    """One run of a pool: every route's requests (its own arrivals, lengths and caps) on the engines of its
-    configuration, mixed with the other routes there. Returns per workload (its requests, the gaps its sequences
-    received on each engine, its preemptions). A pool of one workload whose routes have their own engines draws and
-    runs exactly as before pools existed (same seed, same results).
-
-    Disaggregated routes run in two passes: the requests of prefill routes (and aggregated ones) first, on engines
-    that make their first token only; then each prefilled request moves to a decode route of its bucket
-    (`_hand_over`) and the decode engines run; `_join_stages` gives each request its first token (prefill, then the
-    KV transfer) and its finish (the decode pool's)."""
-    rng = np.random.default_rng(seed)
-    count = len(pool.specs)
-    parts: list[Requests | None] = [None] * len(pool.runs)
-    tails = [Requests(np.zeros(0), np.zeros(0), np.zeros(0)) for _ in range(count)]  # a trace's refused requests
-    entering = [i for i, r in enumerate(pool.runs) if r.setup.stage != "decode"]  # decode routes take hand-overs
-    if options.trace is not None:
-        mine = [i for i in entering if pool.owners[i] == pool.traced]
-        split = _trace_split(options.trace, [pool.runs[i] for i in mine], rng)
-        cache = getattr(pool.specs[pool.traced], "prefix_cache", None)
-        for i, part in zip(mine, split):
-            parts[i] = part
-            if cache is not None and options.trace.cached_tokens is None:  # the workload's cache, drawn as elsewhere
-                part.cached = cached_prefixes(part.isl, cache, rng)
-        tails[pool.traced] = split[-1]
-        arrival = options.trace.arrival_s
-        duration_s = float(arrival.max() - arrival[0]) if len(arrival) else 0.0  # the others run over its span
-    for i in entering:
-        if parts[i] is None:
-            r = pool.runs[i]
-            spec = pool.specs[pool.owners[i]]
-            parts[i] = _route_requests(r.route, duration_s, options, rng, _bucket_caps(spec, r.route), getattr(spec, "prefix_cache", None))
-    # a prefill engine sees its requests with one output token: the prompt's (the decode pool makes the rest)
-    staged = {i: Requests(parts[i].arrival_s, parts[i].isl, np.ones(len(parts[i]), dtype=np.int64), parts[i].cached)
-              for i in entering if pool.runs[i].setup.stage == "prefill"}  # fmt: skip
-    gaps: list[list] = [[] for _ in range(count)]
-    preemptions = [0] * count
-    view = lambda i: staged.get(i, parts[i])  # noqa: E731
-    for g, group in enumerate(pool.groups):
-        if group.setup.stage != "decode":
-            _run_group(pool, g, view, seed, options, gaps, preemptions)
-    if len(entering) < len(pool.runs):
-        handed = _hand_over(pool, parts, staged, rng)
-        for g, group in enumerate(pool.groups):
-            if group.setup.stage == "decode":
-                _run_group(pool, g, view, seed, options, gaps, preemptions)
-        _join_stages(parts, staged, handed)
-    out = []
-    for w in range(count):
-        mine = [parts[i] for i in entering if pool.owners[i] == w]
-        out.append((Requests.merged(mine + [tails[w]]), gaps[w], preemptions[w]))
-    return out
-
-
-def _run_group(pool: _Pool, g: int, view, seed: int, options: SimulationOptions, gaps, preemptions) -> None:
-    """The engines of group `g` take the requests of its routes (`view(i)`: route i's requests as they see them),
-    mixed through the balancer; their times are written back to each route's requests, their gaps and preemptions
-    to each workload's lists."""
-    group = pool.groups[g]
-    setup = group.setup
-    owners = list(dict.fromkeys(pool.owners[i] for i in group.members))  # its workloads, in order
-    classes = None
-    if len(group.members) == 1:
-        requests, source, position = view(group.members[0]), None, None
-    else:
-        requests, source, position = _mixed([view(i) for i in group.members])
-        if len(owners) > 1:
-            local = np.array([owners.index(pool.owners[i]) for i in group.members])
-            classes = local[source].tolist()
-    budget = setup.token_budget or options.token_budget or DEFAULT_TOKEN_BUDGET
-    engines = [ServingEngine(setup.steps, setup.max_batch, setup.kv_tokens, budget, setup.request_overhead_ms,
-                             classes=classes, speculation=setup.speculation, seed=[seed, g, k],
-                             continues=setup.stage == "decode") for k in range(setup.count)]  # fmt: skip
-    if len(requests):
-        run(engines, requests, options.balancer, seed)
-    if position is not None:  # back to each route's own requests
-        offset = 0
-        for i in group.members:
-            part = view(i)
-            at = position[offset:offset + len(part)]
-            offset += len(part)
-            for name in ("admitted_s", "first_token_s", "finish_s", "rejected"):
-                setattr(part, name, getattr(requests, name)[at])
-    if setup.stage == "prefill":
-        return  # a prefill engine makes first tokens only: no gaps between tokens, no decode to preempt
-    for c, owner in enumerate(owners):
-        for engine in engines:
-            if classes is None:
-                gaps[owner].append(engine.gaps)
-                preemptions[owner] += engine.preemptions
-            else:
-                gaps[owner].append(engine.class_gaps(c))
-                preemptions[owner] += engine.class_preemptions[c] if c < len(engine.class_preemptions) else 0
-
-
-def _transfer_ms(prefill: EngineSetup, decode: EngineSetup, isl) -> np.ndarray:
-    """A prompt's KV cache from a prefill instance to a decode instance: its bytes at the slower of the two
-    instances' networks (each its share of its node's scale-out NICs, line rate), plus one hop's latency."""
-    links = [b for b in (prefill.network_bytes_per_s, decode.network_bytes_per_s) if b > 0]
-    if not links:
-        return np.full(len(isl), prefill.transfer_latency_ms)
-    return np.asarray(isl, dtype=float) * prefill.kv_bytes_per_token / min(links) * 1e3 + prefill.transfer_latency_ms
-
-
-def _hand_over(pool: _Pool, parts, staged, rng) -> dict:
-    """Each prefilled request (its first token made, the request not refused) of a workload's length bucket goes to
-    one of the decode routes of that bucket, drawn in proportion to their rates (as the plan splits them). It
-    arrives there when its first token is out plus its KV cache's transfer (`_transfer_ms`), holding its prompt and
-    first token (cached: no prefill) and wanting OSL - 1 more tokens; requests of one output token are done at the
-    prefill. Sets parts[j] of every decode route j; returns, per decode route, for each of its requests (sorted by
-    arrival) the prefill route and the position there it came from."""
-    handed = {}
-    decode_routes = [j for j, r in enumerate(pool.runs) if r.setup.stage == "decode"]
-    for j in decode_routes:
-        parts[j] = Requests(np.zeros(0), np.zeros(0), np.zeros(0))
-        handed[j] = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
-    bucket = lambda i: (pool.owners[i], pool.runs[i].route.bucket_isl, pool.runs[i].route.bucket_osl)  # noqa: E731
-    for key in dict.fromkeys(bucket(j) for j in decode_routes):
-        targets = [j for j in decode_routes if bucket(j) == key]
-        sources = [i for i in staged if bucket(i) == key]
-        weights = np.array([pool.runs[j].route.rps for j in targets], dtype=float)
-        weights = weights / weights.sum() if weights.sum() > 0 else np.full(len(targets), 1.0 / len(targets))
-        arrivals, isls, osls, origin, position = [], [], [], [], []
-        for i in sources:
-            part, prefilled = parts[i], staged[i]
-            going = np.flatnonzero(~prefilled.rejected & ~np.isnan(prefilled.first_token_s) & (part.osl > 1))
-            choice = rng.choice(len(targets), size=len(going), p=weights)
-            for t, j in enumerate(targets):
-                picked = going[choice == t]
-                transfer = _transfer_ms(pool.runs[i].setup, pool.runs[j].setup, part.isl[picked])
-                arrivals.append((t, prefilled.first_token_s[picked] + transfer / 1e3))
-                isls.append(part.isl[picked] + 1)
-                osls.append(part.osl[picked] - 1)
-                origin.append(np.full(len(picked), i, dtype=np.int64))
-                position.append(picked)
-        for t, j in enumerate(targets):
-            at = [k for k, (target, _) in enumerate(arrivals) if target == t]
-            arrival = np.concatenate([arrivals[k][1] for k in at]) if at else np.zeros(0)
-            order = np.argsort(arrival, kind="stable")
-            isl = np.concatenate([isls[k] for k in at])[order] if at else np.zeros(0)
-            parts[j] = Requests(arrival[order], isl, np.concatenate([osls[k] for k in at])[order] if at else np.zeros(0), isl)
-            handed[j] = (np.concatenate([origin[k] for k in at])[order] if at else np.zeros(0, dtype=np.int64),
-                         np.concatenate([position[k] for k in at])[order] if at else np.zeros(0, dtype=np.int64))  # fmt: skip
-    return handed
-
-
-def _join_stages(parts, staged, handed) -> None:
-    """Each prefill route's requests as the user sees them: admitted at the prefill pool; the first token when the
-    prefill's token has crossed to the decode pool (one output token: when the prefill made it); done when the
-    decode pool made the last; refused if either pool refused it. Requests the decode pools never took are left
-    unfinished (no finish time)."""
-    for i, prefilled in staged.items():
-        part = parts[i]
-        part.admitted_s = prefilled.admitted_s.copy()
-        part.rejected = prefilled.rejected.copy()
-        single = part.osl <= 1
-        part.first_token_s = np.where(single, prefilled.first_token_s, np.nan)
-        part.finish_s = np.where(single, prefilled.finish_s, np.nan)
-    for j, (origin, position) in handed.items():
-        decoded = parts[j]
-        for i in np.unique(origin).tolist():
-            mine = origin == i
-            part, at = parts[i], position[mine]
-            part.first_token_s[at] = decoded.arrival_s[mine]
-            part.finish_s[at] = decoded.finish_s[mine]
-            part.rejected[at] |= decoded.rejected[mine]
 
 
 # ----------------------------------------------------------------------------------------------- verdicts
@@ -749,7 +293,7 @@ def simulate_pool(pool: _Pool, options: SimulationOptions) -> list[WorkloadRun]:
         return (length * MIN_WARMUP_FRACTION if options.trace is not None else warmup_s(requests, length)), length
 
     while True:
-        outs = _run_pool_once(pool, duration or 0.0, options.seed, options)
+        outs = run_pool_once(pool, duration or 0.0, options.seed, options)
         for w, (requests, _, _) in enumerate(outs):
             simulated[w] += len(requests)
         if duration is not None:
@@ -773,7 +317,7 @@ def simulate_pool(pool: _Pool, options: SimulationOptions) -> list[WorkloadRun]:
 
     def add_seeds(total: int) -> None:
         for k in range(len(seed_values[0]), total):
-            for w, (more, more_gaps, _) in enumerate(_run_pool_once(pool, length, options.seed + k, options)):
+            for w, (more, more_gaps, _) in enumerate(run_pool_once(pool, length, options.seed + k, options)):
                 simulated[w] += len(more)
                 seed_values[w].append(_values(more, more_gaps, (warmup_s(more, length), length)))
 
