@@ -371,3 +371,12 @@ def test_a_plan_file_is_checked_against_the_scenario(cli, tmp_path):
     saved.write_text("{not json")
     code, _, err = cli("report", SCENARIOS / "contact-center.yaml", "--plan", saved, "--out", tmp_path / "r")
     assert code == 2 and "not a plan JSON" in err and not (tmp_path / "r").exists()
+
+
+def test_the_t_table_is_scipys_bit_for_bit():
+    from scipy import stats as scipy_stats
+
+    from planner.simulate.stats import t_975
+
+    for df in range(1, 40):
+        assert t_975(df) == float(scipy_stats.t.ppf(0.975, df)), df

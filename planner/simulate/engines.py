@@ -460,24 +460,24 @@ class ServingEngine:
 
     def _iterate(self) -> None:
         book, steps = self.book, self.steps
-        self._preempt_for_decode()
+        if self.running and self.kv_capacity < math.inf:
+            self._preempt_for_decode()
         decoding = len(self.running)
         budget = self.token_budget - decoding
         work_ms = 0.0
-        alone = not decoding  # a step of prompts only: its first chunk reads the weights, the others ride along
-
-        def chunk_ms(start: int, end: int) -> float:
-            nonlocal alone
-            if alone:
-                alone = False
-                return steps.prompt_work_ms(end) - steps.prompt_work_ms(start)
-            return steps.fused_work_ms(end) - steps.fused_work_ms(start)
+        # a step of prompts only: its first chunk reads the weights (W), the others ride along (F)
+        alone = not decoding
+        fused = steps.fused_work_ms
 
         for entry in self.prefilling:  # chunks of prompts already started go first
             if budget <= 0:
                 break
             take = min(entry[2] - entry[1], budget)
-            work_ms += chunk_ms(entry[1], entry[1] + take)
+            if alone:
+                alone = False
+                work_ms += steps.prompt_work_ms(entry[1] + take) - steps.prompt_work_ms(entry[1])
+            else:
+                work_ms += fused(entry[1] + take) - fused(entry[1])
             entry[1] += take
             self.tokens_done += take
             self.prompt_tokens_left -= take
@@ -501,8 +501,11 @@ class ServingEngine:
             self.prefill_reserved += tokens
             start = 0 if request in self.resume else min(book.cached[request], tokens)  # a preempted cache is gone
             take = min(tokens - start, budget)
-            if take:
-                work_ms += chunk_ms(start, start + take)
+            if take and alone:
+                alone = False
+                work_ms += steps.prompt_work_ms(start + take) - steps.prompt_work_ms(start)
+            elif take:
+                work_ms += fused(start + take) - fused(start)
             else:
                 joining += 1
                 joining_context += tokens
@@ -531,7 +534,8 @@ class ServingEngine:
                 self.prefilling = [entry for entry in self.prefilling if entry[1] < entry[2]]
                 for request, _, tokens in done:
                     self._first_token(request, tokens)
-        self._retire()
+        if self.ends and self.ends[0][0] <= self.iteration:
+            self._retire()
 
     def _first_token(self, request: int, tokens: int) -> None:
         """A prompt's last chunk is done: it emits a token (its first, or the next one after a preemption)."""

@@ -54,6 +54,7 @@ from planner.simulate.stats import (
     gap_arrays,
     request_latencies,
     run_statistics,
+    t_975,
     warmup_s,
 )
 
@@ -188,8 +189,6 @@ def workload_verdict(checks, stats) -> str:
 def _checks(seed_runs, slo) -> tuple[tuple[LimitCheck, ...], bool]:
     """Each limit at the SLO percentile, pooled over seeds; the interval from batch means (one seed) or across
     seeds. Settled: every interval within 5% of its value. Verdicts by `classify`."""
-    from scipy import stats as scipy_stats
-
     rows, settled = [], True
     for metric, limit in _limits(slo):
         per_seed, pooled_values, pooled_weights, interval = [], [], [], None
@@ -205,7 +204,7 @@ def _checks(seed_runs, slo) -> tuple[tuple[LimitCheck, ...], bool]:
         estimate = _estimate(values, weights, slo.percentile)
         finite = [p for p in per_seed if math.isfinite(p)]
         if len(seed_runs) > 1 and len(finite) > 1:
-            half = scipy_stats.t.ppf(0.975, len(finite) - 1) * float(np.std(finite, ddof=1)) / math.sqrt(len(finite))
+            half = t_975(len(finite) - 1) * float(np.std(finite, ddof=1)) / math.sqrt(len(finite))
             interval = (float(np.mean(finite)) - half, float(np.mean(finite)) + half)
         if interval is not None:
             interval = (float(interval[0]), float(interval[1]))
