@@ -314,9 +314,14 @@ def test_a_kv_cache_crosses_at_the_slower_of_the_two_networks(demo_plans):
     from planner.simulate.pools import _transfer_ms
     from planner.simulate.setups import EngineSetup
 
-    fast = EngineSetup(None, 1, None, 1, "", network_bytes_per_s=50e9, kv_bytes_per_token=160e3, transfer_latency_ms=0.01)
+    from planner.simulate.steps import RooflineSteps
+
+    engine = shape(tp=2)
+    per_token = engine.model.kv_bytes_per_token(engine.kv_bytes_per_element)  # 160 kB at fp8
+    fast = EngineSetup(RooflineSteps(engine, HOPPER), 1, None, 1, "", network_bytes_per_s=50e9)
     slow = dataclasses.replace(fast, network_bytes_per_s=5e9)
-    assert _transfer_ms(fast, slow, [16_000])[0] == pytest.approx(16_000 * 160e3 / 5e9 * 1e3 + 0.01)
+    hop_ms = HOPPER.allreduce_latency_us * 1e-3
+    assert _transfer_ms(fast, slow, [16_000])[0] == pytest.approx(16_000 * per_token / 5e9 * 1e3 + hop_ms)
     assert _transfer_ms(slow, fast, [16_000])[0] == _transfer_ms(fast, slow, [16_000])[0]
 
     auto = demo_plans[0]

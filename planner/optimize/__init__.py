@@ -96,15 +96,14 @@ def plan(
     solver = solver or scenario.solver
     if solver not in SOLVERS:
         raise PlannerInputError("--solver", "solver", f"unknown solver '{solver}'; allowed: {', '.join(SOLVERS)}")
+    limit = time_limit_s if time_limit_s is not None else scenario.time_limit_s
     cached = any(w.prefix_cache is not None for w in scenario.workloads)
     started = time.monotonic() if cached else 0.0  # the cold re-plan gets what is left of the time limit
     cset = enumerate_candidates(scenario, catalog, progress)
     if progress is not None:
-        limit = time_limit_s if time_limit_s is not None else scenario.time_limit_s
         progress(0, None, f"solving the integer program ({solver}, at most {limit:g} s)")
     result = solve_candidates(scenario, cset, catalog, solver, time_limit_s)
     if cached:
-        limit = time_limit_s if time_limit_s is not None else scenario.time_limit_s
         result = _prefix_cache_saving(scenario, catalog, solver, limit - (time.monotonic() - started), result)
     return result
 

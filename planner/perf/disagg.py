@@ -36,13 +36,13 @@ from planner.metrics import percentile_label
 from planner.perf.engines import engine_efficiency, engine_error
 from planner.perf.roofline import Efficiency, EngineShape, Speculation, gamma_quantile, step_ms
 from planner.perf.tables import instance_memory
-from planner.perf.types import Layout, PerfQuery, PerfResult
+from planner.perf.types import SLOT_PERCENTILE, Layout, PerfQuery, PerfResult
 
 PREFILL_TOKEN_BUDGET = 16_384  # tokens a prefill step may hold (a common max_num_batched_tokens): k x ISL within it
 UNLIMITED_UTILIZATION = 0.9  # a stage without its own limit is sized at this utilization, not at saturation
-SLOTS_PERCENTILE = 99.0  # a decode pool's batch stays within its cache this often, whatever the SLO's percentile: when
-# it does not, arriving sequences wait with their first token out (at P50 sizing a 16k-token pool at 93% of its slots
-# queued for seconds and its TPOT P50 was 5% over the limit in simulation)
+# a decode pool's batch stays within its cache SLOT_PERCENTILE of the time whatever the SLO's percentile: when it does
+# not, arriving sequences wait with their first token out (at P50 sizing a 16k-token pool at 93% of its slots queued
+# for seconds and its TPOT P50 was 5% over the limit in simulation)
 
 
 def kv_transfer_ms(shape: EngineShape, isl: int, network_bytes_per_s: float, eff: Efficiency) -> float:
@@ -118,6 +118,7 @@ def decode_batch_law(shape: EngineShape, eff: Efficiency, context: float, steps_
 
 
 def _quantile(pi: np.ndarray, percentile: float) -> float:
+    """The batch at `percentile` of the law pi (n = 0, 1, ...)."""
     return float(np.searchsorted(np.cumsum(pi), min(percentile, 99.999) / 100 - 1e-12))
 
 
@@ -140,7 +141,7 @@ def decode_capacity(shape: EngineShape, eff: Efficiency, isl: int, osl: int, itl
             return None
         mean = float(pi @ np.arange(len(pi)))
         high = max(mean if percentile is None else _quantile(pi, percentile), 1.0)
-        full = _quantile(pi, max(percentile or 0.0, SLOTS_PERCENTILE))
+        full = _quantile(pi, max(percentile or 0.0, SLOT_PERCENTILE))
         return float(step_ms(shape, eff, high, context)) / per_step, high, mean, full
 
     def ok(rate_per_ms: float) -> bool:

@@ -298,11 +298,11 @@ def _curve(
             "TTFT and TPOT with Gamma tails of the queueing, ITL (one token gap) the decode step plus the prompt "
             f"chunks of a {query.token_budget}-token budget (Poisson)"),
         *([speculation.describe()] if speculation is not None else []),
-        *([_describe_cache(query)] if query.prefix_cache is not None else []),
+        *([f"{_cache_assumed(query)} (benchmark rows, cold prefills, are not used)"] if query.prefix_cache is not None else []),
     )  # fmt: skip
     source = f"roofline ({eff.source})" + (f"; {anchors.describe()}" if anchors else "") + (
         f"; speculative decoding, acceptance {speculation.acceptance:g} assumed" if speculation is not None else "") + (
-        f"; {_describe_cache(query).split(' (')[0]}" if query.prefix_cache is not None else "")
+        f"; {_cache_assumed(query)}" if query.prefix_cache is not None else "")
     modeled = [
         _modeled_result(query, state, mean, factors[i] if factors else None, anchors, provenance, why, source,
                         notes, memory, tp, precision, layout, percentile, error)
@@ -332,11 +332,11 @@ def _curve(
     return _between_rows(points, measured, query)
 
 
-def _describe_cache(query: PerfQuery) -> str:
+def _cache_assumed(query: PerfQuery) -> str:
+    """What a query's prefix cache assumes, for a point's source and notes."""
     cache = query.prefix_cache
     return (f"prefix cache assumed: {cache.cached_tokens(query.isl):,.0f} of {query.isl:,} prompt tokens cached for "
-            f"{cache.hit_rate:.0%} of requests; the mean prompt computes {cache.computed_tokens(query.isl):,.0f} "
-            "tokens (benchmark rows, cold prefills, are not used)")
+            f"{cache.hit_rate:.0%} of requests; the mean prompt computes {cache.computed_tokens(query.isl):,.0f} tokens")
 
 
 def _open_loop_states(query: PerfQuery, shape: EngineShape, eff, capacity: int,

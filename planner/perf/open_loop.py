@@ -54,9 +54,7 @@ from planner.perf.roofline import (
     step_ms,
 )
 from planner.perf.step_chain import batch_given_state, chain_gap_mean, grid_size, poisson_pmf, step_chains, window_prompts
-from planner.perf.types import prompt_terms
-
-SLOT_PERCENTILE = 99.0  # a point's batch: the running count's P99 (fewer than 1% of arrivals wait for a slot)
+from planner.perf.types import SLOT_PERCENTILE, prompt_terms  # a point's batch: the running count's P99
 CACHE_SIZE = 4096  # open-loop solves kept (open_loop_states)
 MAX_PROMPTS_PER_STEP = 256.0  # prompts one step admits at most (vLLM's default max_num_seqs)
 CHAIN_ROUNDS = 8  # rounds of chain and pace before a point that has not settled is given up

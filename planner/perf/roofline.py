@@ -626,10 +626,10 @@ def _steps(shape: EngineShape, eff: Efficiency, isl: int, osl: float, running: n
     n = len(running)
     others = running - 1.0
     per = np.maximum(others, 1.0)
-    prompts, isl, _ = prompt_terms(isl, cache)  # the mean request's prefill (a cached prefix computes less)
+    prompts, length, _ = prompt_terms(isl, cache)  # the mean request's prefill (a cached prefix computes less)
     # two passes over every iteration needed (one array each): first the decode of 1, the prompt alone and the batch
     first = step_ms(shape, eff, np.concatenate([[1.0, 0.0], running]), context,
-                    np.concatenate([[0.0, prompts], np.zeros(n)]), isl)  # fmt: skip
+                    np.concatenate([[0.0, prompts], np.zeros(n)]), length)  # fmt: skip
     d1, alone, batch = first[0], first[1], first[2:]
     # the own prompt shares its step with the others that are decoding (a share of their lives as long as the
     # decode phase); the others' prompts cost what they add to a compute-bound step, whatever the batch (a prompt
@@ -637,7 +637,7 @@ def _steps(shape: EngineShape, eff: Efficiency, isl: int, osl: float, running: n
     decoding = others * max(osl - 1, 0) * d1 / (max(osl - 1, 0) * d1 + alone)
     saturated = COMPUTE_BOUND_TOKENS
     second = step_ms(shape, eff, np.array([saturated, saturated, *decoding]), context,
-                     np.array([0.0, prompts, *np.full(n, prompts)]), isl)  # fmt: skip
+                     np.array([0.0, prompts, *np.full(n, prompts)]), length)  # fmt: skip
     delta, fused = second[1] - second[0], second[2:]
     busy = others > 0
     return _Steps(

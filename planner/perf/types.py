@@ -6,6 +6,9 @@ import re
 from dataclasses import dataclass, field
 
 DEFAULT_TOKEN_BUDGET = 8192  # tokens per iteration (vLLM's max_num_batched_tokens, TensorRT-LLM's max_num_tokens)
+# an engine's batch is sized to stay within its KV cache this often, whatever the SLO's percentile (fewer than 1% of
+# arrivals wait for a slot): the open-loop model's point (perf/open_loop.py) and a decode pool's (perf/disagg.py)
+SLOT_PERCENTILE = 99.0
 
 
 class SteadyStateError(RuntimeError):

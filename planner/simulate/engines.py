@@ -374,8 +374,9 @@ class ServingEngine:
         self.queue.append(request)
         self.requests_outstanding += 1
         self.tokens_outstanding += book.isl[request] + book.osl[request]
-        self.tokens_done += book.cached[request]
-        self.prompt_tokens_left += book.isl[request] - min(book.cached[request], book.isl[request])
+        start = self._prefill_start(request)
+        self.tokens_done += start
+        self.prompt_tokens_left += book.isl[request] - start
 
     def advance_to(self, time_s: float) -> None:
         """Run the iterations that start before `time_s`."""
@@ -412,6 +413,13 @@ class ServingEngine:
                 return count + at + 1
             count, made = count + size, int(reached[-1])
         return count
+
+    def _prefill_start(self, request: int) -> int:
+        """Prompt tokens already in the cache when the request's prefill starts: its cached prefix (at most the
+        prompt), none after a preemption (the cache was freed)."""
+        if request in self.resume:
+            return 0
+        return min(self.book.cached[request], self.book.isl[request])
 
     def _prompt_tokens(self, request: int) -> int:
         resumed = self.resume.get(request)
@@ -452,8 +460,7 @@ class ServingEngine:
 
     def _reject(self, request: int) -> None:
         """A prompt larger than the whole KV cache: the engine refuses it (the simulation counts it as failed)."""
-        resumed = request in self.resume
-        self.prompt_tokens_left -= self._prompt_tokens(request) - (0 if resumed else min(self.book.cached[request], self.book.isl[request]))
+        self.prompt_tokens_left -= self._prompt_tokens(request) - self._prefill_start(request)
         self.book.rejected.append(request)
         self.requests_outstanding -= 1
         self.tokens_outstanding -= self.book.isl[request] + self.book.osl[request]
@@ -499,7 +506,7 @@ class ServingEngine:
             if book.admitted[request] != book.admitted[request]:  # NaN: first admission
                 book.admitted[request] = self.clock
             self.prefill_reserved += tokens
-            start = 0 if request in self.resume else min(book.cached[request], tokens)  # a preempted cache is gone
+            start = self._prefill_start(request)
             take = min(tokens - start, budget)
             if take and alone:
                 alone = False
@@ -547,18 +554,10 @@ class ServingEngine:
             book.first[request] = self.clock + self.request_overhead_s
             generated = 1
             if self.continues:  # its previous token came with its arrival (the prefill pool's first token)
-                self._gap((self.clock - book.arrival[request]) * 1e3, 1)
-                if self.class_running is not None:
-                    c = self.classes[request]
-                    for k, tokens in enumerate(self.class_gap_tokens):
-                        tokens.append(1 if k == c else 0)
+                self._one_token_gap(request, (self.clock - book.arrival[request]) * 1e3)
         else:
             generated = resumed[0] + 1
-            self._gap((self.clock - resumed[1]) * 1e3, 1)
-            if self.class_running is not None:
-                c = self.classes[request]
-                for k, tokens in enumerate(self.class_gap_tokens):
-                    tokens.append(1 if k == c else 0)
+            self._one_token_gap(request, (self.clock - resumed[1]) * 1e3)
         left = book.osl[request] - generated
         if left <= 0:
             self._finish(request)
@@ -574,6 +573,14 @@ class ServingEngine:
         self.gap_end_s.append(self.clock)
         self.gap_ms.append(gap_ms)
         self.gap_tokens.append(tokens)
+
+    def _one_token_gap(self, request: int, gap_ms: float) -> None:
+        """A gap that carried one token, of `request`'s class."""
+        self._gap(gap_ms, 1)
+        if self.class_running is not None:
+            c = self.classes[request]
+            for k, tokens in enumerate(self.class_gap_tokens):
+                tokens.append(1 if k == c else 0)
 
     def _class_gap(self, steps: int) -> None:
         """The gap just recorded, `steps` iterations long, carried each class's running sequences."""

@@ -4,11 +4,13 @@ and disaggregated requests carried from their prefill pool over the network to t
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from planner.perf.disagg import kv_transfer_ms
 from planner.perf.types import DEFAULT_TOKEN_BUDGET
 from planner.simulate.balance import run
 from planner.simulate.engines import ServingEngine
@@ -210,11 +212,12 @@ def _run_group(pool: _Pool, g: int, view, seed: int, options: SimulationOptions,
 
 def _transfer_ms(prefill: EngineSetup, decode: EngineSetup, isl) -> np.ndarray:
     """A prompt's KV cache from a prefill instance to a decode instance: its bytes at the slower of the two
-    instances' networks (each its share of its node's scale-out NICs, line rate), plus one hop's latency."""
+    instances' networks (each its share of its node's scale-out NICs, line rate), plus one hop's latency: the
+    model's formula (perf.disagg.kv_transfer_ms) at the slower rate, where the model's sizing takes the prefill
+    side's."""
     links = [b for b in (prefill.network_bytes_per_s, decode.network_bytes_per_s) if b > 0]
-    if not links:
-        return np.full(len(isl), prefill.transfer_latency_ms)
-    return np.asarray(isl, dtype=float) * prefill.kv_bytes_per_token / min(links) * 1e3 + prefill.transfer_latency_ms
+    steps = prefill.steps
+    return kv_transfer_ms(steps.shape, np.asarray(isl, dtype=float), min(links, default=math.inf), steps.efficiency)
 
 
 def _hand_over(pool: _Pool, parts, staged, rng) -> dict:

@@ -29,8 +29,6 @@ class EngineSetup:
     token_budget: int | None = None  # None: the run's (a prefill pool's steps hold whole prompts)
     speculation: object | None = None  # planner.perf.roofline.Speculation of a speculative engine
     network_bytes_per_s: float = 0.0  # an instance's share of its node's scale-out NICs (KV transfers)
-    kv_bytes_per_token: float = 0.0  # of the KV cache a prefill instance sends
-    transfer_latency_ms: float = 0.0  # one network hop
 
 
 # ----------------------------------------------------------------------------------------------- engines
@@ -115,7 +113,6 @@ def engine_setup(route, assignment, instances: int, share: float, catalog, token
             + (f"; {speculation.describe()}" if speculation else ""),
             overhead if prefill else 0.0, route.stage, budget, speculation,
             system.network_bytes_per_s(layout.gpus) or 0.0,
-            shape.model.kv_bytes_per_token(shape.kv_bytes_per_element), efficiency.allreduce_latency_us * 1e-3,
         )  # fmt: skip
     kv_tokens = memory.kv_token_capacity or (memory.max_concurrency_by_memory * (route.engine_isl + route.engine_osl))
     kv_batch = memory.running_limit(route.bucket_isl, route.bucket_osl) or 1
