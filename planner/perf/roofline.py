@@ -19,7 +19,8 @@ One engine iteration (a forward pass of the batch) on an instance of TP GPUs, pe
                   (ring all-reduce over NVLink or PCIe; 0 at TP 1)
     fixed       = layers x (per-layer kernel latency(precision) + MoE routing latency) + per-iteration engine overhead
     mixture of experts: its expert weights read at e_bw x e_moe_bw and its expert FLOPs at e_gemm x e_moe_gemm(precision) (grouped
-                  GEMMs against dense ones, fitted to the kernel database's MoE iterations), in the same smoothmax
+                  GEMMs against dense ones, fitted to the kernel database's MoE iterations), in the same smoothmax;
+                  over EP ranks its FLOPs, activations and all-to-all are the busiest rank's (`routing.py`)
     smoothmax(a, b) = (a^k + b^k)^(1/k): a GEMM moves from memory- to compute-bound over a range of tokens
 
 tokens = decode sequences + prompt tokens of the iteration. A mixture of experts reads, per layer, the attention
@@ -67,6 +68,7 @@ from planner.catalog import (
     compute_precision,
 )
 from planner.perf.types import DEFAULT_TOKEN_BUDGET, PrefixCache, SteadyStateError, prompt_terms  # noqa: F401 (defined in the light module, used here)
+from planner.perf.routing import busiest_rank_load
 
 ACTIVATION_BYTES = 2.0  # bf16 activations (all-reduce, norms, MLP activation)
 LM_HEAD_BYTES = 2.0  # quantized checkpoints keep the LM head in bf16
@@ -511,24 +513,25 @@ def _stage_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, decode_tokens, d
     rank_tokens = tokens / dp
     layers = a.layers / pp
     bandwidth = shape.bandwidth_bytes_per_s * eff.bandwidth
-    expert_split = np.where(ep > 1, ep, tp)
     routed = np.asarray(a.experts) > 1  # a mixture of experts: grouped GEMMs at their own efficiencies
     moe_bandwidth, moe_gemm = np.where(routed, eff.moe_bandwidth, 1.0), np.where(routed, eff.moe_gemm(precision), 1.0)
+    expert_reads = a.mlp_params_read(tokens) / np.where(ep > 1, ep, tp)  # split by TP, or whole experts over EP
+    busiest = busiest_rank_load(a.experts, a.experts_per_token, ep, tokens)  # the busiest EP rank's tokens / mean
     weights = (
         layers * (a.attention_params / tp * shape.layer_bytes_per_param
-                  + a.mlp_params_read(tokens) / expert_split * shape.expert_bytes_per_param / moe_bandwidth)
+                  + expert_reads * shape.expert_bytes_per_param / moe_bandwidth)
         + a.lm_head_params * LM_HEAD_BYTES / (tp * pp)
     )
     depth = a.hidden / (a.hidden + eff.gemm_depth_half)
     expert_params = a.experts_per_token * a.mlp_params
     compute_s = (
-        2 * layers * (a.attention_params * rank_tokens / tp + expert_params * tokens / stage_gpus / moe_gemm)
+        2 * layers * (a.attention_params * rank_tokens / tp + expert_params * tokens * busiest / stage_gpus / moe_gemm)
         / (shape.peak_flops * eff.gemm(precision))
         + 2 * a.lm_head_params * (decode_tokens + prompts) / (dp * tp * pp) / (shape.bf16_flops * eff.gemm_bf16)
     ) / depth
     k = eff.sharpness
     linear_s = ((weights / bandwidth) ** k + compute_s**k) ** (1.0 / k)
-    elementwise_s = layers * (rank_tokens * NORM_PASSES * a.hidden + tokens * 3 * a.active_mlp_width / stage_gpus) * ACTIVATION_BYTES / bandwidth
+    elementwise_s = layers * (rank_tokens * NORM_PASSES * a.hidden + tokens * busiest * 3 * a.active_mlp_width / stage_gpus) * ACTIVATION_BYTES / bandwidth
     kv_s = decode_seqs / dp * np.asarray(decode_context, dtype=float) * shape.kv_bytes_per_token_per_gpu / pp / (
         shape.bandwidth_bytes_per_s * eff.kv_bandwidth
     )
@@ -570,7 +573,9 @@ def allreduce_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, tokens):
               + np.where(tp > domain, scale_out_latency_s, 0.0))  # fmt: skip
     reduces = np.where(ep > 1, 1.0, 2.0)
     reduce_ms = np.where(tp > 1, reduces * layers * (latency_s + wire_s) * 1e3, 0.0)
-    dispatch_bytes = 2 * np.asarray(tokens, dtype=float) / (tp * dp) * shape.arch.experts_per_token * shape.arch.hidden * ACTIVATION_BYTES
+    # the busiest rank receives (dispatch) and sends back (combine) its routed tokens' activations
+    busiest = busiest_rank_load(shape.arch.experts, shape.arch.experts_per_token, ep, tokens)
+    dispatch_bytes = 2 * np.asarray(tokens, dtype=float) * busiest / (tp * dp) * shape.arch.experts_per_token * shape.arch.hidden * ACTIVATION_BYTES
     within_s = dispatch_bytes * (np.minimum(ep, domain) - 1) / np.maximum(ep, 1) / link
     off_domain = 1 - np.minimum(domain, ep) / np.maximum(ep, 1)  # the share of an all-to-all's bytes leaving the domain
     across_s = np.where(ep > domain, 2 * scale_out_latency_s, 0.0) + dispatch_bytes * off_domain / scale_out

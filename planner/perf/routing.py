@@ -1,0 +1,99 @@
+"""Expert parallelism's busiest rank: how top-k routing spreads one step's tokens over EP ranks (docs/perf-model.md).
+
+With expert parallelism over R ranks, each GPU holds E / R whole experts, and every token of the step goes to k of
+its E experts. The ranks wait for each other at the all-to-all, so the step's expert GEMMs, activations and
+all-to-all run at the pace of the busiest rank, not the mean one. Routing is taken as uniform and independent per
+token (a balanced router; real routers are more skewed, which the fitted grouped-GEMM factors absorb):
+
+    tokens a rank computes   mean T k / R; the R loads sum to T k (multinomial, k distinct experts per token)
+    busiest / mean           1 + m_R sqrt(R (E - k) / (T k (E - 1))),  at most R min(k, E/R) / k
+
+m_R is the expected maximum of R independent standard normals (the normal approximation of each rank's count;
+for loads that sum to a constant the maximum of the centred variables has the same mean). At one rank it is the
+mean; as T grows the busiest rank approaches the mean (DeepSeek-V3, E 256, k 8, at EP 8 and 256 tokens: 1.09x the
+mean load; at EP 32: 1.26x; at 8,192 prompt tokens, EP 8: 1.02x).
+
+The experts a rank reads are taken at the mean rank's (E / R of the E (1 - (1 - k/E)^T) touched): the busiest
+rank's reads fit the kernel database's EP decode iterations better but the measured serving rows worse (engines
+balance experts at small batches better than random routing does; docs/perf-model.md).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+
+_GRID = np.linspace(-12.0, 12.0, 24_001)
+_NORMAL_CDF = 0.5 * np.array([math.erfc(-x / math.sqrt(2.0)) for x in _GRID])
+
+
+@lru_cache(maxsize=None)
+def expected_max_of_normals(count: int) -> float:
+    """E[max of `count` independent N(0, 1)] = int_0^inf (1 - Phi^n) dx - int_-inf^0 Phi^n dx (0 for one)."""
+    if count <= 1:
+        return 0.0
+    power = _NORMAL_CDF**count
+    above, below = 1.0 - power[_GRID >= 0], power[_GRID <= 0]  # both include x = 0: trapezoid rule on each side
+    dx = _GRID[1] - _GRID[0]
+    return float(dx * (above.sum() - above[0] / 2 - below.sum() + below[-1] / 2))
+
+
+def _m(ranks) -> np.ndarray:
+    """m_R for every element of `ranks` (numbers or an array)."""
+    values = np.asarray(ranks, dtype=float)
+    unique, inverse = np.unique(np.rint(values).astype(int), return_inverse=True)
+    return np.array([expected_max_of_normals(int(r)) for r in unique])[inverse].reshape(values.shape)
+
+
+EXACT_TOKENS = 1024  # up to this many tokens the busiest rank's load is summed exactly; beyond, the normal law
+
+
+@lru_cache(maxsize=4096)
+def _exact_busiest(experts: int, top_k: int, ranks: int, tokens: int) -> float:
+    """E[max of R loads] / mean: one token puts j of its k experts on a rank with the hypergeometric law
+    C(E/R, j) C(E - E/R, k - j) / C(E, k); a rank's load is the sum over T tokens (the law convolved T times), and
+    E[max of R] = sum over x >= 0 of 1 - F(x)^R, the ranks taken as independent (they sum to T k: a slight excess)."""
+    per_rank = experts // ranks
+    token = np.array([math.comb(per_rank, j) * math.comb(experts - per_rank, top_k - j)
+                      for j in range(min(top_k, per_rank) + 1)], dtype=float) / math.comb(experts, top_k)  # fmt: skip
+    law, power, count = np.ones(1), token, tokens
+    while count:  # the T-fold convolution by squaring
+        if count & 1:
+            law = np.convolve(law, power)
+        count >>= 1
+        if count:
+            power = np.convolve(power, power)
+    below = np.minimum(np.cumsum(law), 1.0)
+    return float(np.sum(1.0 - below**ranks)) / (tokens * top_k / ranks)
+
+
+def _normal_busiest(experts, top_k, ranks, tokens):
+    """1 + m_R sqrt(R (E - k) / (T k (E - 1))), at most R min(k, E/R) / k."""
+    spread = np.sqrt(ranks * np.maximum(experts - top_k, 0.0)
+                     / (np.maximum(tokens, 1e-12) * top_k * np.maximum(experts - 1.0, 1.0)))  # fmt: skip
+    ceiling = ranks * np.minimum(top_k, experts / np.maximum(ranks, 1.0)) / top_k
+    return np.minimum(1.0 + _m(ranks) * spread, np.maximum(ceiling, 1.0))
+
+
+def busiest_rank_load(experts, top_k, ranks, tokens):
+    """The busiest EP rank's routed tokens over the mean rank's (1 at one rank or no tokens): exact up to
+    EXACT_TOKENS (linear between whole token counts) where the ranks hold E / R experts each, the normal law beyond
+    or otherwise. Over more ranks than experts (EP 16 of Mixtral's 8), each expert is one group whose tokens its
+    R / E ranks share: the busiest group sets the pace."""
+    arrays = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (experts, top_k, ranks, tokens)))
+    shape = arrays[0].shape
+    experts, top_k, ranks, tokens = (a.ravel() for a in arrays)
+    ranks = np.minimum(ranks, experts)  # more ranks than experts: each expert's tokens shared by R / E ranks
+    factor = np.ones(tokens.size)
+    spread = (ranks > 1) & (tokens > 0) & (experts > top_k)
+    if spread.any():
+        factor[spread] = _normal_busiest(experts[spread], top_k[spread], ranks[spread], tokens[spread])
+        whole = np.mod(experts, np.maximum(ranks, 1.0)) == 0  # E / R experts on every rank
+        for i in np.flatnonzero(spread & whole & (tokens <= EXACT_TOKENS)):
+            e, k, r, t = int(experts[i]), int(top_k[i]), int(ranks[i]), float(tokens[i])
+            low, high = max(1, math.floor(t)), max(1, math.ceil(t))
+            at_low = _exact_busiest(e, k, r, low)
+            factor[i] = at_low + (t - low) * (_exact_busiest(e, k, r, high) - at_low) if high > low else at_low
+    return factor.reshape(shape)
