@@ -2,7 +2,7 @@
 simulated (issue 32's target: one hour at 100 requests/s in <= 5 s end to end), as a fresh process, beside the
 simulator core alone (benchmarks/simulator_speed.py).
 Run:  python benchmarks/simulate_end_to_end.py [--scenario scenarios/llama3-8b-assistant.yaml] [--rate 100]
-      [--duration 3600] [--balancer power-of-two]
+      [--duration 3600] [--balancer round-robin]
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def main() -> None:
     parser.add_argument("--scenario", default="scenarios/llama3-8b-assistant.yaml")
     parser.add_argument("--rate", type=float, default=100.0)
     parser.add_argument("--duration", type=float, default=3600.0)
-    parser.add_argument("--balancer", default="power-of-two")
+    parser.add_argument("--balancer", default="round-robin")
     args = parser.parse_args()
     document = yaml.safe_load((ROOT / args.scenario).read_text())
     for workload in document["workloads"]:  # every workload at the rate, as a peak to size for

@@ -243,6 +243,33 @@ def test_power_of_two_does_not_herd_where_least_outstanding_does():
     assert p99["power-of-two"] < p99["least-outstanding"]
 
 
+@pytest.mark.parametrize("speculation", [False, True])
+def test_round_robin_on_several_processes_gives_the_same_bytes(monkeypatch, speculation):
+    """Round-robin's engines never look at each other: forked, each runs its share alone, and every request's
+    times, every gap, preemption and rejection come back as one process computes them (speculative engines draw
+    their accepted tokens from their own seeds). The KV cache is small enough to preempt and to refuse prompts."""
+    from planner.perf.roofline import Speculation
+
+    rng = np.random.default_rng(5)
+    n = 24_000
+    arrivals = np.sort(rng.uniform(0, 600, n))
+    isl = rng.integers(1, 3000, n)
+    osl = rng.integers(1, 300, n)
+    steps = FixedSteps(2.0, 0.01, 8.0, 0.02)
+    spec = Speculation("mtp", 2, 0.7) if speculation else None
+    results = []
+    for workers in ("1", "2"):
+        monkeypatch.setenv("PLANNER_WORKERS", workers)
+        reqs = Requests(arrivals, isl, osl)
+        kv_tokens = 20_000 if speculation else 2_900  # the plain engines preempt and refuse; the speculative draw
+        engines = [ServingEngine(steps, 24, kv_tokens, 1024, 3.0, speculation=spec, seed=[1, k]) for k in range(4)]
+        run(engines, reqs, "round-robin")
+        results.append((reqs.admitted_s.tobytes(), reqs.first_token_s.tobytes(), reqs.finish_s.tobytes(),
+                        reqs.rejected.tobytes(), [(e.gaps[1].tobytes(), e.preemptions, e.samples) for e in engines]))
+    assert results[0] == results[1]
+    assert np.isfinite(np.frombuffer(results[0][2])).sum() > n / 2
+
+
 def test_least_loaded_picks_the_emptiest_engine():
     # 3 engines; a long request on engine 0 and 1 each: the third request goes to the idle engine 2
     steps = FixedSteps(1.0, 0.0, 10.0)

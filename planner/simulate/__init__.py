@@ -5,7 +5,7 @@ real trace? The optimizer sizes on steady-state averages; this package replays r
 - `engines`: `ServingEngine` (vLLM-like: token budget, chunked prefill, paged KV with preemption), the notebook's
   simpler `BatchingEngine` (in-flight or static batching) and `SlotEngine` (an M/D/C queue);
 - `traffic`: requests, arrival processes and length distributions;
-- `balance`: `run`, requests fed to engines through a load balancer (power-of-two choices by default);
+- `balance`: `run`, requests fed to engines through a load balancer (round-robin by default);
 - `stats`: percentiles, token gaps, time averages, warm-up and batch-means intervals;
 - `setups`: `engine_setup`, how one configuration's instances run (step times, batch cap, KV cache, count);
 - `pools`: one run of a pool of workloads on their engines, disaggregated requests carried between pools;

@@ -1,11 +1,15 @@
 """Feeding requests to engine instances through a load balancer.
 
-- `power-of-two` (default): at each arrival, two engines drawn at random; the one where the new prompt would wait
-  less takes it (`ServingEngine.expected_wait_ms`: the rest of the iteration in progress and the prefill of the
-  prompt tokens already waiting; ties: less work left, below). O(1) per arrival, and it does not herd: engines that
-  finish a batch together do not all take the next burst, because each arrival looks at only two of them. Until
-  issue 32 it compared the work left (prompt tokens not yet prefilled and output tokens not yet made), which at the
-  loads plans run (no prompt queue anywhere) does not see what delays a prompt, the long step an engine just began:
+- `round-robin` (default since issue 32): engine i mod n. With the plan's identical requests it is close to
+  optimal (each engine sees every n-th arrival, far more regular than a random split), it is what common proxies do
+  by default (NGINX, Envoy), and its engines never look at each other, so a large run is simulated on several
+  processes (`_run_forked`, the same bytes out whatever their number).
+- `power-of-two`: at each arrival, two engines drawn at random; the one where the new prompt would wait less takes
+  it (`ServingEngine.expected_wait_ms`: the rest of the iteration in progress and the prefill of the prompt tokens
+  already waiting; ties: less work left, below). O(1) per arrival, and it does not herd: engines that finish a batch
+  together do not all take the next burst, because each arrival looks at only two of them. Until issue 32 it
+  compared the work left (prompt tokens not yet prefilled and output tokens not yet made), which at the loads plans
+  run (no prompt queue anywhere) does not see what delays a prompt, the long step an engine just began:
   chat-and-summarize's chat TTFT P50 37.0 ms against round-robin's 34.8 (now 35.4).
 - `least-wait`: every engine advanced to the arrival, the least expected wait (as above) takes it: O(engines) per
   arrival; on chat-and-summarize chat TTFT P50 33.7 ms and summarize 257 ms, against round-robin's 34.8 and 264.
@@ -14,7 +18,6 @@
   chat-and-summarize, least-outstanding's summarize TTFT P95 over 3 seeds fell from 834-952 ms to 573-687 ms, chat's
   rose from 134-142 to 146-155 ms; round-robin gives 305 and 46 there, so counting requests still misleads);
   engines are advanced only when their next completion is due (a second heap), so an arrival costs O(log engines).
-- `round-robin`: engine i mod n.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ import math
 import numpy as np
 
 from planner.simulate.engines import Book, ServingEngine
+from planner.workers import can_fork, worker_count
 
-BALANCERS = ("power-of-two", "least-wait", "least-tokens", "least-outstanding", "round-robin")
+BALANCERS = ("round-robin", "power-of-two", "least-wait", "least-tokens", "least-outstanding")
 
 
 def _load_tokens(engine) -> int:
@@ -42,9 +46,9 @@ def _wait(engine, time_s: float) -> tuple[float, float]:
     return float(engine.outstanding()), 0.0
 
 
-def run(engines: list, requests, balancer: str = "power-of-two", seed: int = 0):
+def run(engines: list, requests, balancer: str = "round-robin", seed: int = 0):
     """Simulate `requests` (planner.simulate.traffic.Requests) on `engines`; fills in their admission, first-token
-    and finish times and returns them. `seed` drives the power-of-two draws."""
+    and finish times and returns them. `seed` drives the power-of-two draws (engines draw from their own seeds)."""
     if balancer not in BALANCERS:
         raise ValueError(f"balancer must be one of {', '.join(BALANCERS)}")
     book = Book(requests)
@@ -60,10 +64,7 @@ def run(engines: list, requests, balancer: str = "power-of-two", seed: int = 0):
     arrival = book.arrival
     n = len(engines)
     if n == 1 or balancer == "round-robin":
-        for position, index in enumerate(order):
-            engine = engines[position % n]
-            engine.advance_to(arrival[index])
-            engine.submit(index)
+        _round_robin(engines, [order[i::n] for i in range(n)], arrival, book if serving else None)
     elif balancer == "power-of-two":
         rng = np.random.default_rng(seed)
         first = rng.integers(0, n, size=len(order))
@@ -100,6 +101,69 @@ def run(engines: list, requests, balancer: str = "power-of-two", seed: int = 0):
     if serving:
         book.write_back(requests)
     return requests
+
+
+def _round_robin(engines: list, shares: list[list[int]], arrival: list[float], book: Book | None) -> None:
+    """Engine i takes arrivals i, i + n, i + 2n, ...: the engines never look at each other, so each runs its share
+    alone, and large runs of serving engines run on several processes (each engine draws from its own seed: the
+    same results whatever the number of processes; tests/test_simulator_v2.py)."""
+    if book is not None and _run_forked(engines, shares, book):
+        return
+    for engine, share in zip(engines, shares):
+        _feed(engine, share, arrival)
+
+
+def _feed(engine, share: list[int], arrival: list[float]) -> None:
+    """The engine takes its share of the requests in order of arrival, and finishes them."""
+    advance, submit = engine.advance_to, engine.submit
+    for index in share:
+        advance(arrival[index])
+        submit(index)
+    engine.drain()
+
+
+PARALLEL_MIN_REQUESTS = 20_000  # fewer are simulated in this process: forking costs more than it saves
+_FORKED: tuple | None = None  # (engines, shares) a forked worker runs (inherited by fork, never pickled)
+_SHARED = ("book", "steps", "classes", "speculation")  # what a worker reads and does not change: not sent back
+
+
+def _run_forked(engines: list[ServingEngine], shares: list[list[int]], book: Book) -> bool:
+    """Each engine's share on a forked process; its state and its requests' times come back into this process.
+    False (nothing done) with one process, few requests, no fork on this platform, or a worker lost."""
+    global _FORKED
+    workers = min(worker_count(), len(engines))
+    if workers < 2 or sum(map(len, shares)) < PARALLEL_MIN_REQUESTS or not can_fork():
+        return False
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    _FORKED = (engines, shares)
+    try:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            results = list(pool.map(_run_share, range(len(engines))))
+    except (BrokenProcessPool, OSError):  # a worker killed (memory) or no process to start: run them here
+        return False
+    finally:
+        _FORKED = None
+    for i, state, admitted, first, finish, rejected in results:
+        engines[i].__dict__.update(state)
+        for index, a, f, d in zip(shares[i], admitted, first, finish):
+            book.admitted[index], book.first[index], book.finish[index] = a, f, d
+        book.rejected.extend(rejected)
+    book.rejected.sort()
+    return True
+
+
+def _run_share(i: int) -> tuple:
+    """In a forked worker: engine i runs its share; its state (what it changed) and its requests' times."""
+    engines, shares = _FORKED
+    engine, share = engines[i], shares[i]
+    book = engine.book
+    _feed(engine, share, book.arrival)
+    state = {name: value for name, value in vars(engine).items() if name not in _SHARED}
+    return (i, state, [book.admitted[j] for j in share], [book.first[j] for j in share],
+            [book.finish[j] for j in share], book.rejected)  # fmt: skip
 
 
 def _least_loaded(engines: list, order: list[int], arrival: list[float], tokens: bool) -> None:
