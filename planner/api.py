@@ -418,7 +418,7 @@ def simulate(
 
 def _saved_plan(document, scenario: Scenario) -> Plan:
     """A saved `planner plan --json` document as a Plan, refused when it is not one or is another scenario's."""
-    from planner.plan import plan_from_document
+    from planner.plan import configuration_key, plan_field_problems, plan_from_document, route_matches
 
     if not isinstance(document, dict) or document.get("status") not in ("optimal", "feasible"):
         raise PlannerInputError("--plan", "plan", "not a plan of `planner plan --json` (no optimal or feasible status)")
@@ -426,6 +426,11 @@ def _saved_plan(document, scenario: Scenario) -> Plan:
         result = plan_from_document(document)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise PlannerInputError("--plan", "plan", f"not a plan of `planner plan --json`: bad or missing {str(exc)[:80]}") from None
+    problems = plan_field_problems(result)
+    if problems:
+        field, allowed_value = problems[0]
+        more = f" ({len(problems) - 1} more fields like it)" if len(problems) > 1 else ""
+        raise PlannerInputError("--plan", field, f"must be {allowed_value}{more}")
     planned = {w.name for w in result.workloads}
     wanted = {w.name for w in scenario.workloads}
     if result.scenario != scenario.name or planned != wanted or tuple(result.periods) != tuple(p.name for p in scenario.periods):
@@ -435,6 +440,30 @@ def _saved_plan(document, scenario: Scenario) -> Plan:
         )  # fmt: skip
     allowed = {(offer.site, offer.system) for offer in scenario.offers}
     periods = {*result.periods, "all"}
+    workloads = {w.name for w in scenario.workloads}
+    used = [(f"routing[{i}]", r) for i, r in enumerate(result.routing)] + [
+        (f"instances[{i}]", a) for i, a in enumerate(result.instances)]
+    for where, item in used:
+        if (item.site, item.system) not in allowed:
+            raise PlannerInputError("--plan", f"{where}.system", f"'{str(item.system)[:60]}' at site '{str(item.site)[:20]}' "
+                                    "is not a system the scenario allows")  # fmt: skip
+        if item.period not in periods or getattr(item, "workload", next(iter(workloads))) not in workloads:
+            raise PlannerInputError("--plan", where, f"must be a period and a workload of the scenario (got period "
+                                    f"'{str(item.period)[:40]}', workload '{str(getattr(item, 'workload', '-'))[:40]}')")  # fmt: skip
+    assignments = {w.name: w.assignments for w in result.workloads}
+    for index, route in enumerate(result.routing):
+        key = configuration_key(route)
+        if result.instances:
+            served = any(configuration_key(a) == key and a.period == route.period for a in result.instances)
+        else:  # plans saved before instances were recorded: its plan line
+            served = any(configuration_key(line) == key and (line.role != "on-demand" or line.period == route.period)
+                         for line in result.lines)  # fmt: skip
+        if not served:
+            raise PlannerInputError("--plan", f"routing[{index}]", "must run on instances of the plan: no allocation "
+                                    "(or plan line) runs its configuration in its period")  # fmt: skip
+        if not any(route_matches(a, route) for a in assignments.get(route.workload, ())):
+            raise PlannerInputError("--plan", f"routing[{index}]", f"its configuration (system, TP, precision, batch cap, "
+                                    f"lengths, layout) is none of workload '{str(route.workload)[:60]}''s assignments")  # fmt: skip
     for index, line in enumerate(result.lines):
         if (line.site, line.system) not in allowed:
             offered = ", ".join(sorted(f"{s} ({site})" for site, s in allowed))[:200]

@@ -14,13 +14,11 @@ import dataclasses
 import itertools
 import math
 import multiprocessing
-import os
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from planner.catalog import Catalog
-from planner.errors import PlannerInputError
 from planner.metrics import LATENCY_METRICS
 from planner.perf import (
     PerfMiss,
@@ -36,6 +34,7 @@ from planner.perf.engines import DEFAULT_ENGINE
 from planner.perf.roofline import supports_roofline
 from planner.perf.tables import instance_memory
 from planner.perf.types import Layout
+from planner.workers import can_fork, worker_count  # noqa: F401 (worker_count: read by tests as candidates.worker_count)
 from planner.plan import CandidateStats
 from planner.scenario import HOURS_PER_YEAR, Bucket, OnPremCosts, Scenario, SystemOffer, Workload
 
@@ -403,6 +402,40 @@ class _Builder:
         requested = tuple(workload.precisions) if workload.precisions is not None else None
         return model_precisions(self.catalog, gpu, workload.model, requested)
 
+    def precision_problem(self, workload: Workload, offer: SystemOffer) -> str | None:
+        """Why none of the workload's `precisions:` runs on the offer's GPU (naming the precisions, the GPU and
+        what it runs), or None where one does or the workload asks for none in particular."""
+        if workload.precisions is None:
+            return None
+        gpu = self.catalog.gpu_of(offer.system)
+        if self.precisions(workload, gpu.id):
+            return None
+        asked = ", ".join(workload.precisions)
+        unsupported = [p for p in workload.precisions if p not in gpu.precisions]
+        if len(unsupported) == len(workload.precisions):
+            return (f"precisions [{asked}] asked for, but its GPU {gpu.id} ({gpu.architecture}) has no tensor cores for "
+                    f"{'it' if len(unsupported) == 1 else 'them'}: it runs {', '.join(gpu.precisions)}")  # fmt: skip
+        modeled = ", ".join(model_precisions(self.catalog, gpu.id, workload.model)) or "none"
+        return (f"precisions [{asked}] asked for: none is modeled for {workload.model} on its GPU {gpu.id} "
+                f"(modeled there: {modeled})")  # fmt: skip
+
+    def decode_network_problem(self, offer: SystemOffer) -> str | None:
+        """Why the offer's system may not host decode pools, or None. A prefill pool prices its KV
+        transfer at its own system's network share per GPU (perf/disagg.py), and the integer program may pair it
+        with a decode pool on any other system: a decode system slower per GPU than a system that may prefill would
+        receive caches slower than priced (the simulator moves them at the slower side). Such decode candidates are
+        not made, so that every pairing the program may choose is no slower than its prefill side's price."""
+        system = self.catalog.systems[offer.system]
+        mine = system.network_bytes_per_s(1)
+        others = {o.system: self.catalog.systems[o.system].network_bytes_per_s(1) for o in self.scenario.offers}
+        fastest = max((s for s, rate in others.items() if rate is not None), key=lambda s: others[s], default=None)
+        if mine is None or fastest is None or mine >= others[fastest]:
+            return None
+        return (f"disaggregated decode: its network is {mine * 8 / 1e9:,.6g} Gb/s per GPU, below the "
+                f"{others[fastest] * 8 / 1e9:,.6g} Gb/s per GPU of {fastest}, whose prefill pools price their KV "
+                "transfer at that rate; a decode pool here would receive caches slower than priced, so none is "
+                "placed here (docs/perf-model.md, KV transfer)")  # fmt: skip
+
     def disaggregated(self, offer: SystemOffer, workload: Workload, bucket_index: int, bucket: Bucket) -> None:
         """Prefill-only and decode-only candidates (perf/disagg.py): one of each per layout, precision and engine
         lengths covering the bucket; the integer program pairs them into pools."""
@@ -418,6 +451,9 @@ class _Builder:
         if why:
             self.prune(workload, offer, f"disaggregated: {why}", "data")
             return
+        decode_problem = self.decode_network_problem(offer)
+        if decode_problem is not None:
+            self.prune(workload, offer, decode_problem, "data")
         query = self.query(workload, offer, bucket)
         largest = max(self.scenario.max_batch_ladder)
         need_isl, need_osl = bucket.engine_lengths
@@ -433,7 +469,7 @@ class _Builder:
                         self.memo[key] = stage_points(query, self.catalog, layout, precision, network, lengths, largest,
                                                       workload.slo.percentile, speculation, hop)  # fmt: skip
                     prefill, decode = self.memo[key]
-                    for point in ((prefill,) if speculation is None else ()) + (decode,):
+                    for point in ((prefill,) if speculation is None else ()) + ((decode,) if decode_problem is None else ()):
                         self.counts["generated"] += 1
                         if isinstance(point, str):
                             kind = "memory" if "does not fit" in point else "latency"
@@ -547,20 +583,6 @@ def serves_aggregated(scenario: Scenario, workload: Workload) -> bool:
     return scenario.disaggregated != "always" or workload.mode == "offline"
 
 
-def worker_count() -> int:
-    """Processes that price engine curves: PLANNER_WORKERS (1 prices them all in this process), else the CPUs this
-    process may run on."""
-    configured = os.environ.get("PLANNER_WORKERS", "").strip()
-    if configured:
-        if not configured.isdigit() or int(configured) < 1:
-            raise PlannerInputError("PLANNER_WORKERS", "PLANNER_WORKERS", f"a whole number of processes >= 1 (got {configured[:20]!r})")
-        return int(configured)
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 def _price_curve(key: tuple) -> tuple:
     """In a forked worker: one engine curve (the builder's memo key) and its points."""
     return key, _FORKED.curve(*key)
@@ -593,7 +615,7 @@ def prefetch_curves(builder: _Builder, progress: Callable[..., None] | None = No
                         pending[key] = None
     builder.engine = DEFAULT_ENGINE
     workers = min(worker_count(), len(pending) // 8)
-    if workers < 2 or len(pending) < PARALLEL_MIN_CURVES or "fork" not in multiprocessing.get_all_start_methods():
+    if workers < 2 or len(pending) < PARALLEL_MIN_CURVES or not can_fork():
         return 0
     from planner.perf import open_loop  # noqa: F401 (imported once, before the fork)
     from planner.perf.calibration import fit_kernels
@@ -638,7 +660,10 @@ def enumerate_candidates(
         for offer in scenario.offers:
             done += 1
             split = scenario.disaggregated != "never" and "modeled" in scenario.perf_sources
-            for engine, (index, bucket) in itertools.product(workload.engines, enumerate(workload.buckets)):
+            unrun = builder.precision_problem(workload, offer)
+            if unrun is not None:  # said once for the pair, not once per bucket and engine
+                builder.prune(workload, offer, unrun)
+            for engine, (index, bucket) in itertools.product(workload.engines if unrun is None else (), enumerate(workload.buckets)):
                 builder.engine = engine
                 if split:
                     builder.disaggregated(offer, workload, index, bucket)

@@ -10,15 +10,17 @@ import csv
 import difflib
 import math
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import (AfterValidator, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
 
 from planner.errors import PlannerInputError, unknown_id_message
-from planner.loading import StrictModel, read_yaml, short_repr, validate_model
+from planner.loading import MAX_TABLE_BYTES, StrictModel, open_bounded, read_yaml, short_repr, validate_model
 
 ComputePrecision = Literal["bf16", "fp16", "fp8", "fp4"]  # a tensor-core rate (Gpu.tflops_by_precision)
 Precision = Literal["bf16", "fp16", "fp8", "fp4", "w4a16", "w4a8"]  # an engine's precision: weights and compute
@@ -75,11 +77,85 @@ def compute_precision(precision: str) -> str:
     return PRECISION_SPECS[precision].compute
 
 
-Alias = Annotated[str, Field(min_length=1, max_length=200)]
+MAX_NAME_CHARS = 200  # an id, alias or name of a catalog entry; longer is a paste accident, not a name
 
 
-class Gpu(StrictModel):
-    id: str
+def normalize_name(name: str) -> str:
+    """The one form of a name that ids and aliases are matched in: Unicode NFKC (full-width and compatibility
+    characters as their plain forms), format characters removed (Unicode category Cf: zero-width spaces and joiners
+    U+200B-U+200D, word joiner U+2060, byte-order mark U+FEFF, soft hyphen, bidi marks), whitespace runs as one
+    space, no space at either end. Two names that look alike are then one name."""
+    text = unicodedata.normalize("NFKC", name)
+    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+    return " ".join(text.split())
+
+
+def name_problem(name: str) -> str | None:
+    """Why a name (after `normalize_name`) cannot name an entry, or None."""
+    cleaned = normalize_name(name)
+    if not cleaned:
+        return f"a name with visible characters (got {short_repr(name)}: empty once spaces and invisible characters are removed)"
+    if len(cleaned) > MAX_NAME_CHARS:
+        return f"a name of at most {MAX_NAME_CHARS} characters (got {len(cleaned):,})"
+    return None
+
+
+def _clean_name(name: str) -> str:
+    """A name field's value in normal form (`normalize_name`); ValueError when it is empty or too long."""
+    problem = name_problem(name)
+    if problem:
+        raise ValueError(problem)
+    return normalize_name(name)
+
+
+# a catalog id or alias, or a name that refers to one (a scenario's model, systems, GPUs): stored normalized
+Name = Annotated[str, AfterValidator(_clean_name)]
+Alias = Name
+
+
+def _number_from_boolean(raw, validated, where: str = "") -> str | None:
+    """Where in a field's raw value a boolean became a number on validation (pydantic reads true as 1), or None."""
+    if isinstance(raw, bool):
+        return where if isinstance(validated, (int, float)) and not isinstance(validated, bool) else None
+    if isinstance(raw, dict) and isinstance(validated, dict) and len(raw) == len(validated):
+        for (key, value), (_, out) in zip(raw.items(), validated.items()):
+            found = _number_from_boolean(value, out, f"{where}.{key}")
+            if found is not None:
+                return found
+    if isinstance(raw, (list, tuple)) and isinstance(validated, (list, tuple)) and len(raw) == len(validated):
+        for index, (value, out) in enumerate(zip(raw, validated)):
+            found = _number_from_boolean(value, out, f"{where}[{index}]")
+            if found is not None:
+                return found
+    return None
+
+
+_RANGE_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal", "multiple_of"})
+
+
+class InputModel(StrictModel):
+    """A StrictModel of what users write (catalog entries, scenarios) whose numbers are numbers: `true`/`false`
+    where a number is expected is refused (pydantic would read true as 1: `network_gbit_per_s: true` as 1 Gb/s).
+    Nested models check their own fields."""
+
+    @field_validator("*", mode="wrap")
+    @classmethod
+    def _no_boolean_numbers(cls, value, handler, info: ValidationInfo):
+        try:
+            validated = handler(value)
+        except ValidationError as error:  # false for a number > 0: say what is wrong with it, not its range
+            if isinstance(value, bool) and all(e["type"] in _RANGE_ERRORS for e in error.errors()):
+                raise ValueError("a number, not true or false (YAML booleans are not numbers)") from None
+            raise
+        where = _number_from_boolean(value, validated)
+        if where is not None:
+            raise ValueError("a number, not true or false (YAML booleans are not numbers)"
+                             + (f"; the boolean is at {info.field_name}{where}" if where else ""))  # fmt: skip
+        return validated
+
+
+class Gpu(InputModel):
+    id: Name
     # other names the field uses for it: short names (A100, H100), aiconfigurator systems (h200_sxm),
     # SkyPilot accelerators (H100, A100-80GB); matched without regard to case (`Catalog.resolve`)
     aliases: tuple[Alias, ...] = ()
@@ -108,14 +184,14 @@ class Gpu(StrictModel):
         return tuple(p for p in PRECISIONS if compute_precision(p) in self.tflops_by_precision)
 
 
-class System(StrictModel):
+class System(InputModel):
     """A node: an on-prem server bought once, or a cloud instance rented by the hour."""
 
-    id: str
+    id: Name
     aliases: tuple[Alias, ...] = ()  # e.g. the provider's own instance name
     kind: Literal["on-prem", "cloud"]
     name: str
-    gpu: str
+    gpu: Name
     gpus_per_node: int = Field(gt=0, le=100_000)
     price_usd: float | None = Field(default=None, gt=0, le=1e9)
     power_kw: float | None = Field(default=None, gt=0, le=1e4)
@@ -139,7 +215,7 @@ class System(StrictModel):
         return self.network_gbit_per_s / 8 * 1e9 * min(gpus, self.gpus_per_node) / self.gpus_per_node
 
 
-class MoeSpec(StrictModel):
+class MoeSpec(InputModel):
     """Mixture of experts: `experts` routed experts per MoE layer, `experts_per_token` of them per token, plus
     `shared_experts` every token uses. `active_params_b` is the published per-token count; the roofline splits the
     parameters into always-read weights and routed experts from it and `params_b` (perf/roofline.model_shape)."""
@@ -156,7 +232,7 @@ class MoeSpec(StrictModel):
         return self
 
 
-class MlaSpec(StrictModel):
+class MlaSpec(InputModel):
     """Multi-head latent attention (DeepSeek-V2/V3): the cache keeps one compressed latent of `kv_lora_rank`
     elements plus `rope_head_dim` decoupled RoPE key elements per token and layer, shared by all heads, so it is
     neither split by TP nor multiplied by heads."""
@@ -165,10 +241,10 @@ class MlaSpec(StrictModel):
     rope_head_dim: int = Field(ge=0, le=100_000)
 
 
-class ModelArch(StrictModel):
+class ModelArch(InputModel):
     """A model's architecture; fields not published are left out (None), never guessed."""
 
-    id: str
+    id: Name
     # Hugging Face repository ids and served names the field uses ('meta-llama/Llama-3.3-70B-Instruct',
     # 'meta/llama3-8b-instruct'); matched without regard to case (`Catalog.resolve`)
     aliases: tuple[Alias, ...] = ()
@@ -187,6 +263,9 @@ class ModelArch(StrictModel):
     # layers that keep K and V of the whole context; the others attend to a short sliding window (gpt-oss: 128
     # tokens) or keep a fixed-size linear-attention state (Qwen3.5/3.6), negligible next to a long context
     kv_layers: int | None = Field(default=None, gt=0)
+    # multi-token-prediction layers the checkpoint ships (config.json num_nextn_predict_layers, DeepSeek-V3/R1, or
+    # mtp_num_hidden_layers, Qwen3.5/3.6): what `engine.speculative.method: mtp` drafts with; None: not stated (no MTP)
+    mtp_layers: int | None = Field(default=None, ge=0, le=64)
     # the precision of the published checkpoint's weights (gpt-oss: MXFP4 experts; DeepSeek-V3: FP8): what a run
     # "without quantization" serves
     checkpoint_precision: Precision = "bf16"
@@ -275,7 +354,7 @@ class BenchmarkRow(StrictModel):
         return where if self.origin == SHIPPED_LAYER else f"[{self.origin}] {where}"
 
 
-class SourcedValue(StrictModel):
+class SourcedValue(InputModel):
     value: float
     source: str = Field(min_length=1)
 
@@ -287,7 +366,7 @@ DEFAULT_RANGES = {  # (lowest, highest, lowest allowed itself): beyond them a de
 }  # fmt: skip
 
 
-class CatalogDefaults(StrictModel):
+class CatalogDefaults(InputModel):
     """Scenario defaults with their sources (catalogs/defaults.yaml), each within DEFAULT_RANGES."""
 
     words_per_token: SourcedValue
@@ -309,7 +388,7 @@ class CatalogDefaults(StrictModel):
         return value
 
 
-class _DefaultsFile(StrictModel):
+class _DefaultsFile(InputModel):
     defaults: CatalogDefaults
 
 
@@ -415,26 +494,27 @@ class Catalog(StrictModel):
 
 
 def _fold(name: str) -> str:
-    return name.strip().casefold()
+    """A name as ids and aliases are matched: normalized (`normalize_name`), without regard to case."""
+    return normalize_name(name).casefold()
 
 
 _COUNT = re.compile(r"^(?P<name>.+?):(?P<count>\d+)$")
 
 
 def _strip_count(name: str) -> str:
-    match = _COUNT.match(name.strip())
+    match = _COUNT.match(normalize_name(name))
     return match.group("name") if match else name
 
 
 def accelerator_count(name: str) -> int | None:
     """The count of a SkyPilot accelerator name ('H100:8' -> 8), None without one."""
-    match = _COUNT.match(name.strip())
+    match = _COUNT.match(normalize_name(name))
     return int(match.group("count")) if match else None
 
 
 def _name_candidates(kind: str, name: str) -> list[str]:
     """Folded forms of a name to look up, most specific first."""
-    name = name.strip()
+    name = normalize_name(name)
     if kind == "gpu":
         name = _strip_count(name)
     candidates = [_fold(name)]
@@ -472,7 +552,11 @@ def closest_name(entries: dict, index: dict[str, str], kind: str, name: str) -> 
 
 
 def resolve_name(entries: dict, index: dict[str, str], kind: str, name: str, file: str, field: str) -> str:
-    """`Catalog.resolve` over `entries` and their `name_index`."""
+    """`Catalog.resolve` over `entries` and their `name_index`; a name empty once normalized, or too long, is
+    refused as such (`name_problem`)."""
+    problem = name_problem(str(name))
+    if problem:
+        raise PlannerInputError(file, field, problem)
     for candidate in _name_candidates(kind, str(name)):
         if candidate in index:
             return index[candidate]
@@ -492,7 +576,8 @@ def check_aliases(entries: dict, kind: str, files: dict[str, Path]) -> None:
             if owner.setdefault(folded, entry_id) != entry_id:
                 raise PlannerInputError(
                     str(files[entry_id]), f"{kind}s[{entry_id}].aliases",
-                    f"'{name}' already names {kind} '{owner[folded]}'; an id or alias must name one entry",
+                    f"'{name}' already names {kind} '{owner[folded]}' (names match without regard to case, spaces "
+                    "and invisible characters); an id or alias must name one entry",
                 )  # fmt: skip
 
 
@@ -508,14 +593,17 @@ _REQUIRED_BENCHMARK_COLUMNS = ("source", "model", "gpu", "gpus", "per")
 
 
 def benchmark_csv_text(rows) -> str:
-    """Rows as a benchmark table (the columns above, whole numbers without decimals), for writing."""
+    """Rows as a benchmark table (the columns above, whole numbers without decimals), for writing; text a
+    spreadsheet would run as a formula (notes, sources from result files) is made inert."""
     import pandas as pd  # slow to import: only where a table is written
+
+    from planner.report.spreadsheet import csv_safe_frame
 
     records = [{c: getattr(row, c) for c in BENCHMARK_COLUMNS} for row in rows]
     frame = pd.DataFrame(records, columns=list(BENCHMARK_COLUMNS))
     for column in ("gpus", "tp", "isl", "osl", "concurrency"):
         frame[column] = frame[column].astype("Int64")
-    return frame.to_csv(index=False, lineterminator="\n", float_format="%.6g")
+    return csv_safe_frame(frame).to_csv(index=False, lineterminator="\n", float_format="%.6g")
 
 
 def default_catalog_dir() -> Path:
@@ -552,7 +640,7 @@ def _csv_records(path: Path) -> tuple[list[str], list[list[str]]]:
     """(header, non-empty records) of a CSV file; an unreadable or empty file, or a record whose field count is not
     the header's, raises PlannerInputError naming its line."""
     try:
-        with open(path, newline="", encoding="utf-8-sig") as handle:
+        with open_bounded(path, "a catalog table", MAX_TABLE_BYTES, newline="") as handle:
             records = list(csv.reader(handle))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise PlannerInputError(str(path), "", f"cannot read CSV: {exc}") from exc
@@ -642,7 +730,7 @@ def load_step_table(path: Path, models: dict, gpus: dict, origin: str = SHIPPED_
 _ENTRY_MODELS: dict[str, type[StrictModel]] = {"gpus": Gpu, "systems": System, "models": ModelArch}
 
 
-class CatalogManifest(StrictModel):
+class CatalogManifest(InputModel):
     """`catalog.yaml` of a user catalog: its name in provenance, and whether it adds to the shipped catalog."""
 
     name: str | None = Field(default=None, min_length=1)
@@ -668,7 +756,10 @@ def _merge_entries(merged: dict[str, _Entry], entries: list, file: Path, key: st
     for index, entry in enumerate(entries):
         if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
             raise PlannerInputError(str(file), f"{key}[{index}]", "expected a mapping with a string 'id'")
-        entry_id = entry["id"]
+        problem = name_problem(entry["id"])
+        if problem:
+            raise PlannerInputError(str(file), f"{key}[{index}].id", problem)
+        entry_id = normalize_name(entry["id"])  # the form names are matched in: an id and its look-alike are one
         if entry_id in seen:
             raise PlannerInputError(str(file), f"{key}[{index}].id", f"duplicate id '{entry_id}'")
         seen.add(entry_id)
@@ -799,10 +890,10 @@ def load_catalog(directories: CatalogDirs = None) -> Catalog:
         overlay = depth > 0
         for key in _ENTRY_MODELS:
             file = directory / f"{key}.yaml"
-            if file.is_file() or not overlay:
+            if file.exists() or file.is_symlink() or not overlay:  # not a regular file: read_yaml says so by name
                 _merge_entries(merged[key], _load_entries(file, key), file, key, overlay)
         defaults_file = directory / "defaults.yaml"
-        if defaults_file.is_file() or not overlay:
+        if defaults_file.exists() or defaults_file.is_symlink() or not overlay:
             data = read_yaml(defaults_file)
             if not isinstance(data, dict) or not isinstance(data.get("defaults"), dict) or set(data) != {"defaults"}:
                 raise PlannerInputError(str(defaults_file), "defaults", "expected a mapping with the single key 'defaults'")

@@ -2,7 +2,8 @@
 
 Exit codes: 0 ok, 1 infeasible plan, 2 bad input (one line on stderr, no traceback; --debug shows it), 3 a defect
 of the planner, 4 the solver stopped at its time limit before it found any plan, 5 `plan --verify` (after --repair
-when given) found a simulated latency limit conclusively missed (inconclusive verdicts exit 0).
+when given) found a simulated latency limit conclusively missed (inconclusive verdicts exit 0). A closed stdout
+(`planner plan ... | head`) ends the process by SIGPIPE, quietly: shells report 141.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class _OnFirstUse:
 
 api = _OnFirstUse("planner.api")
 json_out = _OnFirstUse("planner.report.json_out")
+files = _OnFirstUse("planner.report.files")
 text = _OnFirstUse("planner.report.text")
 
 
@@ -377,11 +379,11 @@ def _write_text(path: Path, text: str) -> None:
     write_text_atomic(path, text)
 
 
-def _not_an_input(out: Path | None, *inputs, flag: str = "--out") -> None:
-    """Refuse, before any work, an output path that is one of the command's input files."""
-    from planner.report.files import check_not_an_input
-
-    check_not_an_input(out, inputs, flag)
+def _check_output(out: Path | None, inputs, flag: str = "--out") -> None:
+    """Refuse, before any work, an output path that is a folder or any file the command reads
+    (planner.report.files.check_output_path); `inputs()` lists what it reads, called only when there is an output."""
+    if out is not None:
+        files.check_output_path(out, inputs(), flag)
 
 
 def _run(action, debug: bool, json: bool = False) -> None:
@@ -417,14 +419,21 @@ def _run(action, debug: bool, json: bool = False) -> None:
             raise
         print(f"internal error: {exc}; a defect of the planner, not of your input (--debug shows where)", file=sys.stderr)
         raise typer.Exit(EXIT_DEFECT) from None
+    except (MemoryError, RecursionError) as exc:  # inputs are bounded where they are read: one that was not
+        if debug:
+            raise
+        what = "ran out of memory" if isinstance(exc, MemoryError) else "nested too deep"
+        print(f"internal error: the command {what}; an input the planner should have bounded (a defect; --debug "
+              "shows where)", file=sys.stderr)  # fmt: skip
+        raise typer.Exit(EXIT_DEFECT) from None
 
 
 class Balancer(str, Enum):
+    round_robin = "round-robin"
     power_of_two = "power-of-two"
     least_wait = "least-wait"
     least_tokens = "least-tokens"
     least_outstanding = "least-outstanding"
-    round_robin = "round-robin"
 
 
 class TimeUnit(str, Enum):
@@ -443,7 +452,7 @@ SeedsOption = Annotated[int, typer.Option("--seeds", min=1, max=100, help="Runs 
                                                                            "verdicts pool them.")]  # fmt: skip
 
 
-def _simulation_options(duration, seeds, seed=0, balancer=Balancer.power_of_two, length_cv=0.0, arrival_cv=1.0,
+def _simulation_options(duration, seeds, seed=0, balancer=Balancer.round_robin, length_cv=0.0, arrival_cv=1.0,
                         token_budget=None, workload=None, period=None):  # fmt: skip
     from planner.simulate import SimulationOptions
 
@@ -464,7 +473,7 @@ def simulate(
     duration: DurationOption = None,
     seeds: SeedsOption = 1,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Random seed of the first run (>= 0).")] = 0,
-    balancer: Annotated[Balancer, typer.Option("--balancer", help="Load balancer across engine instances.")] = Balancer.power_of_two,
+    balancer: Annotated[Balancer, typer.Option("--balancer", help="Load balancer across engine instances (docs/simulation.md).")] = Balancer.round_robin,
     trace: Annotated[Path | None, typer.Option("--trace", help="Replay this request trace (CSV/JSONL: arrival time, "
                                                                   "input and output tokens) instead of random arrivals.")] = None,
     workload: Annotated[str | None, typer.Option("--workload", help="The workload the trace is of (needed with several).")] = None,
@@ -667,7 +676,7 @@ def bom(
         if format is BomFormat.xlsx and out is None:
             raise PlannerInputError("--out", "out", "an XLSX bill of materials needs --out FILE.xlsx")
         _check_writable(out)
-        _not_an_input(out, scenario, *(catalog or ()), *((plan_file,) if plan_file else ()))
+        _check_output(out, lambda: files.scenario_inputs(scenario, catalog, plan_file))
         from planner.report import bom as bom_report
 
         overrides = _overrides(deployment, systems, precisions, engines)
@@ -711,16 +720,16 @@ def report(
 
     def action() -> None:
         from planner.report import document
-        from planner.report.files import check_report_folder
 
-        check_report_folder(out, force)  # before planning; write_report clears a previous report's files
+        inputs = files.scenario_inputs(scenario, catalog, plan_file)
+        files.check_report_folder(out, force, inputs)  # before planning; write_report clears a previous report's files
         overrides = _overrides(deployment, systems, precisions, engines)
         saved = _plan_document(plan_file)
         with _progress(progress_mode) as progress:
             planned = api.plan_in_context(scenario, catalog, solver.value if solver else None, time_limit, progress,
                                           overrides=overrides, plan_document=saved)  # fmt: skip
-        files = document.write_report(document.build_report(planned), out, force)
-        print(f"report written to {files[0]} and {files[1]} ({len(files) - 2} plots)")
+        written = document.write_report(document.build_report(planned), out, force, inputs)
+        print(f"report written to {written[0]} and {written[1]} ({len(written) - 2} plots)")
 
     _run(action, debug)
 
@@ -732,16 +741,12 @@ def _plan_document(plan_file: Path | None) -> dict | None:
     """The JSON of --plan FILE (None without one); a file that is not JSON is refused by name."""
     if plan_file is None:
         return None
-    import json as json_module
+    from planner.loading import parse_json, read_bounded_text
 
-    if not plan_file.is_file():
-        what = "not a regular file" if plan_file.exists() else "file not found"
-        raise PlannerInputError(str(plan_file), "", f"{what} (expected a plan JSON of `planner plan --json`)")
-    if plan_file.stat().st_size > MAX_PLAN_BYTES:
-        raise PlannerInputError(str(plan_file), "", f"larger than {MAX_PLAN_BYTES // 2**20} MiB: not a plan of `planner plan --json`")
+    text = read_bounded_text(plan_file, "a plan JSON of `planner plan --json`", MAX_PLAN_BYTES)
     try:
-        return json_module.loads(plan_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
+        return parse_json(text, str(plan_file))
+    except ValueError as exc:
         raise PlannerInputError(str(plan_file), "", f"not a plan JSON of `planner plan --json`: {str(exc)[:200]}") from None
 
 
@@ -869,6 +874,7 @@ def curve(
 
     def action() -> None:
         _check_precision(precision)
+        _check_output(png, lambda: catalog or (), "--png")
         query = PerfQuery(model, gpu, isl, osl, tp, precision, None, ttft_ms, itl_ms, e2e_ms, tpot_ms, token_budget,
                           arrivals=arrivals.value)  # fmt: skip
         landscape = y == YAxis.tokens_per_user and x == XAxis.tokens_per_gpu
@@ -1010,7 +1016,7 @@ def sensitivity(
 
     def action() -> None:
         scales = (_scales(throughput, "--throughput"), _scales(demand, "--demand"), _scales(latency, "--latency"))
-        _not_an_input(out, scenario, *(catalog or ()))
+        _check_output(out, lambda: files.scenario_inputs(scenario, catalog))
         with _progress(progress_mode, json) as progress:
             result = api.sensitivity(scenario, catalog, *scales, solver.value if solver else None, time_limit, progress)
         if out is not None:
@@ -1042,8 +1048,8 @@ def sweep_command(
     def action() -> None:
         if out is not None and out.suffix.lower() not in (".csv", ".parquet"):
             raise PlannerInputError("--out", "out", f"unknown table type '{out.suffix}'; allowed: .csv, .parquet")
-        _not_an_input(out, sweep_file)
-        _not_an_input(plot, sweep_file, flag="--plot")
+        _check_output(out, lambda: files.sweep_inputs(sweep_file))
+        _check_output(plot, lambda: files.sweep_inputs(sweep_file), "--plot")
         cpus = os.cpu_count() or 1
         if workers is not None and workers > cpus:
             print(f"note: --workers {workers} capped at {cpus}, the CPU count of this machine", file=sys.stderr)
@@ -1115,7 +1121,7 @@ def ingest(
 
     def action() -> None:
         options = IngestOptions(model, gpu, tp, precision, node, statistic, isl, osl, concurrency)
-        _not_an_input(out, *paths)
+        _check_output(out, lambda: [*paths, *(catalog or ())])
         result = api.ingest_results(tool.value, paths, options, out.name if out else "ingested", catalog)
         csv_text = result.csv_text()
         if out is not None:
@@ -1161,6 +1167,7 @@ def tables_build(
         def integers(text: str, flag: str) -> tuple[int, ...]:
             return tuple(int(v) for v in _scales(text, flag))
 
+        _check_output(out, lambda: catalog or ())
         bad_lengths = PlannerInputError("--lengths", "lengths", f"expected ISLxOSL pairs such as 1024x128,4096x512 (got '{lengths}')")
         try:
             pairs = tuple(tuple(int(x) for x in pair.lower().split("x")) for pair in lengths.split(","))
@@ -1219,7 +1226,8 @@ def workload_analyze(
     def action() -> None:
         if mode not in ("streaming", "sequential", "offline"):
             raise PlannerInputError("--mode", "mode", f"unknown mode '{mode}'; allowed: streaming, sequential, offline")
-        _not_an_input(out, trace, base)  # --base dh.yaml --out dh.yaml would rewrite it without its comments
+        # --base dh.yaml --out dh.yaml would rewrite it without its comments
+        _check_output(out, lambda: [trace, *files.scenario_inputs(base, catalog)])
         answer = api.analyze_workload(
             trace, period, engines, quantile, name, model, mode, (time_column, input_column, output_column), time_unit,
             base, catalog,
@@ -1236,7 +1244,21 @@ def workload_analyze(
     _run(action, debug, json)
 
 
+def _default_sigpipe() -> None:
+    """A closed stdout (`planner plan ... | head`) ends the command quietly as any Unix tool does: killed by
+    SIGPIPE, which a shell reports as 141 (128 + 13), never 1 (an infeasible plan) or a traceback. Python ignores
+    SIGPIPE and raises BrokenPipeError instead, which click turns into exit code 1."""
+    import signal
+
+    if hasattr(signal, "SIGPIPE"):
+        try:
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        except ValueError:  # not the main thread (an embedding program): leave its handling as it is
+            pass
+
+
 def main() -> None:
+    _default_sigpipe()
     app()
 
 

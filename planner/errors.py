@@ -5,6 +5,33 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
+
+MAX_ECHO_CHARS = 200  # characters of user text (a name, a version, a key) quoted in a message or a note
+MAX_ECHO_ITEMS = 10  # items of a user's list (keys of a mapping, columns) named in a message
+MAX_MESSAGE_CHARS = 2000  # a whole message: one line a user reads, never a flood (keeps every message far below 4 KiB)
+
+
+def clip_text(value: Any, max_chars: int = MAX_ECHO_CHARS) -> str:
+    """str(value) cut to `max_chars` characters, the cut said: every message or note that echoes user text (a model
+    name, a tool version, a key) passes it through here, so that a 2 MB name becomes 200 characters, not 2 MB."""
+    text = str(value)
+    if len(text) <= max_chars:
+        return text
+    return f"{text[:max_chars]}… ({len(text) - max_chars:,} more characters)"
+
+
+def bounded_listing(items: Iterable[Any], max_items: int = MAX_ECHO_ITEMS, max_chars: int = MAX_ECHO_CHARS) -> str:
+    """'a, b, c' of at most `max_items` items (each clipped to `max_chars`), then 'and N more': a message naming
+    the keys of a mapping with 200,000 of them names ten."""
+    shown: list[str] = []
+    more = 0
+    for item in items:
+        if len(shown) < max_items:
+            shown.append(clip_text(item, max_chars))
+        else:
+            more += 1
+    return ", ".join(shown) + (f" and {more:,} more" if more else "")
 
 
 class PlannerError(Exception):
@@ -28,7 +55,9 @@ class PlannerInputError(PlannerError):
     """Bad input (file, field, what is allowed). The CLI prints it on one line and exits with code 2."""
 
     def __init__(self, file: str, field: str, message: str):
-        self.problem = InputProblem(str(file), field, message)
+        # the one bound on every input message: whatever a caller quoted, the line stays readable
+        self.problem = InputProblem(clip_text(file, 4 * MAX_ECHO_CHARS), clip_text(field, MAX_ECHO_CHARS),
+                                    clip_text(message, MAX_MESSAGE_CHARS))
         super().__init__(str(self.problem))
 
     @property
@@ -72,6 +101,6 @@ def unknown_id_message(kind: str, value: str, known: Iterable[str], listing_comm
     known = sorted(known)
     hint = did_you_mean(value, known) if hint is None else hint
     return (
-        f"unknown {kind} '{value}'.{hint} "
+        f"unknown {kind} '{clip_text(value)}'.{hint} "
         f"Known: {', '.join(known)}{' (or one of their aliases)' if aliases else ''}. To list them: {listing_command}"
     )

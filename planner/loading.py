@@ -1,9 +1,33 @@
-"""Shared helpers of the loaders: read YAML, validate with pydantic, turn failures into one clear line."""
+"""Shared helpers of the loaders: read files, YAML and JSON within bounds, validate with pydantic, turn failures
+into one clear line.
+
+Every input file the planner reads (scenarios, catalog YAML and CSV tables, traces, benchmark results to ingest)
+goes through `open_bounded` (or `read_bounded_text`, built on it): only a regular file is opened (a FIFO would
+block forever, `/dev/zero` would never end), and no more than a size bound of bytes is read, whatever the file
+claims. The bounds, per kind of file:
+
+- `MAX_YAML_BYTES` (4 MiB): scenarios, catalog YAML, sweeps: kilobytes in practice;
+- `MAX_TABLE_BYTES` (256 MiB): a catalog table (`benchmarks/*.csv`, `calibration/*.csv`): kilobytes to a few MiB;
+- `MAX_INGEST_BYTES` (256 MiB): a benchmark tool's result file; vLLM's `--save-detailed` runs, the largest, are
+  tens of MiB;
+- `MAX_TRACE_BYTES` (256 MiB, about 13 million requests of three numeric columns) for a CSV/TSV trace and
+  `MAX_TRACE_JSONL_BYTES` (64 MiB) for a JSONL one: a trace is held in memory as it is analyzed or replayed,
+  about 5x its size for a CSV and 10x for JSON records, so that even the largest stays within a few GiB.
+
+JSON (`parse_json`) and YAML (`read_yaml`) are bounded in nesting depth (`MAX_JSON_DEPTH`, `MAX_YAML_DEPTH`): a
+document nested 200,000 deep is refused by name, never a RecursionError.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
+import os
+import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -23,6 +47,12 @@ MAX_YAML_BYTES = 4 * 1024 * 1024  # scenarios and catalogs are kilobytes; a bigg
 MAX_YAML_NODES = 200_000  # values after expanding aliases: refuses "billion laughs" documents
 MAX_YAML_DEPTH = 64  # nesting; deeper documents would exhaust the stack
 MAX_REPR = 80  # characters of a bad value quoted in a message
+MAX_TABLE_BYTES = 256 * 2**20  # a catalog CSV table (benchmarks/, calibration/)
+MAX_INGEST_BYTES = 256 * 2**20  # one result file of a benchmark tool (planner ingest)
+MAX_TRACE_BYTES = 256 * 2**20  # a request trace as CSV/TSV
+MAX_TRACE_JSONL_BYTES = 64 * 2**20  # a request trace as JSONL (records take more memory per byte than CSV cells)
+MAX_JSON_DEPTH = 64  # nesting of a JSON document or of one JSONL line; the tools' own files nest under 10
+_READ_CHUNK_BYTES = 2**20
 
 
 def short_repr(value: Any) -> str:
@@ -51,7 +81,7 @@ class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
         return super().construct_mapping(node, deep=deep)
 
 
-def _check_size(node, where: str) -> None:
+def _check_size(node, where: str, max_nodes: int = MAX_YAML_NODES) -> None:
     """Values after alias expansion and nesting depth of a composed document, within bounds."""
     sizes: dict[int, int] = {}
 
@@ -66,36 +96,146 @@ def _check_size(node, where: str) -> None:
             total += sum(expanded(child, depth + 1) for child in current.value)
         elif isinstance(current, yaml.MappingNode):
             total += sum(expanded(k, depth + 1) + expanded(v, depth + 1) for k, v in current.value)
-        sizes[key] = min(total, MAX_YAML_NODES + 1)
-        if total > MAX_YAML_NODES:
-            raise PlannerInputError(
-                where, "document", f"more than {MAX_YAML_NODES:,} values once its aliases (*name) are expanded"
-            )
+        sizes[key] = min(total, max_nodes + 1)
+        if total > max_nodes:
+            raise PlannerInputError(where, "document", f"more than {max_nodes:,} values once its aliases (*name) are expanded")
         return sizes[key]
 
     if node is not None:
         expanded(node, 0)
 
 
-def read_yaml(path: Path) -> Any:
-    """Parse a YAML file; a missing, oversized, malformed or ambiguous file raises PlannerInputError naming the
-    line: at most MAX_YAML_BYTES, a UTF-8 byte-order mark allowed, no duplicate keys, and no alias expansion or
-    nesting beyond MAX_YAML_NODES / MAX_YAML_DEPTH."""
-    path = Path(path)
-    if not path.is_file():
-        raise PlannerInputError(str(path), "", "file not found (expected a YAML file)")
+def checked_regular_file(path: Path | str, what: str, max_bytes: int) -> int:
+    """The size in bytes of `path` (symlinks followed), checked before anything opens it: a missing file, one that
+    is not a regular file (a FIFO, a device such as /dev/zero, a folder, a socket) or one larger than `max_bytes`
+    raises PlannerInputError naming the file and what it was taken for (`what`: 'a YAML file', 'a trace', ...)."""
     try:
-        size = path.stat().st_size
-        if size > MAX_YAML_BYTES:
-            raise PlannerInputError(str(path), "", f"file is {size:,} bytes; at most {MAX_YAML_BYTES:,} are read")
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PlannerInputError(str(path), "", f"cannot read file: {exc}") from exc
+        status = os.stat(path)
+    except FileNotFoundError:
+        raise PlannerInputError(str(path), "", f"file not found (expected {what})") from None
+    except (OSError, ValueError) as exc:
+        raise PlannerInputError(str(path), "", f"cannot read file: {exc}") from None
+    if stat.S_ISDIR(status.st_mode):
+        raise PlannerInputError(str(path), "", f"is a folder (expected {what})")
+    if not stat.S_ISREG(status.st_mode):
+        raise PlannerInputError(
+            str(path), "", f"not a regular file (a FIFO, a device or a socket; expected {what}): only regular files are read"
+        )
+    if status.st_size > max_bytes:
+        raise PlannerInputError(
+            str(path), "", f"file is {status.st_size:,} bytes; at most {max_bytes:,} are read of {what}"
+        )
+    return status.st_size
+
+
+class _BoundedRaw(io.RawIOBase):
+    """A read-only file descriptor that refuses to yield more than `max_bytes`: a regular file that grows while read,
+    or claims a size it does not have (/proc), still ends in a clear error, not an exhausted memory."""
+
+    def __init__(self, descriptor: int, path: str, what: str, max_bytes: int):
+        super().__init__()
+        self._descriptor, self._path, self._what, self._max_bytes = descriptor, path, what, max_bytes
+        self._read_bytes = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        view = memoryview(buffer).cast("B")
+        if not len(view):
+            return 0
+        data = os.read(self._descriptor, min(len(view), self._max_bytes + 1 - self._read_bytes))
+        self._read_bytes += len(data)
+        if self._read_bytes > self._max_bytes:
+            raise PlannerInputError(self._path, "", f"more than {self._max_bytes:,} bytes; at most {self._max_bytes:,} are read of {self._what}")
+        view[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            os.close(self._descriptor)
+        super().close()
+
+
+@contextlib.contextmanager
+def open_bounded(path: Path | str, what: str, max_bytes: int, encoding: str | None = "utf-8-sig",
+                 newline: str | None = None) -> Iterator[IO]:  # fmt: skip
+    """Open an input file for reading, the one way every loader opens one: only a regular file (checked by stat
+    before it is opened, then on the open descriptor, which O_NONBLOCK keeps a FIFO from blocking), of at most
+    `max_bytes` (checked before and while reading). Text (UTF-8, a byte-order mark skipped) unless `encoding` is
+    None (bytes). Any problem raises PlannerInputError naming the file."""
+    checked_regular_file(path, what, max_bytes)
+    try:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise PlannerInputError(str(path), "", f"cannot read file: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):  # replaced between the stat and the open
+            raise PlannerInputError(str(path), "", f"not a regular file (expected {what}): only regular files are read")
+    except BaseException:
+        os.close(descriptor)
+        raise
+    raw = _BoundedRaw(descriptor, str(path), what, max_bytes)
+    stream: IO = io.BufferedReader(raw, _READ_CHUNK_BYTES)
+    if encoding is not None:
+        stream = io.TextIOWrapper(stream, encoding=encoding, newline=newline)
+    with stream:
+        yield stream
+
+
+def read_bounded_text(path: Path | str, what: str, max_bytes: int, encoding: str = "utf-8-sig") -> str:
+    """The whole text of an input file (`open_bounded`'s checks); a file that is not UTF-8 raises PlannerInputError."""
+    try:
+        with open_bounded(path, what, max_bytes, encoding=encoding) as handle:
+            return handle.read()
+    except UnicodeDecodeError as exc:
+        raise PlannerInputError(str(path), "", f"not UTF-8 text (byte {exc.start:,}; expected {what})") from None
+    except OSError as exc:
+        raise PlannerInputError(str(path), "", f"cannot read file: {exc.strerror or exc}") from None
+
+
+def _json_depth_exceeds(document: Any, max_depth: int) -> bool:
+    """Whether a parsed JSON value nests lists/objects deeper than `max_depth` (iterative: no recursion to exhaust)."""
+    pending = [(document, 1)]
+    while pending:
+        node, depth = pending.pop()
+        if isinstance(node, dict):
+            children = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > max_depth:
+            return True
+        pending.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def parse_json(text: str, file: str, where: str = "", max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """json.loads bounded in nesting: a document (or JSONL line) nested deeper than `max_depth` raises
+    PlannerInputError naming the file and `where` (a line), never a RecursionError. A malformed document raises
+    json.JSONDecodeError, for the caller to say what the file was taken for."""
+    try:
+        document = json.loads(text)
+    except RecursionError:
+        raise PlannerInputError(file, where or "document", f"nested more than {max_depth} levels deep") from None
+    # a value can nest no deeper than it has brackets: the tree is walked only when that many are there
+    if text.count("[") + text.count("{") > max_depth and _json_depth_exceeds(document, max_depth):
+        raise PlannerInputError(file, where or "document", f"nested more than {max_depth} levels deep")
+    return document
+
+
+def read_yaml(path: Path, max_bytes: int = MAX_YAML_BYTES, max_nodes: int = MAX_YAML_NODES) -> Any:
+    """Parse a YAML file; a missing, oversized, malformed or ambiguous file raises PlannerInputError naming the
+    line: a regular file of at most `max_bytes` (MAX_YAML_BYTES), a UTF-8 byte-order mark allowed, no duplicate
+    keys, and no alias expansion or nesting beyond `max_nodes` (MAX_YAML_NODES) / MAX_YAML_DEPTH."""
+    path = Path(path)
+    text = read_bounded_text(path, "a YAML file", max_bytes)
     loader = None
     try:
         loader = _StrictLoader(text)  # the reader already refuses control characters
         node = loader.get_single_node()
-        _check_size(node, str(path))
+        _check_size(node, str(path), max_nodes)
         return loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

@@ -271,3 +271,83 @@ def plan_from_document(document: dict) -> Plan:
         robustness["forecasts"] = tuple(robustness["forecasts"])
         fields["robustness"] = RobustnessSummary(**robustness)
     return Plan(**fields)
+
+
+def route_matches(assignment: Assignment, route: Route) -> bool:
+    """Whether a route runs on the configuration of an assignment (system, TP, precision, batch cap, engine and
+    bucket lengths, stage, layout, speculation)."""
+    return (assignment.system, assignment.tp, assignment.precision, assignment.max_batch, assignment.engine_isl,
+            assignment.engine_osl, assignment.bucket_isl, assignment.bucket_osl, assignment.stage, assignment.layout,
+            assignment.speculative) == (
+        route.system, route.tp, route.precision, route.max_batch, route.engine_isl, route.engine_osl,
+        route.bucket_isl, route.bucket_osl, route.stage, route.layout, route.speculative)  # fmt: skip
+
+
+# ---- a saved plan checked field by field (planner simulate|bom|report|compare --plan FILE) ----
+
+MAX_PLAN_RPS = 1e7  # requests/s of one route or allocation: beyond any fleet (the simulator would draw them all)
+MAX_PLAN_INSTANCES = 100_000  # engine instances of one allocation (each is simulated)
+MAX_PLAN_TOKENS = 10_000_000  # an engine's or bucket's ISL/OSL
+MAX_PLAN_GPUS = 100_000
+_RANGES = {  # field -> (low, high): numbers a saved plan may hold where the simulator and reports use them
+    "rps": (0.0, MAX_PLAN_RPS), "rps_per_node": (0.0, MAX_PLAN_RPS), "rps_per_instance": (0.0, MAX_PLAN_RPS),
+    "instances": (0, MAX_PLAN_INSTANCES), "gpus_per_instance": (1, MAX_PLAN_GPUS), "gpus": (0, 10 * MAX_PLAN_GPUS),
+    "max_batch": (1, 1_000_000), "tp": (1, MAX_PLAN_GPUS), "concurrency": (0, 10_000_000),
+    "engine_isl": (0, MAX_PLAN_TOKENS), "engine_osl": (0, MAX_PLAN_TOKENS),  # 0 on a line running several
+    "bucket_isl": (1, MAX_PLAN_TOKENS), "bucket_osl": (1, MAX_PLAN_TOKENS),
+    "ttft_ms": (0.0, 1e9), "itl_ms": (0.0, 1e9), "e2e_ms": (0.0, 1e10), "tpot_ms": (0.0, 1e9),
+}  # fmt: skip
+
+
+def _allowed_types(hint) -> tuple[type, ...]:
+    import types
+    import typing
+
+    args = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union else (hint,)
+    return tuple(arg if arg is not type(None) else type(None) for arg in args if isinstance(arg, type))
+
+
+def _field_problem(value, allowed: tuple[type, ...], bounds) -> str | None:
+    """Why `value` is not a field of one of the `allowed` types within `bounds`; None when it is."""
+    import math
+
+    if value is None:
+        return None if type(None) in allowed else "a value (not null)"
+    if isinstance(value, bool):
+        return None if bool in allowed else f"a {'number' if {int, float} & set(allowed) else 'text'}, not true/false"
+    if float in allowed and isinstance(value, int | float) or int in allowed and isinstance(value, int):
+        if not math.isfinite(value):
+            return "a finite number"
+        if bounds is not None and not bounds[0] <= value <= bounds[1]:
+            low, high = (f"{int(b):,}" if float(b).is_integer() else f"{b:g}" for b in bounds)
+            return f"between {low} and {high}"
+        return None
+    if any(isinstance(value, t) for t in allowed if t is not type(None)):
+        return None
+    names = {int: "a whole number", float: "a number", str: "text", bool: "true or false", dict: "an object"}
+    return " or ".join(names.get(t, t.__name__) for t in allowed if t is not type(None))
+
+
+def plan_field_problems(plan: Plan) -> list[tuple[str, str]]:
+    """(field path, what is allowed) of every field of the plan's lines, instances, routes and assignments whose
+    value is not of its declared type, not finite, or out of the range the planner can use (`_RANGES`)."""
+    import typing
+
+    problems = []
+    if not isinstance(plan.scenario, str):
+        problems.append(("scenario", "text"))
+    problems += [(f"periods[{i}]", "text") for i, period in enumerate(plan.periods) if not isinstance(period, str)]
+    groups = [("lines", plan.lines), ("instances", plan.instances), ("routing", plan.routing), ("workloads", plan.workloads)]
+    for w, workload in enumerate(plan.workloads):
+        groups += [(f"workloads[{w}].assignments", workload.assignments), (f"workloads[{w}].periods", workload.periods)]
+    for name, items in groups:
+        for index, item in enumerate(items):
+            hints = typing.get_type_hints(type(item))
+            for field in dataclasses.fields(item):
+                allowed = _allowed_types(hints[field.name])
+                if not allowed:  # a nested structure (a workload's assignments): checked as its own group
+                    continue
+                problem = _field_problem(getattr(item, field.name), allowed, _RANGES.get(field.name))
+                if problem is not None:
+                    problems.append((f"{name}[{index}].{field.name}", problem))
+    return problems

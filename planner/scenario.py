@@ -15,9 +15,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from planner.catalog import Catalog, Precision
-from planner.errors import PlannerInputError, did_you_mean, unknown_id_message
-from planner.loading import StrictModel, read_yaml, validate_model
+from planner.catalog import Catalog, InputModel, Name, Precision
+from planner.errors import PlannerInputError, clip_text, did_you_mean, unknown_id_message
+from planner.loading import read_yaml, validate_model
 from planner.metrics import MAX_PERCENTILE, METRICS_VERSION, MIN_PERCENTILE, percentile_problem
 from planner.metrics import limits as slo_limits
 from planner.perf.types import DEFAULT_TOKEN_BUDGET
@@ -42,7 +42,7 @@ Deployment = Literal["on-prem", "cloud", "hybrid"]
 SolverName = Literal["cbc", "highs", "ortools"]
 
 
-class SloSpec(StrictModel):
+class SloSpec(InputModel):
     """Latency limits (planner/metrics.py, docs/metrics.md), each at `percentile`. Streaming cares for TTFT and
     TPOT/ITL, sequential for E2E, offline for none (seed 002)."""
 
@@ -64,7 +64,7 @@ class SloSpec(StrictModel):
         return float(value)
 
 
-class UsersSpec(StrictModel):
+class UsersSpec(InputModel):
     """Demand as people: daily active users x requests each, spread over the working hours."""
 
     daily_active_users: float = Field(gt=0, le=1e11)
@@ -72,7 +72,7 @@ class UsersSpec(StrictModel):
     working_hours_per_day: float = Field(gt=0, le=24)
 
 
-class BucketSpec(StrictModel):
+class BucketSpec(InputModel):
     """A cell of the workload's ISL x OSL histogram: `share` of its requests have these lengths. With
     `max_isl_tokens`/`max_osl_tokens` the bucket is a class of requests: throughput is priced at its (typical)
     lengths, and an engine serving it must hold the maxima."""
@@ -91,7 +91,7 @@ class BucketSpec(StrictModel):
         return self
 
 
-class PrefixCacheSpec(StrictModel):
+class PrefixCacheSpec(InputModel):
     """Prompts that start with a prefix the engine keeps cached (a system prompt, a conversation's history): each
     prompt's first `prefix_tokens` are found in the cache by a share `hit_rate` of requests (perf.types.PrefixCache).
     `planner workload analyze` derives both from a trace that names its prompts' prefixes."""
@@ -100,9 +100,9 @@ class PrefixCacheSpec(StrictModel):
     hit_rate: float = Field(gt=0, le=1)
 
 
-class WorkloadSpec(StrictModel):
+class WorkloadSpec(InputModel):
     name: str = Field(min_length=1, max_length=100)
-    model: str
+    model: Name
     isl_tokens: int | None = Field(default=None, gt=0, le=100_000_000)
     osl_tokens: int | None = Field(default=None, gt=0, le=100_000_000)
     words_in: float | None = Field(default=None, gt=0, le=100_000_000)
@@ -146,8 +146,8 @@ class WorkloadSpec(StrictModel):
         return self
 
 
-class OnPremSite(StrictModel):
-    systems: list[str] = Field(min_length=1)
+class OnPremSite(InputModel):
+    systems: list[Name] = Field(min_length=1)
     # None: the catalog default (catalogs/defaults.yaml names each one's source)
     amortization_years: float | None = Field(default=None, ge=0.1, le=50)
     usd_per_kwh: float | None = Field(default=None, ge=0, le=10)
@@ -155,32 +155,32 @@ class OnPremSite(StrictModel):
     utilization_power_factor: float | None = Field(default=None, gt=0, le=1.0)
     maintenance_fraction_per_year: float | None = Field(default=None, ge=0, le=1.0)
     space_usd_per_rack_unit_per_year: float = Field(default=0.0, ge=0, le=1e6)
-    price_usd: dict[str, PositiveUsd] = Field(default_factory=dict)
+    price_usd: dict[Name, PositiveUsd] = Field(default_factory=dict)
 
 
-class CloudSite(StrictModel):
-    systems: list[str] = Field(min_length=1)
-    usd_per_hour: dict[str, PositiveUsdPerHour] = Field(default_factory=dict)
+class CloudSite(InputModel):
+    systems: list[Name] = Field(min_length=1)
+    usd_per_hour: dict[Name, PositiveUsdPerHour] = Field(default_factory=dict)
     # a reserved / committed price per system: a constant count all year, like on-prem
-    reserved_usd_per_hour: dict[str, PositiveUsdPerHour] = Field(default_factory=dict)
+    reserved_usd_per_hour: dict[Name, PositiveUsdPerHour] = Field(default_factory=dict)
 
 
-class SitesSpec(StrictModel):
+class SitesSpec(InputModel):
     on_prem: OnPremSite | None = None
     cloud: CloudSite | None = None
 
 
-class LimitsSpec(StrictModel):
+class LimitsSpec(InputModel):
     headroom_fraction: float = Field(default=0.0, ge=0, le=10)
     power_kw: float | None = Field(default=None, gt=0, le=1e8)
     rack_units: int | None = Field(default=None, gt=0, le=1e8)
     capex_usd: float | None = Field(default=None, gt=0, le=MAX_USD)
-    max_gpus: dict[str, Annotated[int, Field(ge=0, le=1e8)]] = Field(default_factory=dict)  # GPU id -> GPUs available (in any period)
+    max_gpus: dict[Name, Annotated[int, Field(ge=0, le=1e8)]] = Field(default_factory=dict)  # GPU id -> GPUs available (in any period)
     spare_nodes_per_system: int = Field(default=0, ge=0, le=1000)  # N + k: k idle on-prem nodes per system in use
     max_engine_variants: int | None = Field(default=None, gt=0, le=100_000)
 
 
-class PeriodSpec(StrictModel):
+class PeriodSpec(InputModel):
     """A named part of the day/week: its hours per year and each workload's demand as a factor of its peak
     (or of its mean, when the workload gives a mean). Workloads not listed keep factor 1."""
 
@@ -189,7 +189,7 @@ class PeriodSpec(StrictModel):
     demand_factor: dict[str, DemandFactor] = Field(default_factory=dict)
 
 
-class SpeculativeSpec(StrictModel):
+class SpeculativeSpec(InputModel):
     """Speculative decoding as an engine option: `draft_tokens` proposed per step by the model's own
     multi-token-prediction head (`method: mtp`) or a smaller `draft_model`, each accepted with probability
     `acceptance_rate` (measure it on your traffic: it depends on the data). Engines are tried with and without it."""
@@ -197,7 +197,7 @@ class SpeculativeSpec(StrictModel):
     method: Literal["mtp", "draft"]
     draft_tokens: int = Field(default=3, ge=1, le=16)
     acceptance_rate: float = Field(gt=0, lt=1)
-    draft_model: str | None = None
+    draft_model: Name | None = None
 
     @model_validator(mode="after")
     def _draft_named(self) -> "SpeculativeSpec":
@@ -206,7 +206,7 @@ class SpeculativeSpec(StrictModel):
         return self
 
 
-class EngineSpec(StrictModel):
+class EngineSpec(InputModel):
     """The engine settings the candidate enumeration tries. MoE models are also tried with attention data
     parallelism and expert parallelism over 2 to all of a node's GPUs (`expert_parallel`); a model that fits no
     single node is tried over `max_pipeline_nodes` nodes at most (TP in a node, pipeline stages across nodes)."""
@@ -225,7 +225,7 @@ PerfSource = Literal["measured", "interpolated", "aic", "modeled"]
 PerfSourceChoice = Literal["auto", "tables", "model", "aic"]
 
 
-class PerfSpec(StrictModel):
+class PerfSpec(InputModel):
     """Which layers of the performance model may answer (data first: a layer answers only where those before it
     have nothing for the workload on that system). `source` is the short form of `--perf-source`: auto (rows,
     then the calibrated roofline, and aic where installed for what the roofline would extrapolate), tables, model
@@ -241,14 +241,14 @@ class PerfSpec(StrictModel):
         return self
 
 
-class ForecastSpec(StrictModel):
+class ForecastSpec(InputModel):
     """One demand forecast: each named workload's demand x its factor (workloads not named keep 1)."""
 
     name: str = Field(min_length=1, max_length=100)
     scale: dict[str, DemandFactor] = Field(default_factory=dict)
 
 
-class RobustnessSpec(StrictModel):
+class RobustnessSpec(InputModel):
     """Plan on purpose for being wrong: capacity derated by `perf_margin`, demand for every forecast."""
 
     perf_margin: float = Field(default=0.0, ge=0, lt=1)
@@ -258,7 +258,7 @@ class RobustnessSpec(StrictModel):
     demand_forecasts: list[ForecastSpec] = Field(default_factory=list)
 
 
-class FleetSpec(StrictModel):
+class FleetSpec(InputModel):
     """How nodes may be used. `reconfigure_between_periods`: a bought or reserved node may run different engine
     instances in different periods (night-time batch on the daytime chat fleet). `share_nodes_across_models`: one
     node's GPUs may host instances of several configurations and models (engines pinned to GPU subsets). Both
@@ -272,12 +272,12 @@ class FleetSpec(StrictModel):
     disaggregated: Literal["auto", "never", "always"] = "never"
 
 
-class SolverSpec(StrictModel):
+class SolverSpec(InputModel):
     name: SolverName = "cbc"
     time_limit_s: float = Field(default=60.0, gt=0, le=1e6)
 
 
-class ScenarioSpec(StrictModel):
+class ScenarioSpec(InputModel):
     name: str = Field(min_length=1, max_length=100)
     description: str = Field(default="", max_length=5000)
     # English runs at ~0.75 words per token; outside 0.1-10 a word count cannot mean tokens any more
@@ -454,10 +454,61 @@ def resolve_names(spec: ScenarioSpec, catalog: Catalog, file: str) -> ScenarioSp
             }
         sites[site_key] = site.model_copy(update=update)
     max_gpus = {catalog.resolve("gpu", gpu, file, f"limits.max_gpus.{gpu}"): count for gpu, count in spec.limits.max_gpus.items()}
+    engine = spec.engine
+    if engine.speculative is not None and engine.speculative.draft_model is not None:
+        draft = catalog.resolve("model", engine.speculative.draft_model, file, "engine.speculative.draft_model")
+        engine = engine.model_copy(update={"speculative": engine.speculative.model_copy(update={"draft_model": draft})})
     return spec.model_copy(update={
         "workloads": workloads, "sites": spec.sites.model_copy(update=sites),
-        "limits": spec.limits.model_copy(update={"max_gpus": max_gpus}),
+        "limits": spec.limits.model_copy(update={"max_gpus": max_gpus}), "engine": engine,
     })  # fmt: skip
+
+
+def check_speculation(spec: ScenarioSpec, catalog: Catalog, file: str) -> None:
+    """Speculative decoding applies to every workload's engines, so each workload's model must be able to run it:
+    `method: mtp` drafts with the model's own multi-token-prediction layers (catalog `mtp_layers`); a draft model
+    proposes tokens the target verifies, so it must have an architecture the roofline can time and the target's
+    vocabulary (catalog `vocab`: a draft of another tokenizer proposes tokens the target cannot accept)."""
+    speculative = spec.engine.speculative
+    if speculative is None:
+        return
+    from planner.perf.roofline import supports_roofline
+
+    field = "engine.speculative.draft_model"
+    draft = catalog.models[speculative.draft_model] if speculative.draft_model is not None else None
+    if draft is not None and not supports_roofline(draft):
+        raise PlannerInputError(file, field, f"'{draft.id}' has no published architecture (layers, hidden, heads) to "
+                                "time its draft steps; allowed: a catalog model with one")  # fmt: skip
+    for index, workload in enumerate(spec.workloads):
+        model = catalog.models[workload.model]
+        whose = f"workload {workload.name}'s model {model.id}"
+        if speculative.method == "mtp" and not model.mtp_layers:
+            raise PlannerInputError(
+                file, "engine.speculative.method",
+                f"'mtp' drafts with the model's multi-token-prediction layers, and the catalog states none for {whose} "
+                "(catalog field mtp_layers); allowed: method 'draft' with a draft_model, or 'mtp' for models whose "
+                f"entry gives mtp_layers ({', '.join(m for m, a in sorted(catalog.models.items()) if a.mtp_layers) or 'none'}); "
+                "add mtp_layers to the model's entry where its config.json has num_nextn_predict_layers or "
+                "mtp_num_hidden_layers > 0",
+            )  # fmt: skip
+        if draft is None:
+            continue
+        unknown = [m.id for m in (draft, model) if m.vocab is None]
+        if unknown:
+            raise PlannerInputError(
+                file, field,
+                f"the catalog does not state the vocabulary of {' and '.join(unknown)} (catalog field vocab), so draft "
+                f"model {draft.id} cannot be checked to share the tokenizer of {whose}; add vocab to the entry",
+            )  # fmt: skip
+        if draft.vocab != model.vocab:
+            same = [m for m, a in sorted(catalog.models.items())
+                    if a.vocab == model.vocab and m != model.id and supports_roofline(a)]  # fmt: skip
+            raise PlannerInputError(
+                file, field,
+                f"draft model {draft.id} has a vocabulary of {draft.vocab:,} tokens and {whose} one of "
+                f"{model.vocab:,}: a draft must share the target's tokenizer; allowed: a model of vocab "
+                f"{model.vocab:,} ({', '.join(same) or 'none in the catalog'})",
+            )  # fmt: skip
 
 
 def check_unique_workload_names(spec: ScenarioSpec, file: str) -> None:
@@ -749,6 +800,7 @@ def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str) -> Scenario:
     check_periods(spec, file)
     check_limits(spec, catalog, file)
     check_forecasts(spec, file)
+    check_speculation(spec, catalog, file)
     spec, metrics_notes, metrics_migrated = migrate_metrics(spec, file)
     defaults = catalog.defaults
     words_per_token = spec.words_per_token if spec.words_per_token is not None else defaults.words_per_token.value
@@ -797,7 +849,7 @@ def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str) -> Scenario:
         disaggregated=spec.fleet.disaggregated,
         expert_parallel=spec.engine.expert_parallel,
         max_pipeline_nodes=spec.engine.max_pipeline_nodes,
-        speculation=_speculation(spec.engine.speculative, catalog, file),
+        speculation=_speculation(spec.engine.speculative, catalog),
         token_budget=spec.engine.token_budget,
         metrics_version=spec.metrics_version or 1,
         metrics_notes=metrics_notes,
@@ -832,21 +884,14 @@ def migrate_metrics(spec: ScenarioSpec, file: str) -> tuple[ScenarioSpec, tuple[
     return spec.model_copy(update={"workloads": workloads}), (note,), bool(moved)
 
 
-def _speculation(spec: SpeculativeSpec | None, catalog: Catalog, file: str):
-    """The engine option as the roofline's Speculation (its draft model resolved in the catalog)."""
+def _speculation(spec: SpeculativeSpec | None, catalog: Catalog):
+    """The engine option as the roofline's Speculation (its draft model, resolved by `resolve_names` and checked by
+    `check_speculation`, from the catalog)."""
     if spec is None:
         return None
     from planner.perf.roofline import Speculation
 
-    from planner.perf.roofline import supports_roofline
-
-    draft = None
-    if spec.draft_model is not None:
-        draft = catalog.models[catalog.resolve("model", spec.draft_model, file, "engine.speculative.draft_model")]
-        if not supports_roofline(draft):
-            raise PlannerInputError(file, "engine.speculative.draft_model",
-                                    f"'{draft.id}' has no published architecture (layers, hidden, heads) to time its "
-                                    "draft steps; allowed: a catalog model with one")  # fmt: skip
+    draft = catalog.models[spec.draft_model] if spec.draft_model is not None else None
     return Speculation(spec.method, spec.draft_tokens, spec.acceptance_rate, draft)
 
 
@@ -930,11 +975,12 @@ class ScenarioOverrides:
         return any(v is not None for v in (self.deployment, self.systems, self.precisions, self.engines))
 
     def describe(self) -> str:
-        """'deployment cloud; systems a, b' for the echo on the output."""
+        """'deployment cloud; systems a, b' for the echo on the output; each value clipped (`clip_text`: the echo
+        comes before the values are checked, and a megabyte pasted into --systems is refused, not echoed)."""
         parts = [(name, value if isinstance(value, str) else ", ".join(value))
                  for name, value in (("deployment", self.deployment), ("systems", self.systems),
                                      ("precisions", self.precisions), ("engines", self.engines)) if value is not None]  # fmt: skip
-        return "; ".join(f"{name} {value}" for name, value in parts)
+        return "; ".join(f"{name} {clip_text(value)}" for name, value in parts)
 
     def as_dict(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(self).items() if v is not None}

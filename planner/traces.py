@@ -3,11 +3,15 @@
 `load_trace` reads a file into a `Trace` (arrays sorted by arrival). Column names are found among common
 spellings (the Azure LLM inference trace's `TIMESTAMP, ContextTokens, GeneratedTokens`, OpenAI-style
 `usage.prompt_tokens`, ...) unless given. Timestamps are datetimes or numbers (in `time_unit`).
+
+A trace is read from a regular file of at most `planner.loading.MAX_TRACE_BYTES` (CSV; `MAX_TRACE_JSONL_BYTES` for
+JSONL), numeric columns parsed as numbers by the CSV reader (a fraction of the memory of text), each JSONL line nested
+at most `MAX_JSON_DEPTH` deep; a token count is a whole number of at most `MAX_TOKENS_PER_REQUEST` (never wrapped
+to a small one); a trace has at least two distinct arrival times (one instant has no rate).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,8 +19,9 @@ import numpy as np
 import pandas as pd
 
 from planner.errors import PlannerInputError
-from planner.loading import short_repr
+from planner.loading import MAX_TRACE_BYTES, MAX_TRACE_JSONL_BYTES, open_bounded, parse_json, short_repr
 
+MAX_TOKENS_PER_REQUEST = 10_000_000  # ten times the longest context of any model today; scenarios allow 1e8
 HASH_COLUMNS = ("hash_ids", "block_hashes", "prefix_hashes")  # a list of the prompt's block hashes per request
 MAX_SPAN_S = 400 * 86400  # a trace longer than about a year is an outlier timestamp or a wrong time unit
 TIME_COLUMNS = ("timestamp", "time", "arrival_time", "arrival_s", "arrival", "ts", "created", "start_time", "request_time")
@@ -56,28 +61,33 @@ class Trace:
         return float(self.arrival_s[-1] - self.arrival_s[0]) if self.requests else 0.0
 
 
+TRACE_WHAT = "a request trace (CSV, TSV or JSONL)"
+
+
 def _read_table(path: Path) -> pd.DataFrame:
+    """The trace as a table (CSV: numbers where a whole column is numeric, else text; JSONL: JSON values), read through
+    `open_bounded`: a regular file within its bound, a byte-order mark (Excel's CSV) not part of a column's name."""
     suffix = path.suffix.lower()
+    if suffix not in (".jsonl", ".ndjson", ".json", ".csv", ".tsv", ".txt"):
+        raise PlannerInputError(str(path), "", f"unknown trace type '{suffix}'; allowed: .csv, .tsv, .jsonl, .ndjson")
+    table = suffix in (".csv", ".tsv", ".txt")
     try:
-        if suffix in (".jsonl", ".ndjson", ".json"):
+        with open_bounded(path, TRACE_WHAT, MAX_TRACE_BYTES if table else MAX_TRACE_JSONL_BYTES) as handle:
+            if table:
+                return pd.read_csv(handle, sep="\t" if suffix == ".tsv" else ",", keep_default_na=False)
             records = []
-            with open(path, encoding="utf-8-sig") as handle:
-                for number, line in enumerate(handle, start=1):
-                    if not line.strip():
-                        continue
-                    try:
-                        records.append(json.loads(line))
-                    except json.JSONDecodeError as exc:
-                        raise PlannerInputError(str(path), f"line {number}", f"not a JSON object: {exc.msg}") from None
-                    if not isinstance(records[-1], dict):
-                        raise PlannerInputError(str(path), f"line {number}", "expected one JSON object per line")
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    records.append(parse_json(line, str(path), f"line {number}"))
+                except ValueError as exc:  # json.JSONDecodeError
+                    raise PlannerInputError(str(path), f"line {number}", f"not a JSON object: {getattr(exc, 'msg', exc)}") from None
+                if not isinstance(records[-1], dict):
+                    raise PlannerInputError(str(path), f"line {number}", "expected one JSON object per line")
             return pd.json_normalize(records)
-        if suffix in (".csv", ".tsv", ".txt"):
-            return pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", dtype=str, keep_default_na=False,
-                               encoding="utf-8-sig")  # a byte-order mark (Excel's CSV) is not part of a column name
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise PlannerInputError(str(path), "", f"cannot read the trace: {exc}") from None
-    raise PlannerInputError(str(path), "", f"unknown trace type '{suffix}'; allowed: .csv, .tsv, .jsonl, .ndjson")
+        raise PlannerInputError(str(path), "", f"cannot read the trace: {short_repr(str(exc))}") from None
 
 
 def _find_column(frame: pd.DataFrame, given: str | None, aliases: tuple[str, ...], what: str, path: Path) -> str:
@@ -96,15 +106,29 @@ def _find_column(frame: pd.DataFrame, given: str | None, aliases: tuple[str, ...
     )  # fmt: skip
 
 
+def _numbers(raw: pd.Series, thousands: bool = False) -> pd.Series:
+    """A column as floats (NaN where a cell is no number): as read when the reader parsed it as numbers, else from its
+    text (stripped; `thousands`: '1,234' is 1234). True/False are not numbers."""
+    if pd.api.types.is_numeric_dtype(raw) and not pd.api.types.is_bool_dtype(raw):
+        return raw.astype(float)
+    text = raw.astype(str)
+    if thousands:
+        text = text.str.replace(",", "", regex=False)
+    return pd.to_numeric(text.str.strip(), errors="coerce").astype(float)
+
+
 def _token_counts(frame: pd.DataFrame, column: str, path: Path) -> np.ndarray:
+    """A column of token counts: whole numbers in [0, MAX_TOKENS_PER_REQUEST], checked as floats before the int64
+    conversion (1e20 would wrap to a small or negative count)."""
     raw = frame[column]
-    numbers = pd.to_numeric(raw.astype(str).str.replace(",", "", regex=False).str.strip(), errors="coerce")
-    bad = numbers.isna() | (numbers < 0) | (numbers != np.floor(numbers))
+    numbers = _numbers(raw, thousands=True)
+    bad = numbers.isna() | (numbers < 0) | (numbers != np.floor(numbers)) | (numbers > MAX_TOKENS_PER_REQUEST)
     if bad.any():
         index = int(np.flatnonzero(bad.to_numpy())[0])
         raise PlannerInputError(
-            str(path), f"{column} (request {index + 1})", f"token count must be a whole number >= 0 (got {short_repr(raw.iloc[index])})"
-        )
+            str(path), f"{column} (request {index + 1})",
+            f"token count must be a whole number >= 0 and <= {MAX_TOKENS_PER_REQUEST:,} (got {short_repr(raw.iloc[index])})",
+        )  # fmt: skip
     return numbers.to_numpy(dtype=np.int64)
 
 
@@ -151,7 +175,7 @@ def _span_words(span_s: float) -> str:
 def _arrivals(frame: pd.DataFrame, column: str, time_unit: str, path: Path) -> tuple[np.ndarray, str, str]:
     """(arrival seconds, clock, unit used)."""
     raw = frame[column]
-    numbers = pd.to_numeric(raw.astype(str).str.strip(), errors="coerce")
+    numbers = _numbers(raw)
     if numbers.notna().all():
         values = numbers.to_numpy(dtype=float)
         bad = np.flatnonzero(~np.isfinite(values))
@@ -178,8 +202,6 @@ def load_trace(
     Numeric timestamps are in `time_unit`; 'auto' takes seconds where that reads as traffic and refuses to guess
     otherwise (`_numeric_unit`)."""
     path = Path(path)
-    if not path.is_file():
-        raise PlannerInputError(str(path), "", "trace file not found")
     if time_unit not in TIME_UNIT_CHOICES:
         raise PlannerInputError("--time-unit", "time_unit", f"unknown unit '{time_unit}'; allowed: {', '.join(TIME_UNIT_CHOICES)}")
     frame = _read_table(path)
@@ -195,6 +217,12 @@ def load_trace(
     osl = _token_counts(frame, columns[2], path)
     order = np.argsort(arrival_s, kind="stable")
     span = float(arrival_s[order[-1]] - arrival_s[order[0]])
+    if not span > 0:
+        raise PlannerInputError(
+            str(path), columns[0],
+            ("only one request" if arrival_s.size == 1 else f"all {arrival_s.size:,} requests arrive at one instant")
+            + ": a trace needs at least two distinct arrival times (one instant has no rate to replay or to size for)",
+        )  # fmt: skip
     if span > MAX_SPAN_S:
         raise PlannerInputError(
             str(path), f"{columns[0]} (request {order[-1] + 1})",

@@ -224,3 +224,75 @@ def test_any_mutated_sweep_runs_or_says_why(tmp_path_factory, data):
     except yaml.YAMLError:
         return
     check(CliRunner().invoke(app, ["sweep", str(folder / "sweep.yaml"), "--json"]), tmp_path)
+
+
+# ---- plan files (issue 33): any mutation of a saved plan is simulated, or refused naming the field ----
+def _saved_plan(name: str) -> dict:
+    import json
+
+    result = CliRunner().invoke(app, ["plan", str(SCENARIOS / name), "--json"])
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+PLAN_SCENARIOS = ("contact-center.yaml", "disaggregated-serving.yaml")
+PLANS: dict[str, dict] = {}
+
+
+@st.composite
+def mutated_plans(draw):
+    name = draw(st.sampled_from(PLAN_SCENARIOS))
+    if name not in PLANS:
+        PLANS[name] = _saved_plan(name)
+    document = PLANS[name]
+    # the parts the simulator reads: the plan's lines, instances, routes and assignments
+    paths = [p for p, _ in paths_of(document) if p and p[0] in ("lines", "instances", "routing", "workloads", "periods")]
+    return name, mutate(document, draw(st.sampled_from(paths)), draw(WILD_VALUES), draw(st.booleans()))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(case=mutated_plans())
+def test_any_mutated_plan_file_simulates_or_says_why(tmp_path_factory, case):
+    import json
+
+    name, document = case
+    tmp_path = tmp_path_factory.mktemp("plans")
+    path = tmp_path / "scenario.yaml"  # the name check() allows; it holds the plan
+    try:
+        path.write_text(json.dumps(document, allow_nan=True))
+    except (TypeError, ValueError):
+        return
+    check(CliRunner().invoke(app, ["simulate", str(SCENARIOS / name), "--plan", str(path), "--duration", "20"]), tmp_path)
+
+
+TRACE_VALUES = st.one_of(
+    st.sampled_from(["1e20", "1e12", "9223372036854775808", "-1", "nan", "inf", "", "1.5", "0", "10000000", "10000001",
+                     "=1+1", "2023-11-16 18:15:46", "a" * 300, "1,000"]),
+    st.integers(min_value=-(10**20), max_value=10**20).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+)  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(row=st.integers(0, 2), column=st.integers(0, 2), value=TRACE_VALUES, jsonl=st.booleans(),
+       depth=st.sampled_from([0, 1, 63, 65, 3000, 200_000]))  # fmt: skip
+def test_any_damaged_trace_is_analyzed_or_refused(tmp_path_factory, row, column, value, jsonl, depth):
+    """Magnitudes, types and (JSONL) nesting depths in a trace: `workload analyze` answers or exits 2, briefly."""
+    import json
+
+    rows = [["0", "100", "10"], ["30", "200", "20"], ["90", "300", "30"]]
+    rows[row][column] = value
+    tmp_path = tmp_path_factory.mktemp("trace")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    names = ("timestamp", "input_tokens", "output_tokens")
+    if jsonl:
+        path = folder / "trace.jsonl"
+        nested = "[" * depth + "]" * depth
+        lines = ["{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in zip(names, cells))
+                 + (f', "extra": {nested}' if i == row and depth else "") + "}" for i, cells in enumerate(rows)]  # fmt: skip
+        path.write_text("\n".join(lines) + "\n")
+    else:
+        path = folder / "trace.csv"
+        path.write_text("\n".join([",".join(names), *(",".join(json.dumps(c) for c in cells) for cells in rows)]) + "\n")
+    check(CliRunner().invoke(app, ["workload", "analyze", str(path)]), tmp_path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 
 import pytest
@@ -178,12 +179,21 @@ def test_a_report_folder_must_be_new_empty_or_a_previous_report(cli, tmp_path):
     code, _, err = cli("report", SCENARIOS / "contact-center.yaml", "--out", folder)
     assert code == 2 and "--force" in err and (folder / "notes.txt").read_text() == "mine"
     report = tmp_path / "report"
-    report.mkdir()
+    code, _, err = cli("report", SCENARIOS / "contact-center.yaml", "--out", report)
+    assert code == 0, err
+    # a previous report is what its manifest lists: a stale plot listed there goes, without --force
+    manifest = report / ".planner-report-manifest.json"
+    listed = json.loads(manifest.read_text())["files"]
+    manifest.write_text(json.dumps({"files": [*listed, "curve-stale.png"]}))
     (report / "curve-stale.png").write_bytes(b"old plot")
     code, _, err = cli("report", SCENARIOS / "contact-center.yaml", "--out", report)
     assert code == 0, err
     assert not (report / "curve-stale.png").exists() and (report / "report.md").exists()
     assert not [p for p in report.iterdir() if p.name.endswith(".tmp")]
+    # plots no report listed are someone else's: the folder is no previous report
+    (report / "diagram.png").write_bytes(b"mine")
+    code, _, err = cli("report", SCENARIOS / "contact-center.yaml", "--out", report)
+    assert code == 2 and "--force" in err and (report / "diagram.png").read_bytes() == b"mine"
 
 
 def test_workload_names_never_become_paths(cli, tmp_path):

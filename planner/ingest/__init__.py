@@ -11,20 +11,22 @@ The formats were read from the tools' own exporters: `tests/fixtures/ingest/<too
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from planner.catalog import PRECISIONS, BenchmarkRow, Catalog, ModelArch, accelerator_count, benchmark_csv_text
-from planner.errors import PlannerInputError
-from planner.loading import short_repr, validate_model
+from planner.errors import PlannerInputError, bounded_listing, clip_text
+from planner.loading import MAX_INGEST_BYTES, parse_json, read_bounded_text, short_repr, validate_model
 
 
 TOOLS = ("genai-perf", "aiperf", "vllm", "guidellm")
 _PARSERS = {"genai-perf": "genai_perf", "aiperf": "genai_perf", "vllm": "vllm", "guidellm": "guidellm"}
 STATISTICS = ("mean", "median", "p90", "p95", "p99")
 FEW_REQUESTS = 10  # fewer completed requests than this: rates and percentiles are noise, and a row says so
+MAX_DIRECTORY_DEPTH = 32  # folders below a directory given to ingest: tools' run layouts are 1 to 4 deep
 
 
 @dataclass(frozen=True)
@@ -131,22 +133,63 @@ def count(value, file: str, field: str) -> int:
 
 
 
+def read_result_text(path: Path) -> str:
+    """The text of one result file: a regular file of at most MAX_INGEST_BYTES (planner.loading.open_bounded)."""
+    return read_bounded_text(path, "a benchmark result file", MAX_INGEST_BYTES)
+
+
+def read_result_json(path: Path, what: str):
+    """One result file's JSON document, nested at most planner.loading.MAX_JSON_DEPTH deep; a malformed one is
+    refused naming its line and what the file was taken for (`what`)."""
+    file = str(path)
+    text = read_result_text(path)
+    try:
+        return parse_json(text, file)
+    except ValueError as exc:  # json.JSONDecodeError
+        raise PlannerInputError(file, f"line {getattr(exc, 'lineno', '?')}", f"not valid JSON ({getattr(exc, 'msg', exc)}): not a {what}") from None
+
+
 class NotARun(Exception):
     """A file a tool writes beside its runs that is not one (vLLM's nightly summary table): skipped when found in a
     directory, refused with this reason when named alone."""
 
 
+def _walk(directory: Path) -> list[Path]:
+    """Every file below `directory` other than a folder (iteratively, at most MAX_DIRECTORY_DEPTH folders deep;
+    symlinked folders not followed, so no loop), sorted. A deeper tree raises PlannerInputError naming the folder."""
+    found: list[Path] = []
+    pending = [(directory, 0)]
+    while pending:
+        folder, depth = pending.pop()
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        if depth + 1 > MAX_DIRECTORY_DEPTH:
+                            raise PlannerInputError(
+                                str(directory), "", f"folders nested more than {MAX_DIRECTORY_DEPTH} deep (at "
+                                f"{clip_text(entry.path)}): not a benchmark tool's run layout; name the run folders",
+                            )  # fmt: skip
+                        pending.append((Path(entry.path), depth + 1))
+                    elif not (entry.is_symlink() and os.path.isdir(entry.path)):
+                        found.append(Path(entry.path))
+        except OSError as exc:
+            raise PlannerInputError(str(folder), "", f"cannot read the folder: {exc.strerror or exc}") from None
+    return sorted(found)
+
+
 def files_of(paths: list[Path], parser) -> list[tuple[Path, Path | None]]:
     """(result file, the directory it was found in or None when named) for PATHs: files as given, directories
-    searched recursively (sorted, deterministic)."""
+    searched (`_walk`: bounded in depth, sorted, deterministic). A result file's name on something that is not a
+    regular file (a FIFO, a link to a device) is kept: reading it refuses it by name (`read_result_text`)."""
     found: list[tuple[Path, Path | None]] = []
     for path in paths:
         if path.is_dir():
-            matches = sorted(p for p in path.rglob("*") if p.is_file() and parser.is_result_file(p))
+            matches = [p for p in _walk(path) if parser.is_result_file(p)]
             if not matches:
                 raise PlannerInputError(str(path), "", f"no result files of this tool in the directory (looked for {parser.FILE_NAMES})")
             found.extend((match, path) for match in matches)
-        elif path.is_file():
+        elif path.exists():  # a regular file, or a FIFO or device that reading refuses by name
             found.append((path, None))
         else:
             raise PlannerInputError(str(path), "", "no such file or directory")
@@ -242,7 +285,7 @@ def _model_of(runs: list[Run], options: IngestOptions, catalog: Catalog, file: s
         chosen = catalog.resolve("model", options.model, "--model", "model")
         if from_file is not None and from_file != chosen:
             raise PlannerInputError(
-                file, "model", f"the file records '{named}', which is catalog model '{from_file}', but --model says "
+                file, "model", f"the file records '{clip_text(named)}', which is catalog model '{from_file}', but --model says "
                 f"'{chosen}'; leave --model out to take the file's, or check the file",
             )  # fmt: skip
         return chosen, names, f"model {chosen} from --model"
@@ -250,14 +293,14 @@ def _model_of(runs: list[Run], options: IngestOptions, catalog: Catalog, file: s
         if not names:
             raise PlannerInputError(file, "model", "required: the file records no model name; give --model ID "
                                     "(planner catalog models lists them)")  # fmt: skip
-        hint = catalog.did_you_mean("model", names[-1]).strip()
+        hint = catalog.did_you_mean("model", clip_text(names[-1])).strip()
         raise PlannerInputError(
-            file, "model", f"the file records {', '.join(repr(n) for n in names)}, which names no catalog model. "
+            file, "model", f"the file records {bounded_listing(repr(clip_text(n)) for n in names)}, which names no catalog model. "
             f"{hint + ' ' if hint else ''}"
             "Give --model ID (planner catalog models lists them; a user catalog may add the model, with this name as "
             "an alias)",
         )  # fmt: skip
-    return from_file, names, f"model {from_file} from the file's '{named}'"
+    return from_file, names, f"model {from_file} from the file's '{clip_text(named)}'"
 
 
 def engine_of(path: Path, runs: list[Run], options: IngestOptions, catalog: Catalog,
@@ -388,9 +431,18 @@ def runs_to_rows(measured: list[tuple[Run, Engine]], options: IngestOptions, tab
     rows = []
     for line, index in enumerate(order, start=2):
         run, engine = measured[index]
+        if run.ttft_ms is not None and run.ttft_ms <= 0:
+            # a first token takes time: 0 ms is a tool's placeholder (no streamed token seen), not a measurement;
+            # refused, never dropped in silence (a row without TTFT would be sized on TPOT alone)
+            raise PlannerInputError(
+                run.file, f"TTFT ({run.statistic})",
+                f"{run.ttft_ms:g} ms is not a measurement of a first token (the run recorded none, or a non-streaming "
+                f"run); re-run with streaming, or leave this file{' (concurrency ' + str(run.concurrency) + ')' if run.concurrency else ''} out",
+            )  # fmt: skip
         isl, osl = lengths[index]
-        version = run.tool_version or "version not recorded"
-        remarks = [f"{run.tool} {version}", f"model in file: {run.model_name or 'not recorded'}",
+        # the tool's version and the model's name are the file's own text: clipped, a 2 MB name is no 2 MB note
+        version = clip_text(run.tool_version) if run.tool_version else "version not recorded"
+        remarks = [f"{run.tool} {version}", f"model in file: {clip_text(run.model_name) if run.model_name else 'not recorded'}",
                    f"latencies: {run.statistic}", *engine.notes]  # fmt: skip
         if run.request_rate is not None:
             remarks.append(f"offered {run.request_rate:g} rps")
@@ -405,7 +457,7 @@ def runs_to_rows(measured: list[tuple[Run, Engine]], options: IngestOptions, tab
             "table": table, "line": line, "source": f"{run.tool} ({version}): {_short_path(run.file)}",
             "model": engine.model, "gpu": engine.gpu, "gpus": engine.gpus, "tp": engine.tp, "precision": engine.precision,
             "isl": isl, "osl": osl, "concurrency": run.concurrency, "run_kind": run.run_kind,
-            "statistic": run.statistic, "ttft_ms": run.ttft_ms or None, "tpot_ms": run.tpot_ms or None,
+            "statistic": run.statistic, "ttft_ms": run.ttft_ms, "tpot_ms": run.tpot_ms or None,
             "itl_ms": run.itl_ms or None,
             "request_throughput_rps": run.request_throughput_rps, "output_tokens_per_s": run.output_tokens_per_s or None,
             "per": engine.per, "notes": "; ".join(remarks),

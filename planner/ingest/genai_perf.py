@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import re
 from pathlib import Path
 
-from planner.errors import PlannerInputError
-from planner.ingest import Run, count, little_concurrency, number, require
+from planner.errors import PlannerInputError, bounded_listing, clip_text
+from planner.ingest import Run, count, little_concurrency, number, read_result_json, read_result_text, require
 
 WHAT = "genai-perf/AIPerf profile export"
 _STAT_KEY = {"mean": "avg", "median": "p50", "p90": "p90", "p95": "p95", "p99": "p99"}
@@ -80,12 +79,13 @@ def _aiperf_load(config: dict, file: str) -> tuple[int | None, float | None, lis
     if kind in _RATE_PHASES or (kind is None and rate is not None):
         if rate is None:
             raise PlannerInputError(file, "input_config.phases.profiling.rate", f"a '{kind}' phase without its rate")
-        note = f"AIPerf {kind or 'rate'} phase at {rate} requests/s" + (f", at most {concurrency} in flight" if concurrency else "")
+        note = (f"AIPerf {clip_text(kind or 'rate')} phase at {clip_text(rate)} requests/s"
+                + (f", at most {clip_text(concurrency)} in flight" if concurrency else ""))  # fmt: skip
         return None, rate, [note]
     if concurrency is None:
         raise PlannerInputError(
             file, "input_config.phases.profiling",
-            f"the profiling phase (type {kind!r}) states neither a concurrency nor a rate; give --concurrency",
+            f"the profiling phase (type {clip_text(repr(kind))}) states neither a concurrency nor a rate; give --concurrency",
         )  # fmt: skip
     return concurrency, None, []
 
@@ -103,7 +103,8 @@ def _stat(metrics: dict, key: str, statistic: str, file: str, required: bool) ->
         return None
     field = _STAT_KEY[statistic]
     if not isinstance(metric, dict) or field not in metric:
-        raise PlannerInputError(file, f"{key}.{field}", f"missing key '{field}' in '{key}' (it has: {', '.join(metric) if isinstance(metric, dict) else '?'})")
+        has = bounded_listing(metric) if isinstance(metric, dict) else f"a {type(metric).__name__}, not a mapping"
+        raise PlannerInputError(file, f"{key}.{field}", f"missing key '{field}' in '{key}' (it has: {has or 'no keys'})")
     return number(metric[field], file, f"{key}.{field}")
 
 
@@ -204,12 +205,7 @@ def _run(metrics: dict, path: Path, statistic: str, model, concurrency, rate, st
 
 def parse_json(path: Path, statistic: str, concurrency_override: int | None = None) -> Run:
     file = str(path)
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PlannerInputError(file, "", f"cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise PlannerInputError(file, f"line {exc.lineno}", f"not valid JSON ({exc.msg}): not a {WHAT}") from None
+    document = read_result_json(path, WHAT)
     if not isinstance(document, dict):
         raise PlannerInputError(file, "", f"expected a JSON object: not a {WHAT}")
     config = require(document, "input_config", file, WHAT)
@@ -228,9 +224,9 @@ def parse_csv(path: Path, statistic: str, concurrency_override: int | None = Non
     """The CSV export: stats block then value block; model and concurrency are not in it."""
     file = str(path)
     try:
-        rows = list(csv.reader(io.StringIO(path.read_text(encoding="utf-8-sig"))))
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise PlannerInputError(file, "", f"cannot read: {exc}") from None
+        rows = list(csv.reader(io.StringIO(read_result_text(path))))
+    except csv.Error as exc:
+        raise PlannerInputError(file, "", f"cannot read: {clip_text(exc)}") from None
     metrics: dict[str, dict] = {}
     header: list[str] | None = None
     for row in rows:

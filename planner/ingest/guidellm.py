@@ -11,18 +11,17 @@ Metrics (all layouts) are status distributions: `metrics.<name>.successful.{mean
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import yaml
-
-from planner.errors import PlannerInputError
-from planner.ingest import Run, count, number, require
+from planner.errors import PlannerInputError, clip_text
+from planner.ingest import Run, count, number, read_result_json, require
+from planner.loading import MAX_INGEST_BYTES, read_yaml
 
 WHAT = "GuideLLM benchmarks report"
 
 
 FILE_NAMES = "benchmarks.json|yaml, *_benchmarks.json|yaml"
+MAX_YAML_REPORT_VALUES = 5_000_000  # values of a YAML report, aliases expanded (a report with every request's stats)
 
 
 def is_result_file(path: Path) -> bool:
@@ -32,16 +31,11 @@ def is_result_file(path: Path) -> bool:
 
 def _load(path: Path) -> dict:
     file = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PlannerInputError(file, "", f"cannot read: {exc}") from None
-    try:
-        document = yaml.safe_load(text) if path.suffix.lower() in (".yaml", ".yml") else json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PlannerInputError(file, f"line {exc.lineno}", f"not valid JSON ({exc.msg}): not a {WHAT}") from None
-    except yaml.YAMLError as exc:
-        raise PlannerInputError(file, "", f"not valid YAML ({str(exc).splitlines()[0]}): not a {WHAT}") from None
+    if path.suffix.lower() in (".yaml", ".yml"):
+        # the loader of scenarios, with the bound of result files: regular file, size, nesting, aliases expanded
+        document = read_yaml(path, MAX_INGEST_BYTES, MAX_YAML_REPORT_VALUES)
+    else:
+        document = read_result_json(path, WHAT)
     if not isinstance(document, dict):
         raise PlannerInputError(file, "", f"expected a mapping with 'benchmarks': not a {WHAT}")
     return document
@@ -86,7 +80,7 @@ def parse_benchmark(benchmark: dict, index: int, document: dict, path: Path, sta
     kind = strategy.get("type_")
     if kind is None:
         raise PlannerInputError(file, f"{where}config.strategy.type_", f"missing key 'type_': not a {WHAT} benchmark")
-    notes = [f"strategy {kind}"]
+    notes = [f"strategy {clip_text(kind)}"]
     rate = strategy.get("rate") if kind in ("constant", "poisson") else None
     run_kind = "request-rate" if rate is not None else "online"
     if concurrency_override is not None:

@@ -14,8 +14,9 @@ import math
 import statistics
 from pathlib import Path
 
-from planner.errors import PlannerInputError
-from planner.ingest import NotARun, Run, count, little_concurrency, number, require
+from planner.errors import PlannerInputError, bounded_listing, clip_text
+from planner.ingest import NotARun, Run, count, little_concurrency, number, read_result_text, require
+from planner.loading import parse_json
 
 WHAT = "vllm bench serve result"
 _STAT_PREFIX = {"mean": "mean", "median": "median", "p90": "p90", "p95": "p95", "p99": "p99"}
@@ -36,16 +37,14 @@ def _summary_table(document) -> bool:
 
 
 def _objects(path: Path) -> list[dict]:
+    text = read_result_text(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PlannerInputError(str(path), "", f"cannot read: {exc}") from None
-    try:
-        document = json.loads(text)
+        document = parse_json(text, str(path))
         objects = document if isinstance(document, list) else [document]
     except json.JSONDecodeError as whole:
         try:  # --append-result: one object per line
-            objects = [json.loads(line) for line in text.splitlines() if line.strip()]
+            objects = [parse_json(line, str(path), f"line {number}")
+                       for number, line in enumerate(text.splitlines(), start=1) if line.strip()]  # fmt: skip
         except json.JSONDecodeError:
             raise PlannerInputError(
                 str(path), f"line {whole.lineno}", f"not valid JSON ({whole.msg}): not a {WHAT}, or a truncated one"
@@ -65,7 +64,7 @@ def _latency(result: dict, metric: str, statistic: str, file: str, required: boo
     if statistic.startswith("p") and any(k.endswith(f"_{metric}_ms") for k in result):
         percentiles = sorted(k for k in result if k.startswith("p") and k.endswith(f"_{metric}_ms"))
         raise PlannerInputError(
-            file, key, f"the run did not record this percentile (it has: {', '.join(percentiles) or 'none'}); "
+            file, key, f"the run did not record this percentile (it has: {bounded_listing(percentiles) or 'none'}); "
             "re-run with --metric-percentiles, or ingest with --statistic mean/median",
         )  # fmt: skip
     if required:
@@ -137,7 +136,7 @@ def parse_result(result: dict, file: str, statistic: str, concurrency_override: 
     itl = _latency(result, "itl", statistic, file, required=False)
     notes = [f"ISL/OSL = total tokens / {int(completed)} completed requests"]
     if result.get("failed"):
-        notes.append(f"{result['failed']} requests failed")
+        notes.append(f"{clip_text(result['failed'])} requests failed")
     raw_rate = result.get("request_rate")
     rate = None if raw_rate in (None, "inf") else number(raw_rate, file, "request_rate")
     concurrency = result.get("max_concurrency") if concurrency_override is None else concurrency_override

@@ -24,7 +24,8 @@ from planner.perf import PerfQuery, is_modeled
 from planner.perf.roofline import supports_roofline
 from planner.report import plots
 from planner.report.bom import build_bom, markdown_table
-from planner.report.files import prepare_report_folder, slug, write_bytes_atomic, write_text_atomic
+from planner.report.files import (REPORT_FILES, InputPaths, prepare_report_folder, slug, write_bytes_atomic,
+                                  write_text_atomic)  # fmt: skip
 from planner.report.formatting import format_frame
 
 SEED_REQUESTS_PER_USER = 3  # seed 001, case C2: "3 requests per person"
@@ -327,13 +328,14 @@ def to_html(report: Report, images: dict[str, bytes]) -> str:
     return environment.get_template("report.html.j2").render(title=report.title, sections=sections)
 
 
-def write_report(report: Report, folder: Path, force: bool = False) -> list[Path]:
+def write_report(report: Report, folder: Path, force: bool = False, inputs: InputPaths = ()) -> list[Path]:
     """report.md, report.html and one PNG per figure; returns the files written. The folder must be new, empty or
-    hold a previous report (replaced whole) unless `force`; every file is rendered first, then written atomically."""
+    hold a previous report (the files its manifest lists, replaced) unless `force`, which never removes other
+    files; no file written may be one of the command's `inputs` (planner.report.files). Every file is rendered
+    first, then written atomically."""
     import io
 
     folder = Path(folder)
-    prepare_report_folder(folder, force)
     images = {}
     for name, figure, _ in report.figures():
         buffer = io.BytesIO()
@@ -341,7 +343,7 @@ def write_report(report: Report, folder: Path, force: bool = False) -> list[Path
         images[name] = buffer.getvalue()
         plots.plt.close(figure)
     markdown, page = to_markdown(report), to_html(report, images)
-    folder.mkdir(parents=True, exist_ok=True)
+    prepare_report_folder(folder, [*REPORT_FILES, *images], force, inputs)
     written = []
     for name, data in images.items():
         write_bytes_atomic(folder / name, data)

@@ -205,10 +205,15 @@ def sensitivity_csv(result) -> str:
 
 
 def write_sweep_table(records, path) -> None:
-    """The sweep's points as CSV or Parquet (Parquet needs the optional pyarrow: .[parquet])."""
+    """The sweep's points as CSV (text cells made inert for spreadsheets) or Parquet (needs the optional pyarrow:
+    .[parquet]), written atomically with the umask's mode (planner.report.files)."""
+    import io
+
     import pandas as pd
 
     from planner.errors import PlannerInputError
+    from planner.report.files import write_bytes_atomic, write_text_atomic
+    from planner.report.spreadsheet import csv_safe_frame
 
     frame = pd.DataFrame(list(records))
     if str(path).lower().endswith(".parquet"):
@@ -216,10 +221,8 @@ def write_sweep_table(records, path) -> None:
             import pyarrow  # noqa: F401
         except ImportError:
             raise PlannerInputError("--out", "out", "Parquet needs pyarrow: pip install '.[parquet]' in the planner checkout (or write .csv)") from None
-        path.parent.mkdir(parents=True, exist_ok=True)
-        frame.to_parquet(path, index=False)
+        buffer = io.BytesIO()
+        frame.to_parquet(buffer, index=False)
+        write_bytes_atomic(path, buffer.getvalue())
         return
-    from planner.report.files import write_text_atomic
-    from planner.report.spreadsheet import csv_safe_frame
-
     write_text_atomic(path, csv_safe_frame(frame).to_csv(index=False, lineterminator="\n"))

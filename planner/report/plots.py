@@ -7,6 +7,11 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
+# Every label, title, legend entry and tick of these plots is plain text: names come from users (a workload named
+# `cost $\frac{a$` would stop the report with a mathtext syntax error, `$\sqrt{2}$` would render as a root), and
+# the planner's own labels use no math. Set once, here, for every text object the plots create, ticks included
+# (those are made when a figure is drawn, so a per-label escape would miss category names such as periods).
+matplotlib.rcParams.update({"text.parse_math": False, "text.usetex": False})
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 

@@ -2,14 +2,21 @@
 
 A workload or period named `=HYPERLINK("http://evil.example/","click")` must not become a live cell. CSV: a cell
 that starts with = + - @ (or a tab / carriage return) gets a leading apostrophe, as OWASP's CSV-injection guidance
-recommends; XLSX: every string cell is typed as a string (openpyxl would otherwise store "=..." as a formula).
+recommends, and a carriage return inside a cell becomes a newline (quoted; a bare CR would start a new row);
+XLSX: every string cell is typed as a string (openpyxl would otherwise store "=..." as a formula).
+
+Every CSV the planner writes from user or catalog text (BOM, sensitivity grid, sweep table, benchmark tables of
+`ingest` and `tables build`) goes through `csv_safe_frame`, which escapes every cell of every column that is not
+numeric, whatever its dtype: object, pandas 3's `str` (StringDtype), category.
 """
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import pandas as pd
+from pandas.api import types as pd_types
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -21,12 +28,33 @@ def csv_safe(value: Any) -> Any:
     return value
 
 
+def _csv_safe_cell(value: Any) -> Any:
+    """A cell of a text column as CSV writes it: numbers and missing values as they are, anything else as its
+    text, made inert (an object whose text starts with '=' is as live as the string). A carriage return becomes
+    a newline: Python's csv writer leaves a field holding a bare CR unquoted, which a spreadsheet reads as a
+    line break, so that `x\r=HYPERLINK(...)` would start a cell of a new row; a newline gets the field quoted."""
+    if value is None or isinstance(value, numbers.Number):
+        return value
+    if not isinstance(value, str) and pd.api.types.is_scalar(value) and pd.isna(value):
+        return value
+    text = csv_safe(value if isinstance(value, str) else str(value))
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _is_text_column(series: pd.Series) -> bool:
+    """Any column whose cells may be text: not numbers, booleans, dates or durations."""
+    dtype = series.dtype
+    return not (pd_types.is_numeric_dtype(dtype) or pd_types.is_bool_dtype(dtype)
+                or pd_types.is_datetime64_any_dtype(dtype) or pd_types.is_timedelta64_dtype(dtype))  # fmt: skip
+
+
 def csv_safe_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """Every text cell (and column name) of a table, made inert for spreadsheets; numbers untouched."""
     out = frame.copy()
-    for column in out.columns:
-        if out[column].dtype == object:
-            out[column] = out[column].map(csv_safe)
+    for position in range(frame.shape[1]):  # by position: a frame may repeat a column name
+        series = frame.iloc[:, position]
+        if _is_text_column(series):
+            out.isetitem(position, series.astype(object).map(_csv_safe_cell).astype(object))
     out.columns = [csv_safe(str(c)) for c in out.columns]
     return out
 

@@ -219,7 +219,7 @@ def run_statistics(requests, gaps, window: tuple[float, float], preemptions: int
         attainment = float(within.mean()) if len(within) else None
     return RunStats(
         requests=int(arriving.sum()), completed=int(done.sum()), rejected=int((arriving & requests.rejected).sum()),
-        window_s=high - low, warmup_s=low, throughput_rps=completions / (high - low),
+        window_s=high - low, warmup_s=low, throughput_rps=completions / (high - low) if high > low else math.nan,
         ttft_ms=percentiles(latencies["TTFT"]), itl_ms=percentiles(gap_ms, gap_tokens),
         tpot_ms=percentiles(latencies["TPOT"]), e2e_ms=percentiles(latencies["E2E"]),
         mean_in_system=_time_average(requests.arrival_s, finish, window),

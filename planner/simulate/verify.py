@@ -42,9 +42,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from planner.errors import PlannerInputError
 from planner.metrics import LABELS
 from planner.metrics import limits as slo_limits
-from planner.plan import configuration_key
+from planner.plan import configuration_key, route_matches
 from planner.simulate.pools import _Group, _Pool, _RouteRun, _single_pool, run_pool_once
 from planner.simulate.setups import _instances_per_node, engine_setup
 from planner.simulate.stats import (
@@ -72,7 +73,7 @@ class SimulationOptions:
     duration_s: float | None = None
     seeds: int = 1
     seed: int = 0
-    balancer: str = "power-of-two"
+    balancer: str = "round-robin"
     length_cv: float = 0.0
     arrival_cv: float = 1.0
     token_budget: int | None = None  # None: the scenario's engine.token_budget (the plan was sized with it)
@@ -228,6 +229,26 @@ def _start_duration(rate_rps: float) -> float:
     return min(3600.0, max(300.0, 6000.0 / max(rate_rps, 1e-9)))
 
 
+MAX_RUN_REQUESTS = 4_000_000  # one run of a pool holds its requests in memory (about 0.5 KB each): ~2 GB at most
+
+
+def _first_duration(pool_rate_rps: float, slowest_rate_rps: float, max_requests: int) -> float:
+    """The first run's length when settling: `_start_duration` of the slowest workload, shortened so that the
+    whole pool's requests stay within `max_requests` (at 50,000 requests/s: 20 s, not 300 s of 15 million)."""
+    return min(_start_duration(slowest_rate_rps), max_requests / max(pool_rate_rps, 1e-9))
+
+
+def _trace_head(trace, count: int):
+    """The first `count` requests of a trace (by arrival), with a note saying so: one run holds at most
+    MAX_RUN_REQUESTS requests in memory."""
+    end_s = float(trace.arrival_s[count - 1] - trace.arrival_s[0])
+    note = (f"the first {count:,} of its {trace.requests:,} requests replayed (its first {end_s:,.0f} s): a run "
+            f"holds at most {MAX_RUN_REQUESTS:,} requests")  # fmt: skip
+    cached = trace.cached_tokens[:count] if trace.cached_tokens is not None else None
+    return dataclasses.replace(trace, arrival_s=trace.arrival_s[:count], isl_tokens=trace.isl_tokens[:count],
+                               osl_tokens=trace.osl_tokens[:count], cached_tokens=cached, notes=(*trace.notes, note))  # fmt: skip
+
+
 @dataclass(frozen=True)
 class WorkloadRun:
     """What `simulate_workload` found: the first seed's statistics, the verdicts over every seed, and what was done
@@ -278,14 +299,18 @@ def simulate_pool(pool: _Pool, options: SimulationOptions) -> list[WorkloadRun]:
     count = len(pool.specs)
     slos = [spec.slo for spec in pool.specs]
     simulated = [0] * count
+    pool_rate = sum(pool.rates)
     if options.trace is not None:
         duration = None
     elif options.duration_s is not None:
         duration = options.duration_s
+        if duration * pool_rate > MAX_RUN_REQUESTS:
+            raise PlannerInputError("--duration", "duration", f"{duration:g} s at {pool_rate:,.4g} requests/s is "
+                                    f"{duration * pool_rate:,.0f} requests in one run; at most {MAX_RUN_REQUESTS:,} "
+                                    f"(--duration {MAX_RUN_REQUESTS / pool_rate:,.4g} or less here)")  # fmt: skip
     else:
-        duration = max(_start_duration(rate) for rate in pool.rates)
+        duration = _first_duration(pool_rate, min(pool.rates), min(options.max_requests, MAX_RUN_REQUESTS))
     fixed = options.duration_s is not None or options.trace is not None
-    pool_rate = sum(pool.rates)
 
     def window_of(requests, length: float) -> tuple[float, float]:
         # a trace is not stationary: its warm-up is the minimum, not a cut that MSER finds in its daily swings
@@ -382,6 +407,8 @@ def simulate_plan(plan, scenario, catalog, options: SimulationOptions | None = N
     options = options or SimulationOptions()
     if options.token_budget is None:
         options = dataclasses.replace(options, token_budget=scenario.token_budget)
+    if options.trace is not None and options.trace.requests > MAX_RUN_REQUESTS:
+        options = dataclasses.replace(options, trace=_trace_head(options.trace, MAX_RUN_REQUESTS))
     specs = {w.name: w for w in scenario.workloads}
     jobs = []
     for period in scenario.periods:
@@ -439,7 +466,6 @@ def _pools(jobs) -> list[list]:
 
 
 def _trace_jobs(jobs, options):
-    from planner.errors import PlannerInputError
 
     names = sorted({w.name for _, w, _, _ in jobs})
     name = options.trace_workload
@@ -485,7 +511,7 @@ def _simulate_pool_jobs(plan, catalog, specs, jobs, options, traced: str | None 
     by_key: dict[tuple, list[int]] = {}
     for w, (_, workload, mine, _) in enumerate(jobs):
         for route in mine:
-            assignment = next(a for a in workload.assignments if _assignment_matches(a, route))
+            assignment = next(a for a in workload.assignments if route_matches(a, route))
             entries[w].append(len(candidates))
             by_key.setdefault(configuration_key(route), []).append(len(candidates))
             candidates.append((w, route, assignment))
@@ -548,7 +574,7 @@ def _simulate_pool_jobs(plan, catalog, specs, jobs, options, traced: str | None 
         cached = ("; prefix cache: each request's cached tokens from the trace's block hashes"
                   if trace.cached_tokens is not None else f"; {notes[t]}" if notes[t] else "")  # fmt: skip
         notes[t] = (f"trace {trace.path}: {trace.requests:,} requests at {trace_rate:.4g} rps mean (the plan routes {rates[t]:.4g} "
-                    "rps here)" + cached)  # fmt: skip
+                    "rps here)" + cached + "".join(f"; {note}" for note in trace.notes))  # fmt: skip
         rates[t] = trace_rate
         if len(active) > 1:
             notes[t] += f"; {', '.join(names[w] for w in active if w != t)} ran on the shared engines at the plan's rates"
@@ -607,14 +633,6 @@ def _running_instances(plan, route, catalog) -> int:
         if configuration_key(line) == configuration_key(route) and (line.role != "on-demand" or line.period == route.period):
             return line.nodes * per_node
     raise ValueError(f"no plan line serves route {route}")
-
-
-def _assignment_matches(assignment, route) -> bool:
-    return (assignment.system, assignment.tp, assignment.precision, assignment.max_batch, assignment.engine_isl,
-            assignment.engine_osl, assignment.bucket_isl, assignment.bucket_osl, assignment.stage, assignment.layout,
-            assignment.speculative) == (
-        route.system, route.tp, route.precision, route.max_batch, route.engine_isl, route.engine_osl,
-        route.bucket_isl, route.bucket_osl, route.stage, route.layout, route.speculative)  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------- wording
