@@ -300,11 +300,12 @@ _RANGES = {  # field -> (low, high): numbers a saved plan may hold where the sim
 
 
 def _allowed_types(hint) -> tuple[type, ...]:
+    """The plain types a field's annotation allows (`int | None`: int and NoneType); none for a nested structure."""
     import types
     import typing
 
     args = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union else (hint,)
-    return tuple(arg if arg is not type(None) else type(None) for arg in args if isinstance(arg, type))
+    return tuple(arg for arg in args if isinstance(arg, type))
 
 
 def _field_problem(value, allowed: tuple[type, ...], bounds) -> str | None:
