@@ -18,6 +18,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from planner import deadline
 from planner.catalog import Catalog
 from planner.metrics import LATENCY_METRICS
 from planner.perf import (
@@ -584,7 +585,8 @@ def serves_aggregated(scenario: Scenario, workload: Workload) -> bool:
 
 
 def _price_curve(key: tuple) -> tuple:
-    """In a forked worker: one engine curve (the builder's memo key) and its points."""
+    """In a forked worker: one engine curve (the builder's memo key) and its points (none past the deadline)."""
+    deadline.check(CANDIDATE_STAGE)
     return key, _FORKED.curve(*key)
 
 
@@ -635,6 +637,9 @@ def prefetch_curves(builder: _Builder, progress: Callable[..., None] | None = No
     try:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
             for done, (key, points) in enumerate(pool.map(_price_curve, rest, chunksize=4), start=1):
+                if deadline.remaining_s() is not None and deadline.remaining_s() <= 0:
+                    pool.shutdown(wait=False, cancel_futures=True)  # the workers stop at their next curve
+                    deadline.check(CANDIDATE_STAGE)
                 builder.memo[key] = points
                 if progress is not None:
                     progress(done, len(rest))
@@ -664,6 +669,7 @@ def enumerate_candidates(
             if unrun is not None:  # said once for the pair, not once per bucket and engine
                 builder.prune(workload, offer, unrun)
             for engine, (index, bucket) in itertools.product(workload.engines if unrun is None else (), enumerate(workload.buckets)):
+                deadline.check(CANDIDATE_STAGE)
                 builder.engine = engine
                 if split:
                     builder.disaggregated(offer, workload, index, bucket)

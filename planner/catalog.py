@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import (AfterValidator, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator,
+from pydantic import (AfterValidator, ConfigDict, Field, PrivateAttr, field_validator,
                       model_validator)
 
 from planner.errors import PlannerInputError, unknown_id_message
@@ -100,7 +100,7 @@ def name_problem(name: str) -> str | None:
     return None
 
 
-def _clean_name(name: str) -> str:
+def clean_name(name: str) -> str:
     """A name field's value in normal form (`normalize_name`); ValueError when it is empty or too long."""
     problem = name_problem(name)
     if problem:
@@ -109,49 +109,12 @@ def _clean_name(name: str) -> str:
 
 
 # a catalog id or alias, or a name that refers to one (a scenario's model, systems, GPUs): stored normalized
-Name = Annotated[str, AfterValidator(_clean_name)]
+Name = Annotated[str, AfterValidator(clean_name)]
 Alias = Name
 
 
-def _number_from_boolean(raw, validated, where: str = "") -> str | None:
-    """Where in a field's raw value a boolean became a number on validation (pydantic reads true as 1), or None."""
-    if isinstance(raw, bool):
-        return where if isinstance(validated, (int, float)) and not isinstance(validated, bool) else None
-    if isinstance(raw, dict) and isinstance(validated, dict) and len(raw) == len(validated):
-        for (key, value), (_, out) in zip(raw.items(), validated.items()):
-            found = _number_from_boolean(value, out, f"{where}.{key}")
-            if found is not None:
-                return found
-    if isinstance(raw, (list, tuple)) and isinstance(validated, (list, tuple)) and len(raw) == len(validated):
-        for index, (value, out) in enumerate(zip(raw, validated)):
-            found = _number_from_boolean(value, out, f"{where}[{index}]")
-            if found is not None:
-                return found
-    return None
-
-
-_RANGE_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal", "multiple_of"})
-
-
 class InputModel(StrictModel):
-    """A StrictModel of what users write (catalog entries, scenarios) whose numbers are numbers: `true`/`false`
-    where a number is expected is refused (pydantic would read true as 1: `network_gbit_per_s: true` as 1 Gb/s).
-    Nested models check their own fields."""
-
-    @field_validator("*", mode="wrap")
-    @classmethod
-    def _no_boolean_numbers(cls, value, handler, info: ValidationInfo):
-        try:
-            validated = handler(value)
-        except ValidationError as error:  # false for a number > 0: say what is wrong with it, not its range
-            if isinstance(value, bool) and all(e["type"] in _RANGE_ERRORS for e in error.errors()):
-                raise ValueError("a number, not true or false (YAML booleans are not numbers)") from None
-            raise
-        where = _number_from_boolean(value, validated)
-        if where is not None:
-            raise ValueError("a number, not true or false (YAML booleans are not numbers)"
-                             + (f"; the boolean is at {info.field_name}{where}" if where else ""))  # fmt: skip
-        return validated
+    """What users write in catalogs and scenarios: a StrictModel (booleans are never numbers there either)."""
 
 
 class Gpu(InputModel):

@@ -21,6 +21,7 @@ import yaml
 from rich.console import Console
 from typer.core import TyperGroup
 
+from planner import deadline
 from planner.errors import InfeasiblePlanError, PlannerInputError, SolverStoppedError
 from planner.metrics import percentile_problem
 from planner.perf.types import DEFAULT_TOKEN_BUDGET, Layout, PerfQuery, SteadyStateError
@@ -118,7 +119,7 @@ PlanFileOption = Annotated[Path | None, typer.Option(
     "checked against the scenario (default: plan now).")]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")]
 TimeLimitOption = Annotated[float | None, typer.Option("--time-limit", callback=_finite, min=0.001, max=1e6,
-                                                          help="Solver time limit, seconds.")]
+                                                          help="Time limit of the whole command, seconds: loading, candidates, solves and simulation (exit code 4 when reached before a plan). Without it only solves are bounded, by the scenario's solver.time_limit_s.")]
 
 
 def _percentile(value: float | None) -> float | None:
@@ -386,11 +387,13 @@ def _check_output(out: Path | None, inputs, flag: str = "--out") -> None:
         files.check_output_path(out, inputs(), flag)
 
 
-def _run(action, debug: bool, json: bool = False) -> None:
+def _run(action, debug: bool, json: bool = False, time_limit_s: float | None = None) -> None:
     """Run one command body, turning the planner's own errors into messages and exit codes. With --json an
-    infeasible or stopped plan is a JSON document on stdout too (the message still goes to stderr)."""
+    infeasible or stopped plan is a JSON document on stdout too (the message still goes to stderr). `time_limit_s`
+    (--time-limit) bounds the whole body (planner.deadline)."""
     try:
-        action()
+        with deadline.time_limit(time_limit_s):
+            action()
     except PlannerInputError as exc:
         if debug:
             raise
@@ -412,6 +415,15 @@ def _run(action, debug: bool, json: bool = False) -> None:
         if json:
             sys.stdout.write(json_out.dumps({
                 "status": "stopped", "solver": exc.solver, "time_limit_s": exc.time_limit_s, "diagnosis": [str(exc)],
+            }))  # fmt: skip
+        raise typer.Exit(EXIT_STOPPED) from None
+    except deadline.TimeLimitError as exc:
+        if debug:
+            raise
+        print(str(exc), file=sys.stderr)
+        if json:
+            sys.stdout.write(json_out.dumps({
+                "status": "stopped", "stage": exc.stage, "time_limit_s": exc.time_limit_s, "diagnosis": [str(exc)],
             }))  # fmt: skip
         raise typer.Exit(EXIT_STOPPED) from None
     except SteadyStateError as exc:
@@ -514,7 +526,7 @@ def simulate(
         else:
             text.print_simulation(checks, _stdout(), time_module.perf_counter() - started)
 
-    _run(action, debug, json)
+    _run(action, debug, json, time_limit)
 
 
 @app.command(epilog=_examples(
@@ -594,7 +606,7 @@ def plan(
                       f"report with plots: planner report {scenario} --out report/")  # fmt: skip
         _exit_on_conclusive_miss(checks, repaired is not None)
 
-    _run(action, debug, json)
+    _run(action, debug, json, time_limit)
 
 
 def _exit_on_conclusive_miss(checks, repaired: bool) -> None:
@@ -641,7 +653,7 @@ def compare(
                 print(f"Overrides for this run: {overrides.describe()}")
             text.print_compare(results, _stdout())
 
-    _run(action, debug, json)
+    _run(action, debug, json, time_limit)
 
 
 class BomFormat(str, Enum):
@@ -694,7 +706,7 @@ def bom(
         if out is not None:
             print(f"bill of materials written to {out}", file=sys.stderr)
 
-    _run(action, debug)
+    _run(action, debug, time_limit_s=time_limit)
 
 
 @app.command(epilog=_examples(
@@ -731,7 +743,7 @@ def report(
         written = document.write_report(document.build_report(planned), out, force, inputs)
         print(f"report written to {written[0]} and {written[1]} ({len(written) - 2} plots)")
 
-    _run(action, debug)
+    _run(action, debug, time_limit_s=time_limit)
 
 
 MAX_PLAN_BYTES = 64 * 2**20  # a plan of thousands of lines is a few MiB
@@ -1026,7 +1038,7 @@ def sensitivity(
         else:
             text.print_sensitivity(result, _stdout())
 
-    _run(action, debug, json)
+    _run(action, debug, json, time_limit)
 
 
 @app.command("sweep", epilog=_examples(

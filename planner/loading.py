@@ -30,17 +30,54 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
 from planner.errors import PlannerInputError
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
+def _number_from_boolean(raw, validated, where: str = "") -> str | None:
+    """Where in a field's raw value a boolean became a number on validation (pydantic reads true as 1), or None."""
+    if isinstance(raw, bool):
+        return where if isinstance(validated, (int, float)) and not isinstance(validated, bool) else None
+    if isinstance(raw, dict) and isinstance(validated, dict) and len(raw) == len(validated):
+        for (key, value), (_, out) in zip(raw.items(), validated.items()):
+            found = _number_from_boolean(value, out, f"{where}.{key}")
+            if found is not None:
+                return found
+    if isinstance(raw, (list, tuple)) and isinstance(validated, (list, tuple)) and len(raw) == len(validated):
+        for index, (value, out) in enumerate(zip(raw, validated)):
+            found = _number_from_boolean(value, out, f"{where}[{index}]")
+            if found is not None:
+                return found
+    return None
+
+
+_RANGE_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal", "multiple_of"})
+
+
 class StrictModel(BaseModel):
-    """Frozen, unknown fields rejected: a typo in a YAML key is an error, not silently ignored."""
+    """Frozen, unknown fields rejected: a typo in a YAML key is an error, not silently ignored. Numbers are numbers:
+    `true`/`false` where a number is expected is refused (pydantic would read true as 1: `network_gbit_per_s: true`
+    as 1 Gb/s). Nested models check their own fields."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="wrap")
+    @classmethod
+    def _no_boolean_numbers(cls, value, handler, info: ValidationInfo):
+        try:
+            validated = handler(value)
+        except ValidationError as error:  # false for a number > 0: say what is wrong with it, not its range
+            if isinstance(value, bool) and all(e["type"] in _RANGE_ERRORS for e in error.errors()):
+                raise ValueError("a number, not true or false (YAML booleans are not numbers)") from None
+            raise
+        where = _number_from_boolean(value, validated)
+        if where is not None:
+            raise ValueError("a number, not true or false (YAML booleans are not numbers)"
+                             + (f"; the boolean is at {info.field_name}{where}" if where else ""))  # fmt: skip
+        return validated
 
 
 MAX_YAML_BYTES = 4 * 1024 * 1024  # scenarios and catalogs are kilobytes; a bigger file is a mistake or an attack

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from planner.catalog import Catalog, InputModel, Name, Precision
+from planner.catalog import Catalog, InputModel, Name, Precision, clean_name
 from planner.errors import PlannerInputError, clip_text, did_you_mean, unknown_id_message
 from planner.loading import read_yaml, validate_model
 from planner.metrics import MAX_PERCENTILE, METRICS_VERSION, MIN_PERCENTILE, percentile_problem
@@ -40,6 +40,11 @@ HOURS_PER_YEAR = 8760.0
 WorkloadMode = Literal["streaming", "sequential", "offline"]
 Deployment = Literal["on-prem", "cloud", "hybrid"]
 SolverName = Literal["cbc", "highs", "ortools"]
+
+
+# a workload's, period's, forecast's or scenario's name: in the one normal form of catalog names (NFKC, no
+# invisible characters, whitespace collapsed: catalog.normalize_name), so that look-alikes are one name
+LabelName = Annotated[str, Field(min_length=1, max_length=100), AfterValidator(clean_name)]
 
 
 class SloSpec(InputModel):
@@ -101,7 +106,7 @@ class PrefixCacheSpec(InputModel):
 
 
 class WorkloadSpec(InputModel):
-    name: str = Field(min_length=1, max_length=100)
+    name: LabelName
     model: Name
     isl_tokens: int | None = Field(default=None, gt=0, le=100_000_000)
     osl_tokens: int | None = Field(default=None, gt=0, le=100_000_000)
@@ -184,9 +189,9 @@ class PeriodSpec(InputModel):
     """A named part of the day/week: its hours per year and each workload's demand as a factor of its peak
     (or of its mean, when the workload gives a mean). Workloads not listed keep factor 1."""
 
-    name: str = Field(min_length=1, max_length=100)
+    name: LabelName
     hours_per_year: float = Field(gt=0, le=8760)
-    demand_factor: dict[str, DemandFactor] = Field(default_factory=dict)
+    demand_factor: dict[LabelName, DemandFactor] = Field(default_factory=dict)
 
 
 class SpeculativeSpec(InputModel):
@@ -244,8 +249,8 @@ class PerfSpec(InputModel):
 class ForecastSpec(InputModel):
     """One demand forecast: each named workload's demand x its factor (workloads not named keep 1)."""
 
-    name: str = Field(min_length=1, max_length=100)
-    scale: dict[str, DemandFactor] = Field(default_factory=dict)
+    name: LabelName
+    scale: dict[LabelName, DemandFactor] = Field(default_factory=dict)
 
 
 class RobustnessSpec(InputModel):
@@ -278,7 +283,7 @@ class SolverSpec(InputModel):
 
 
 class ScenarioSpec(InputModel):
-    name: str = Field(min_length=1, max_length=100)
+    name: LabelName
     description: str = Field(default="", max_length=5000)
     # English runs at ~0.75 words per token; outside 0.1-10 a word count cannot mean tokens any more
     words_per_token: float | None = Field(default=None, ge=0.1, le=10)

@@ -296,3 +296,75 @@ def test_any_damaged_trace_is_analyzed_or_refused(tmp_path_factory, row, column,
         path = folder / "trace.csv"
         path.write_text("\n".join([",".join(names), *(",".join(json.dumps(c) for c in cells) for cells in rows)]) + "\n")
     check(CliRunner().invoke(app, ["workload", "analyze", str(path)]), tmp_path)
+
+
+# ---- engine blocks (issue 33): speculative decoding and layouts, any value at any depth ----
+ENGINE_BASES = {
+    "draft": ("moe-engines.yaml", None, {
+        "speculative": {"method": "draft", "draft_model": "gpt-oss-20b", "draft_tokens": 3, "acceptance_rate": 0.7},
+        "max_batch_ladder": [8, 32], "tp_ladder": [1, 2, 4, 8], "expert_parallel": True, "max_pipeline_nodes": 2,
+        "token_budget": 8192}),
+    "mtp": ("disaggregated-serving.yaml", "deepseek-r1", {
+        "speculative": {"method": "mtp", "draft_tokens": 2, "acceptance_rate": 0.8},
+        "tp_ladder": [8], "expert_parallel": True, "max_pipeline_nodes": 4}),
+}  # fmt: skip
+ENGINE_VALUES = st.one_of(
+    WILD_VALUES,
+    st.sampled_from(["mtp", "draft", "eagle", "llama-3.1-8b", "deepseek-v3", "gpt-oss-120b", 3, 16, 17, 64, 0.999,
+                     [1, 2, 3], [16], [0], [10**9], []]),
+)  # fmt: skip
+
+
+@st.composite
+def mutated_engine_blocks(draw):
+    name = draw(st.sampled_from(sorted(ENGINE_BASES)))
+    scenario, model, engine = ENGINE_BASES[name]
+    document = copy.deepcopy(yaml.safe_load((SCENARIOS / scenario).read_text()))
+    document["engine"] = engine
+    if model is not None:
+        for workload in document["workloads"]:
+            workload["model"] = model
+    paths = [p for p, _ in paths_of(document) if p and p[0] == "engine"]
+    return mutate(document, draw(st.sampled_from(paths)), draw(ENGINE_VALUES), draw(st.booleans()))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(document=mutated_engine_blocks())
+def test_any_mutated_engine_block_validates_or_says_why(tmp_path_factory, document):
+    tmp_path = tmp_path_factory.mktemp("engine")
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
+    check(CliRunner().invoke(app, ["validate", str(path)]), tmp_path)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(document=mutated_engine_blocks())
+def test_any_mutated_engine_block_plans_or_says_why(tmp_path_factory, document):
+    """Pricing speculative MoE engines takes longer than the limit here: most cases end at --time-limit (exit 4),
+    which is part of what is checked (every stage stops cleanly)."""
+    tmp_path = tmp_path_factory.mktemp("engine")
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
+    check(CliRunner().invoke(app, ["plan", str(path), "--time-limit", "10", "--json"]), tmp_path)
+
+
+# ---- GuideLLM's CSV export (issue 33): never read, always refused by name, whatever it holds ----
+GUIDELLM_CSV = (INGEST / "guidellm" / "benchmarks.csv").read_bytes()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(cut=st.integers(0, len(GUIDELLM_CSV)), insert=st.sampled_from([b"", b"\x00", b"\xff\xfe", b'"', b"\r", b"=1+1,",
+                                                                        b"{" * 100_000, b"9" * 5000]),
+       name=st.sampled_from(["benchmarks.csv", "benchmarks.json", "run_benchmarks.yaml"]))  # fmt: skip
+def test_any_guidellm_csv_is_refused_by_name(tmp_path_factory, cut, insert, name):
+    """The CSV export, cut anywhere and with bytes inserted there, under its own name or a report's: exit 2 naming
+    the file (the JSON/YAML parsers see CSV text), never a traceback or a flood."""
+    tmp_path = tmp_path_factory.mktemp("guidellm-csv")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    path = folder / name
+    path.write_bytes(GUIDELLM_CSV[:cut] + insert + GUIDELLM_CSV[cut:])
+    result = CliRunner().invoke(app, ["ingest", "guidellm", str(path), "--model", "llama-3.1-8b", "--gpu", "H100-SXM-80GB",
+                                      "--tp", "1", "--precision", "bf16"])  # fmt: skip
+    check(result, tmp_path)
+    assert result.exit_code == 2 and name in result.stderr, result.stderr[:500]

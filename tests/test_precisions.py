@@ -204,3 +204,12 @@ def test_kv_capacity_replicates_a_kv_head_where_tp_exceeds_them():
     four = memory_fit(model, gpu, 4, "fp8", 2000, 0.1, kv_bytes_for("fp8"))
     free4 = (gpu.memory_gb * 0.9 - four.weights_gb_per_gpu) * 1e9
     assert four.kv_token_capacity == pytest.approx(free4 / (model.kv_bytes_per_token(1.0) / 4))
+
+
+def test_fp16_asked_for_alone_is_modeled(catalog):
+    """fp16 runs at the bf16 rate, so bf16 stands for both by default; asked for by name it is planned as itself
+    (it got no candidate at all before: issue 33)."""
+    from planner.perf.layers import model_precisions
+
+    assert "fp16" not in model_precisions(catalog, "H100-SXM-80GB", "llama-3.1-8b")
+    assert model_precisions(catalog, "H100-SXM-80GB", "llama-3.1-8b", ("fp16",)) == ("fp16",)

@@ -261,7 +261,7 @@ def test_round_robin_on_several_processes_gives_the_same_bytes(monkeypatch, spec
     for workers in ("1", "2"):
         monkeypatch.setenv("PLANNER_WORKERS", workers)
         reqs = Requests(arrivals, isl, osl)
-        kv_tokens = 20_000 if speculation else 2_900  # the plain engines preempt and refuse; the speculative draw
+        kv_tokens = 2_900  # preempts and refuses (speculative sequences resume with no fewer tokens than they had)
         engines = [ServingEngine(steps, 24, kv_tokens, 1024, 3.0, speculation=spec, seed=[1, k]) for k in range(4)]
         run(engines, reqs, "round-robin")
         results.append((reqs.admitted_s.tobytes(), reqs.first_token_s.tobytes(), reqs.finish_s.tobytes(),
@@ -444,3 +444,31 @@ def test_least_wait_is_no_worse_than_round_robin_on_shipped_plans(scenario):
     worse = {key[1:]: (np.mean(figures[("round-robin", *key[1:])]), np.mean(v)) for key, v in figures.items()
              if key[0] == "least-wait" and np.mean(v) > 1.01 * np.mean(figures[("round-robin", *key[1:])])}  # fmt: skip
     assert not worse, worse
+
+
+def test_a_preempted_speculative_sequence_never_loses_tokens():
+    """A speculative engine draws how many steps a sequence takes; its tokens at a preemption are estimated at the
+    mean rate. Each time it is preempted again it keeps at least what it had when it last ran again, so every
+    preemption moves it on (the estimate alone went backwards after an unlucky draw: more preemptions, and a cache
+    barely above one sequence could thrash). The tokens it is resumed with only grow, request by request."""
+    from planner.perf.roofline import Speculation
+
+    history: dict[int, list[int]] = {}
+
+    class Watched(ServingEngine):
+        def _preempt_for_decode(self):
+            before = dict(self.resume)
+            super()._preempt_for_decode()
+            for request, (generated, _) in self.resume.items():
+                if before.get(request) != self.resume[request]:
+                    history.setdefault(request, []).append(generated)
+
+    rng = np.random.default_rng(5)
+    n = 400
+    reqs = Requests(np.sort(rng.uniform(0, 5, n)), np.full(n, 500), np.full(n, 400))
+    engine = Watched(FixedSteps(2.0, 0.01, 8.0, 0.02), 24, 1400, 1024, 3.0, speculation=Speculation("mtp", 3, 0.5), seed=[1, 0])
+    run([engine], reqs, "round-robin")
+    assert engine.preemptions > 100 and np.isfinite(reqs.finish_s).all()
+    again = [counts for counts in history.values() if len(counts) > 1]
+    assert len(again) > 20
+    assert all(b > a for counts in again for a, b in zip(counts, counts[1:])), again[:5]

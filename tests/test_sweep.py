@@ -146,3 +146,16 @@ def test_ray_missing_is_a_clear_input_error(tmp_path, cli):
 def test_shipped_sweep_example_loads():
     loaded = load_sweep(SCENARIOS / "sweeps" / "summarize-tpot.yaml")
     assert len(loaded.points) == 6 * 4 and loaded.pareto.x == "workloads.summarize.slo.tpot_ms"
+
+
+@pytest.mark.parametrize("monte_carlo, where", [
+    ({"samples": True, "fields": {"workloads.call-summaries.peak_rps": {"uniform": [10, 30]}}}, "samples"),
+    ({"samples": 2, "fields": {"workloads.call-summaries.peak_rps": {"uniform": [False, 30]}}}, "uniform"),
+])  # fmt: skip
+def test_a_boolean_is_not_a_number_in_a_sweep_either(tmp_path, monte_carlo, where):
+    """The rule of catalogs and scenarios (issue 33) lives in StrictModel, so sweep files have it too."""
+    with pytest.raises(PlannerInputError) as error:
+        load_sweep(write_sweep(tmp_path, {"monte_carlo": monte_carlo}))
+    assert where in str(error.value) and "not true or false" in str(error.value)
+    monte_carlo["samples"], monte_carlo["fields"]["workloads.call-summaries.peak_rps"]["uniform"] = 2, [10, 30]
+    assert len(load_sweep(write_sweep(tmp_path, {"monte_carlo": monte_carlo})).points) == 2

@@ -277,6 +277,9 @@ def test_no_decode_pool_is_placed_behind_a_slower_network_than_priced(slow_decod
     # and the plan's candidates say why that system got none
     reasons = [reason for _, system, reason in planned.candidates.pruned if system == slow]
     assert any("disaggregated decode" in reason and "0.000125 Gb/s per GPU" in reason for reason in reasons)
+    # and so do the plan's notes, once for the system
+    (note,) = [w for w in planned.warnings if w.startswith(f"{slow} hosts no disaggregated decode pool")]
+    assert "0.000125 Gb/s per GPU" in note
 
 
 def test_the_slow_network_plan_meets_ttft_in_simulation_too(slow_decode_network_plan):
@@ -296,3 +299,24 @@ def test_equal_networks_keep_every_decode_candidate(catalog):
     scenario = load_scenario(SCENARIOS / "disaggregated-serving.yaml", catalog)
     builder = _Builder(dataclasses.replace(scenario, disaggregated="always"), catalog)
     assert all(builder.decode_network_problem(offer) is None for offer in scenario.offers)
+
+
+# ---------------------------------------------------------------- names of workloads and periods
+def test_workload_and_period_names_are_in_normal_form(tmp_path, catalog, cli):
+    """Workload, period and forecast names go through the catalog's normal form (NFKC, invisible characters out):
+    a zero-width space in a name no longer makes a second workload that a demand factor silently misses."""
+
+    def invisible(document):
+        document["workloads"][0]["name"] = "assis\u200btant"  # a demand factor names it 'assistant'
+        document["periods"][1]["name"] = "\uff45vening "  # full-width e, trailing space
+
+    scenario = load_scenario(scenario_copy(tmp_path, "daily-hybrid.yaml", invisible), catalog)
+    assert [w.name for w in scenario.workloads] == ["assistant", "summarize"]
+    assert [p.name for p in scenario.periods] == ["business-hours", "evening", "night"]
+    assert scenario.periods[1].demand_rps["assistant"] > 0
+
+    def look_alike(document):
+        document["workloads"][1]["name"] = "assistant\u2060"  # a word joiner: the same name as the first
+
+    err = refused(cli, "validate", scenario_copy(tmp_path, "daily-hybrid.yaml", look_alike))
+    assert "workloads[1].name" in err and "duplicate workload name 'assistant'" in err

@@ -31,6 +31,10 @@ def is_result_file(path: Path) -> bool:
 
 def _load(path: Path) -> dict:
     file = str(path)
+    if path.suffix.lower() in (".csv", ".html"):  # GuideLLM's other exports flatten the report: not read
+        raise PlannerInputError(file, "", f"GuideLLM's {path.suffix.lower()[1:].upper()} export is not read: ingest "
+                                "the benchmarks.json or .yaml GuideLLM writes (guidellm benchmark --output-path "
+                                "benchmarks.json), which holds every statistic with its units")  # fmt: skip
     if path.suffix.lower() in (".yaml", ".yml"):
         # the loader of scenarios, with the bound of result files: regular file, size, nesting, aliases expanded
         document = read_yaml(path, MAX_INGEST_BYTES, MAX_YAML_REPORT_VALUES)

@@ -52,6 +52,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 
+from planner import deadline as command_deadline
 from planner.candidates import CandidateSet, enumerate_candidates
 from planner.catalog import Catalog
 from planner.errors import InfeasiblePlanError, PlannerInputError, SolverStoppedError
@@ -101,7 +102,8 @@ def plan(
     started = time.monotonic() if cached else 0.0  # the cold re-plan gets what is left of the time limit
     cset = enumerate_candidates(scenario, catalog, progress)
     if progress is not None:
-        progress(0, None, f"solving the integer program ({solver}, at most {limit:g} s)")
+        left = command_deadline.remaining_s()
+        progress(0, None, f"solving the integer program ({solver}, at most {limit if left is None else max(0.0, min(limit, left)):.3g} s)")
     result = solve_candidates(scenario, cset, catalog, solver, time_limit_s)
     if cached:
         result = _prefix_cache_saving(scenario, catalog, solver, limit - (time.monotonic() - started), result)
@@ -121,7 +123,7 @@ def _prefix_cache_saving(scenario: Scenario, catalog: Catalog, solver: str, time
         return dataclasses.replace(result, prefix_cache_note=(
             f"prefix caching of {names}: without it no plan meets the limits (the cache's hit rate is what makes the "
             "plan possible)"))  # fmt: skip
-    except SolverStoppedError:
+    except (SolverStoppedError, command_deadline.TimeLimitError):
         return dataclasses.replace(result, prefix_cache_note=f"prefix caching of {names}: the plan without it did not solve in time")
     saving = without.objective_usd_per_year - result.objective_usd_per_year
     gap = "" if result.status == without.status == "optimal" else " (a solve stopped at its time limit: an estimate)"
@@ -136,13 +138,14 @@ def solve_candidates(
     """The integer program over a candidate set already priced (the robust and sensitivity modes reuse one)."""
     solver = solver or scenario.solver
     time_limit_s = time_limit_s if time_limit_s is not None else scenario.time_limit_s
-    deadline = time.monotonic() + time_limit_s  # the solve and its re-solves (diagnosis, costly limits) share it
+    deadline = command_deadline.monotonic_deadline(time_limit_s)  # the solve and its re-solves share it
     check_every_workload_has_options(scenario, cset)
     model = build_fleet_model(scenario, cset, catalog)
     outcome = solve_model(model, solver, time_limit_s)
     if outcome.status == "infeasible":
         raise InfeasiblePlanError(diagnose_limits(scenario, cset, catalog, solver, time_limit_s, deadline))
     if outcome.status == "stopped":
+        command_deadline.check("solving the integer program")  # stopped by the command's limit: say that one
         raise SolverStoppedError(solver, time_limit_s)
     result = _read_plan(scenario, cset, catalog, model, solver, outcome)
     return dataclasses.replace(result, binding_limits=costly_limits(scenario, cset, catalog, solver, time_limit_s, result, deadline))

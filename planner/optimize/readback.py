@@ -64,7 +64,7 @@ def _read_plan(scenario, cset: CandidateSet, catalog: Catalog, model: FleetModel
         fleet={"reconfigure_between_periods": scenario.reconfigure_between_periods,
                "share_nodes_across_models": scenario.share_nodes_across_models},
         warnings=(plan_warnings(scenario, workloads) + shared_engine_warnings(routing)
-                  + catalog_calibration_warnings(scenario, catalog)),
+                  + catalog_calibration_warnings(scenario, catalog) + decode_placement_warnings(cset)),
     )  # fmt: skip
 
 
@@ -85,6 +85,21 @@ def plan_warnings(scenario, workloads) -> tuple[str, ...]:
             + "; give slo.ttft_ms / tpot_ms / itl_ms / e2e_ms (or mode: offline for batch work)"
         )  # fmt: skip
     return tuple(warnings)
+
+
+DECODE_NETWORK_PREFIX = "disaggregated decode: its network is"  # candidates._Builder.decode_network_problem
+
+
+def decode_placement_warnings(cset) -> tuple[str, ...]:
+    """A system left without disaggregated decode pools because its network is slower per GPU than a system that
+    may prefill (candidates._Builder.decode_network_problem): said once per system, since it changes what the plan
+    could have chosen."""
+    reasons = {}
+    for pruned in cset.pruned:
+        if pruned.reason.startswith(DECODE_NETWORK_PREFIX):
+            reasons.setdefault(pruned.system, pruned.reason)
+    return tuple(f"{system} hosts no disaggregated decode pool: {reason.removeprefix('disaggregated decode: ')}"
+                 for system, reason in sorted(reasons.items()))  # fmt: skip
 
 
 def shared_engine_warnings(routing) -> tuple[str, ...]:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pulp
 
+from planner import deadline
 from planner.errors import PlannerInputError
 from planner.optimize.model import FleetModel
 
@@ -37,7 +38,9 @@ class SolveOutcome:
 def solve_model(model: FleetModel, solver: str, time_limit_s: float) -> SolveOutcome:
     """Solve with CBC (default), HiGHS or OR-Tools (SCIP) and read the status from the solver itself. Every
     solver runs to a relative gap of 0: 'optimal' means proven, a time-limit stop with a plan is 'feasible' with
-    the gap computed from the solver's best bound, and one without a plan is 'stopped' (never 'infeasible')."""
+    the gap computed from the solver's best bound, and one without a plan is 'stopped' (never 'infeasible').
+    The command's `--time-limit` caps `time_limit_s` to what is left of it (planner.deadline)."""
+    time_limit_s = deadline.solver_seconds(time_limit_s)
     started = time.perf_counter()
     if solver == "cbc":
         status, bound = _solve_cbc(model.problem, time_limit_s)

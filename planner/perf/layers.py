@@ -135,10 +135,11 @@ def model_precisions(catalog: Catalog, gpu: str, model: str | None = None,
     """Precisions worth modeling for a model on a GPU: bf16, fp8 and fp4 where the GPU has their tensor cores (fp16
     runs at the bf16 rate, so bf16 stands for both). The weight-only formats (w4a16, w4a8) only for a model shipped
     in fp4 on a GPU without fp4 tensor cores (gpt-oss's MXFP4 experts: w4a16, and w4a8 where fp8 is), so that the
-    search does not grow for every model; or where `requested` (a workload's `precisions:`) names them. Filtered
-    to `requested` when given."""
+    search does not grow for every model; or where `requested` (a workload's `precisions:`) names them, as for
+    fp16. Filtered to `requested` when given."""
     supported = catalog.gpus[gpu].precisions
-    precisions = [p for p in supported if p != "fp16" and p not in WEIGHT_ONLY_PRECISIONS]
+    asked = set(requested or ())
+    precisions = [p for p in supported if (p != "fp16" or p in asked) and p not in WEIGHT_ONLY_PRECISIONS]
     four_bit_checkpoint = model is not None and catalog.models[model].checkpoint_precision == "fp4"
     for p in WEIGHT_ONLY_PRECISIONS:
         if p in supported and ((four_bit_checkpoint and "fp4" not in supported) or (requested and p in requested)):

@@ -27,9 +27,12 @@ import math
 
 import numpy as np
 
+from planner import deadline
+from planner.deadline import CHECK_EVERY
 from planner.simulate.engines import Book, ServingEngine
 from planner.workers import can_fork, worker_count
 
+SIMULATION_STAGE = "simulating the plan"
 BALANCERS = ("round-robin", "power-of-two", "least-wait", "least-tokens", "least-outstanding")
 
 
@@ -69,7 +72,9 @@ def run(engines: list, requests, balancer: str = "round-robin", seed: int = 0):
         rng = np.random.default_rng(seed)
         first = rng.integers(0, n, size=len(order))
         second = (first + 1 + rng.integers(0, n - 1, size=len(order))) % n  # distinct from the first
-        for index, i, j in zip(order, first.tolist(), second.tolist()):
+        for position, (index, i, j) in enumerate(zip(order, first.tolist(), second.tolist())):
+            if position % CHECK_EVERY == 0:
+                deadline.check(SIMULATION_STAGE)
             a, b = engines[i], engines[j]
             t = arrival[index]
             a.advance_to(t)
@@ -85,6 +90,8 @@ def run(engines: list, requests, balancer: str = "round-robin", seed: int = 0):
     elif balancer == "least-wait":
         last_chosen = [-1 - i for i in range(n)]  # ties: the engine chosen longest ago
         for position, index in enumerate(order):
+            if position % CHECK_EVERY == 0:
+                deadline.check(SIMULATION_STAGE)
             t = arrival[index]
             best, best_key = 0, None
             for i, engine in enumerate(engines):
@@ -116,9 +123,11 @@ def _round_robin(engines: list, shares: list[list[int]], arrival: list[float], b
 def _feed(engine, share: list[int], arrival: list[float]) -> None:
     """The engine takes its share of the requests in order of arrival, and finishes them."""
     advance, submit = engine.advance_to, engine.submit
-    for index in share:
-        advance(arrival[index])
-        submit(index)
+    for start in range(0, len(share), CHECK_EVERY):
+        deadline.check(SIMULATION_STAGE)
+        for index in share[start:start + CHECK_EVERY]:
+            advance(arrival[index])
+            submit(index)
     engine.drain()
 
 
@@ -184,6 +193,8 @@ def _least_loaded(engines: list, order: list[int], arrival: list[float], tokens:
             heapq.heappush(due, (next_s, i, version[i]))
 
     for position, index in enumerate(order):
+        if position % CHECK_EVERY == 0:
+            deadline.check(SIMULATION_STAGE)
         t = arrival[index]
         while due and due[0][0] < t:
             _, i, v = heapq.heappop(due)

@@ -305,6 +305,7 @@ class ServingEngine:
         self.s0 = 0  # sum over running of isl + osl - F x e
         self.prefill_reserved = 0  # KV tokens of the prompts being prefilled
         self.resume: dict[int, tuple[int, float]] = {}  # preempted request -> (tokens generated, time of its last token)
+        self.restarted_with: dict[int, int] = {}  # speculative: tokens a resumed sequence had when it ran again
         # gaps between tokens, one entry per iteration (or jump): when it ended (s), the gap (ms), how many tokens
         self.gap_end_s: list[float] = []
         self.gap_ms: list[float] = []
@@ -446,8 +447,12 @@ class ServingEngine:
             end = self.running.pop(victim)
             self.s0 -= book.isl[victim] + book.osl[victim] - end * self.per_step
             generated = book.osl[victim] - (end - self.iteration)
-            if self.rng is not None:  # tokens made at the mean rate, at least the first, never all of them
-                generated = min(book.osl[victim] - 1, max(1, round(book.osl[victim] - (end - self.iteration) * self.per_step)))
+            if self.rng is not None:  # tokens made at the mean rate, never fewer than it had when it last ran again
+                # (its drawn end may lie further than the mean rate: the estimate alone could go backwards and a
+                # sequence preempted over and over would never finish), never all of them
+                floor = self.restarted_with.pop(victim, 1)
+                estimate = round(book.osl[victim] - (end - self.iteration) * self.per_step)
+                generated = min(book.osl[victim] - 1, max(floor, estimate))
             self.tokens_done -= book.isl[victim] + generated  # its cache is gone: prompt and tokens are prefilled again
             self.resume[victim] = (generated, self.clock)
             self.prompt_tokens_left += book.isl[victim] + generated  # recomputed whole
@@ -558,6 +563,8 @@ class ServingEngine:
         else:
             generated = resumed[0] + 1
             self._one_token_gap(request, (self.clock - resumed[1]) * 1e3)
+            if self.rng is not None and generated < book.osl[request]:
+                self.restarted_with[request] = generated
         left = book.osl[request] - generated
         if left <= 0:
             self._finish(request)
