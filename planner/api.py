@@ -294,6 +294,66 @@ class DeploymentResult:
         return self.plan.objective_usd_per_year / (self.output_tokens_per_year / 1e6)
 
 
+    @property
+    def usd_per_gpu_hour(self) -> float | None:
+        """The plan's annual cost over the GPU-hours it pays for (`gpu_hours`)."""
+        if self.plan is None or self.gpu_hours <= 0:
+            return None
+        return self.plan.objective_usd_per_year / self.gpu_hours
+
+    gpu_hours: float = 0.0  # GPU-hours a year the plan pays for (gpu_hours_per_year)
+
+
+def gpu_hours_per_year(plan: Plan, scenario: Scenario) -> float:
+    """GPU-hours a plan pays for in a year: bought, spare and reserved GPUs all year (8,760 h), on-demand ones for
+    the hours of their period."""
+    hours = {period.name: period.hours_per_year for period in scenario.periods}
+    return sum(line.gpus * (hours[line.period] if line.role == "on-demand" else 8760.0) for line in plan.lines)
+
+
+@dataclass(frozen=True)
+class BreakEven:
+    """When buying beats renting (`planner compare`): on-prem costs `on_prem_usd_per_gpu_hour` for every hour of
+    the year it owns its GPUs, the cloud `cloud_usd_per_gpu_hour` for each hour it rents one. Owning is cheaper when
+    its GPUs would otherwise be rented more than `utilization` of the year (`hours_per_year`, `months` of
+    continuous use); the cloud plan rents its GPUs `cloud_utilization` of the year at its peak count."""
+
+    on_prem_usd_per_gpu_hour: float
+    cloud_usd_per_gpu_hour: float
+    utilization: float
+    hours_per_year: float
+    months: float
+    cloud_utilization: float | None
+    cheaper: str  # on-prem | cloud: at the cloud plan's own use
+
+    def describe(self) -> str:
+        reach = (f"on-prem is cheaper when its GPUs would be rented more than {self.utilization:.0%} of the year "
+                 f"({self.hours_per_year:,.0f} h, {self.months:.1f} months of continuous use)")
+        if self.utilization >= 1:
+            reach = "on-prem is never cheaper: owning a GPU all year costs more than renting it all year"
+        use = ("" if self.cloud_utilization is None else
+               f"; the cloud plan rents its peak GPUs {self.cloud_utilization:.0%} of the year, so {self.cheaper} is cheaper here")
+        return (f"Break-even: on-prem {self.on_prem_usd_per_gpu_hour:,.2f} USD per GPU-hour owned, cloud "
+                f"{self.cloud_usd_per_gpu_hour:,.2f} USD per GPU-hour rented; {reach}{use}")  # fmt: skip
+
+
+def break_even(results) -> BreakEven | None:
+    """The break-even of `compare`'s on-prem and cloud sides (None unless both have a plan)."""
+    sides = {r.deployment: r for r in results if r.plan is not None}
+    if "on-prem" not in sides or "cloud" not in sides:
+        return None
+    on_prem, cloud = sides["on-prem"], sides["cloud"]
+    owned, rented = on_prem.usd_per_gpu_hour, cloud.usd_per_gpu_hour
+    if not owned or not rented:
+        return None
+    utilization = owned / rented
+    peak = cloud.plan.totals.peak_concurrent_gpus
+    used = cloud.gpu_hours / (peak * 8760.0) if peak else None
+    cheaper = "on-prem" if on_prem.plan.objective_usd_per_year < cloud.plan.objective_usd_per_year else "cloud"
+    return BreakEven(round(owned, 4), round(rented, 4), round(utilization, 4), round(min(utilization, 1.0) * 8760.0, 1),
+                     round(min(utilization, 1.0) * 12.0, 2), None if used is None else round(used, 4), cheaper)  # fmt: skip
+
+
 def output_tokens_per_year(scenario: Scenario) -> float:
     """sum over periods and workloads of traffic rps x mean OSL x 3600 x hours (the mean rate where one is given)."""
     osl = {w.name: sum(b.osl_tokens * b.share for b in w.buckets) for w in scenario.workloads}
@@ -332,11 +392,13 @@ def compare(
         note = notes.get(deployment, "")
         if saved is not None and saved[0] == deployment:
             results.append(DeploymentResult(deployment, saved[1], (), tokens, note=(note + "; " if note else "")
-                                            + "the saved plan (--plan), not re-solved"))  # fmt: skip
+                                            + "the saved plan (--plan), not re-solved",
+                                            gpu_hours=gpu_hours_per_year(saved[1], scenario)))  # fmt: skip
             continue
         try:
             result = solve_candidates(scenario, restrict_candidates(priced, scenario.offers), catalog, solver, time_limit_s)
-            results.append(DeploymentResult(deployment, result, (), tokens, note=note))
+            results.append(DeploymentResult(deployment, result, (), tokens, note=note,
+                                            gpu_hours=gpu_hours_per_year(result, scenario)))
         except InfeasiblePlanError as error:
             results.append(DeploymentResult(deployment, None, tuple(error.diagnosis), tokens, note=note))
         except SolverStoppedError as error:
@@ -634,3 +696,104 @@ def tables_build(
     rows, skipped = aic.table_rows(catalog, models, gpus, tuple(tps), tuple(precisions), tuple(concurrencies),
                                    tuple(lengths), progress=progress)  # fmt: skip
     return TablesBuild(tuple(rows), tuple(skipped))
+
+
+# ---- the decision report (`planner report`): the plan with what a decision rests on ----------------------------
+
+SENSITIVITY_DEMAND_SCALES = (0.8, 1.0, 1.2, 1.5)
+SENSITIVITY_THROUGHPUT_SCALES = (1.0, 0.8)
+
+
+@dataclass(frozen=True)
+class DecisionInputs:
+    """What `planner report` adds to a plan: on-prem, cloud and hybrid side by side, the simulation's verdict and
+    the sensitivity grid, each absent (None) with a note that says why."""
+
+    comparison: tuple[DeploymentResult, ...] | None = None  # None: not compared (comparison_note says why)
+    comparison_note: str = ""
+    verification: dict | None = None  # `planner simulate --json`'s document (json_out.simulation_document)
+    verification_source: str = ""  # simulated for this report, or the plan file's (`planner plan --verify --json`)
+    sensitivity: object | None = None  # planner.robustness.Sensitivity
+    sensitivity_note: str = ""
+
+
+def decision_report(
+    scenario_path: Path | str, catalog_dirs: CatalogDirs = None, solver: str | None = None,
+    time_limit_s: float | None = None, progress=None, overrides: ScenarioOverrides | None = None,
+    plan_document: dict | None = None, verify_options=None, with_sensitivity: bool = False,
+) -> tuple[PlannedScenario, DecisionInputs]:
+    """The plan of `planner report` (or the saved one) with the inputs of its decision sections:
+    - on-prem, cloud and hybrid side by side (`compare`) where the scenario has both sites; the row of the plan's
+      own deployment is the report's plan (made as `planner plan` makes it, with its precision and prefix-cache
+      notes, and robust where the scenario asks);
+    - the simulation's verdict: simulated now with `verify_options`, else a plan file's `verification`, else none;
+    - with `with_sensitivity`, the nominal plan over demand x (0.8, 1, 1.2, 1.5) and throughput x (1, 0.8)."""
+    from planner.report.json_out import simulation_document
+
+    catalog = scenario_catalog(scenario_path, catalog_dirs)
+    scenario = load_scenario(scenario_path, catalog, overrides)
+    wide = overrides if not overrides or overrides.deployment is None else dataclasses.replace(overrides, deployment=None)
+    sites = {offer.site for offer in load_scenario(scenario_path, catalog, wide or None).offers}
+    comparison, comparison_note, plan = None, "", None
+    if plan_document is not None:
+        plan = _saved_plan(plan_document, scenario)
+    if len(sites) > 1:
+        if progress:
+            progress(0, None, "planning on-prem, cloud and hybrid side by side")
+        try:
+            comparison = compare(scenario_path, catalog_dirs, solver, time_limit_s, wide or None, plan_document)
+        except PlannerInputError as error:  # a saved plan of a deployment the comparison does not make
+            if plan_document is None:
+                raise
+            comparison, comparison_note = None, f"Not compared: {error}."
+    else:
+        comparison_note = (f"The scenario has one site ({', '.join(sorted(sites))}): there is nothing to set side by "
+                           "side. `planner compare` plans it against the catalog's cloud instances of the same GPUs "
+                           "where the scenario has no cloud site.")  # fmt: skip
+    if plan is None:
+        plan = solve_scenario(scenario, catalog, solver, time_limit_s, progress)
+    if comparison is not None and plan_document is None:  # the plan's own deployment: this very plan
+        comparison = tuple(
+            dataclasses.replace(r, plan=plan, infeasible=(), no_plan_status="infeasible",
+                                note=(r.note + "; " if r.note else "") + "this report's plan")
+            if r.deployment == plan.deployment else r for r in comparison
+        )  # fmt: skip
+    planned = PlannedScenario(plan, scenario, catalog)
+    verification, source = None, ""
+    if verify_options is not None:
+        from planner.simulate import simulate_plan
+
+        checks = simulate_plan(plan, scenario, catalog, verify_options, _named_stage(progress, "simulating (workload x period)"))
+        verification = simulation_document(checks)
+        seeds = f"{verify_options.seeds} seed{'s' if verify_options.seeds != 1 else ''}"
+        duration = (f"{verify_options.duration_s:g} s simulated per workload and period" if verify_options.duration_s
+                    else "run until every verdict's 95% interval is within 5%")  # fmt: skip
+        source = f"simulated for this report (--verify: {duration}, {seeds})"
+    elif isinstance(plan_document, dict) and isinstance(plan_document.get("verification"), dict):
+        verification = plan_document["verification"]
+        source = "the plan file's (`planner plan --verify --json`), not simulated again: --verify simulates anew"
+    sensitivity_result, sensitivity_note = None, ""
+    if with_sensitivity:
+        from planner.robustness import sensitivity as run_sensitivity
+
+        sensitivity_result = run_sensitivity(scenario, catalog, SENSITIVITY_THROUGHPUT_SCALES, SENSITIVITY_DEMAND_SCALES,
+                                             (1.0,), solver, time_limit_s, progress)  # fmt: skip
+    else:
+        sensitivity_note = "not computed: run with --sensitivity (it re-plans the scenario at each point)"
+    return planned, DecisionInputs(comparison, comparison_note, verification, source, sensitivity_result, sensitivity_note)
+
+
+def _named_stage(progress, name: str):
+    """The `progress` callback with its first counted call starting a stage called `name` (a display otherwise
+    names a counted stage after the command's first one)."""
+    if progress is None:
+        return None
+    named = [False]
+
+    def call(done, total=None, phase=None):
+        if phase is None and not named[0]:
+            phase = name
+        named[0] = True
+        return progress(done, total, phase)
+
+    return call

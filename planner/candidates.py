@@ -26,9 +26,11 @@ from planner.perf import (
     PerfQuery,
     PerfResult,
     best_points_by_cap,
+    keeps_quality,
     model_precisions,
     modeled_points,
     operating_points,
+    plan_precisions,
 )
 from planner.perf.disagg import stage_points
 from planner.perf.engines import DEFAULT_ENGINE
@@ -174,17 +176,21 @@ def restrict_candidates(cset: CandidateSet, offers) -> CandidateSet:
 
 
 def on_prem_annual_cost_usd(price_usd: float, power_kw: float, rack_units: int, costs: OnPremCosts) -> tuple[float, str]:
-    """capex / years + kW x utilization x PUE x $/kWh x 8760 h + maintenance x capex + RU x space $/RU/year."""
-    capital = price_usd / costs.amortization_years
+    """A bought node's line: capex x a(r, n) (the annuity: planner/infrastructure.py) + kW x utilization x PUE x
+    $/kWh x 8760 h + RU x space $/RU/year. Support, facility, software and installation are lines of their own
+    (planner.infrastructure.node_extras_usd_per_year, in the objective through optimize/model.py)."""
+    capital = price_usd * costs.annuity
     energy = power_kw * costs.utilization_power_factor * costs.pue * costs.usd_per_kwh * HOURS_PER_YEAR
-    maintenance = costs.maintenance_fraction_per_year * price_usd
     space = rack_units * costs.space_usd_per_rack_unit_per_year
+    amortized = (f"{price_usd:,.0f} USD / {costs.amortization_years:g} y" if costs.cost_of_capital_per_year <= 0 else
+                 f"{price_usd:,.0f} USD x annuity {costs.annuity:.4f} ({costs.amortization_years:g} y at "
+                 f"{costs.cost_of_capital_per_year:.1%})")  # fmt: skip
     note = (
-        f"{price_usd:,.0f} USD / {costs.amortization_years:g} y + {power_kw:g} kW x {costs.utilization_power_factor:g}"
-        f" x PUE {costs.pue:g} x {costs.usd_per_kwh:g} USD/kWh x 8760 h + {costs.maintenance_fraction_per_year:g} x capex"
+        f"{amortized} + {power_kw:g} kW x {costs.utilization_power_factor:g}"
+        f" x PUE {costs.pue:g} x {costs.usd_per_kwh:g} USD/kWh x 8760 h"
         + (f" + {rack_units} RU x {costs.space_usd_per_rack_unit_per_year:g} USD/RU/y" if space else "")
     )
-    return capital + energy + maintenance + space, note
+    return capital + energy + space, note
 
 
 def offer_costs(offer: SystemOffer, scenario: Scenario) -> dict:
@@ -326,13 +332,17 @@ class _Builder:
             self.counts["latency"] += 1
             self.prune(workload, offer, points.reason, "latency")
             return True
+        added = False
         for point in points:
             self.counts["generated"] += 1
-            if workload.precisions is not None and point.precision not in workload.precisions:
-                self.prune(workload, offer, f"precision {point.precision or 'unstated'} not in {list(workload.precisions)}")
+            refused = self.precision_refused(workload, point.precision)
+            if refused is not None:
+                self.prune(workload, offer, refused)
                 continue
             self.add(offer, workload, bucket_index, point, point.concurrency, bucket.engine_lengths)
-        return True
+            added = True
+        # rows only of formats the default leaves out (fp4): the roofline answers at the default's, as without rows
+        return added or workload.precisions is not None
 
     def from_model(self, offer: SystemOffer, workload: Workload, bucket_index: int, bucket: Bucket) -> None:
         """Roofline candidates: layout (TP, DP/EP, PP) x precision x engine lengths covering the bucket x batch
@@ -400,15 +410,31 @@ class _Builder:
         return (None,) + ((self.scenario.speculation,) if self.scenario.speculation is not None else ())
 
     def precisions(self, workload: Workload, gpu: str) -> tuple[str, ...]:
+        """The precisions the workload may run at on the GPU: its `precisions:` where it names them, else the
+        quality-keeping default (planner.perf.plan_precisions, the one place of the rule)."""
         requested = tuple(workload.precisions) if workload.precisions is not None else None
-        return model_precisions(self.catalog, gpu, workload.model, requested)
+        return plan_precisions(self.catalog, gpu, workload.model, requested, self.scenario.lower_precisions)
+
+    def precision_refused(self, workload: Workload, precision: str | None) -> str | None:
+        """Why a benchmark row's engine at `precision` may not serve the workload (its `precisions:` do not name
+        it, or, by default, it does not keep the model's quality: planner.perf.keeps_quality), or None."""
+        if workload.precisions is not None:
+            return None if precision in workload.precisions else f"precision {precision or 'unstated'} not in {list(workload.precisions)}"
+        if self.scenario.lower_precisions or keeps_quality(self.catalog, workload.model, precision):
+            return None
+        return (f"precision {precision}: not by default (bf16 and fp8 keep the model's quality); allow it with "
+                f"precisions: [{precision}]")  # fmt: skip
 
     def precision_problem(self, workload: Workload, offer: SystemOffer) -> str | None:
         """Why none of the workload's `precisions:` runs on the offer's GPU (naming the precisions, the GPU and
-        what it runs), or None where one does or the workload asks for none in particular."""
-        if workload.precisions is None:
-            return None
+        what it runs), or, for a workload that names none, why no quality-keeping one does; None where one does."""
         gpu = self.catalog.gpu_of(offer.system)
+        if workload.precisions is None:
+            modeled = model_precisions(self.catalog, gpu.id, workload.model)
+            if self.precisions(workload, gpu.id) or not modeled:
+                return None
+            return (f"no precision that keeps the model's quality (bf16, fp8) runs {workload.model} on its GPU {gpu.id} "
+                    f"(modeled there: {', '.join(modeled)}); name the ones to allow in precisions:")  # fmt: skip
         if self.precisions(workload, gpu.id):
             return None
         asked = ", ".join(workload.precisions)

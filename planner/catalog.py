@@ -320,13 +320,26 @@ class BenchmarkRow(StrictModel):
 class SourcedValue(InputModel):
     value: float
     source: str = Field(min_length=1)
+    # cited: a published figure; estimate: derived from published ones or a range; placeholder: no public figure,
+    # an order of magnitude to replace with a quote (the BOM and report list every line priced from one)
+    kind: Literal["cited", "estimate", "placeholder"] = "cited"
 
 
 DEFAULT_RANGES = {  # (lowest, highest, lowest allowed itself): beyond them a default is a typo, and divides by zero
     "words_per_token": (0.1, 10.0, True), "peak_quantile": (0.0, 1.0, False), "amortization_years": (0.1, 50.0, True),
     "usd_per_kwh": (0.0, 10.0, True), "pue": (1.0, 5.0, True), "utilization_power_factor": (0.0, 1.0, False),
     "maintenance_fraction_per_year": (0.0, 1.0, True), "memory_reserve_fraction": (0.0, 0.9, True),
+    # on-prem infrastructure and finance (issue 34): planner/infrastructure.py
+    "cost_of_capital_per_year": (0.0, 1.0, True), "software_usd_per_gpu_per_year": (0.0, 1e6, True),
+    "facility_usd_per_kw_per_month": (0.0, 1e5, True), "installation_fraction_of_capex": (0.0, 1.0, True),
+    "rack_units_per_rack": (1.0, 100.0, True), "kw_per_rack": (0.1, 1000.0, True), "rack_usd": (0.0, 1e7, True),
+    "pdus_per_rack": (0.0, 16.0, True), "pdu_usd": (0.0, 1e6, True),
+    "fabric_port_gbit_per_s": (1.0, 1e5, True), "fabric_switch_ports": (2.0, 1024.0, True),
+    "fabric_switch_usd": (0.0, 1e7, True), "fabric_link_usd": (0.0, 1e6, True),
+    "frontend_ports_per_node": (0.0, 64.0, True), "frontend_switch_ports": (2.0, 1024.0, True),
+    "frontend_switch_usd": (0.0, 1e7, True), "frontend_link_usd": (0.0, 1e6, True),
 }  # fmt: skip
+INFRASTRUCTURE_DEFAULTS = tuple(list(DEFAULT_RANGES)[list(DEFAULT_RANGES).index("cost_of_capital_per_year"):])
 
 
 class CatalogDefaults(InputModel):
@@ -340,6 +353,23 @@ class CatalogDefaults(InputModel):
     utilization_power_factor: SourcedValue
     maintenance_fraction_per_year: SourcedValue
     memory_reserve_fraction: SourcedValue
+    cost_of_capital_per_year: SourcedValue
+    software_usd_per_gpu_per_year: SourcedValue
+    facility_usd_per_kw_per_month: SourcedValue
+    installation_fraction_of_capex: SourcedValue
+    rack_units_per_rack: SourcedValue
+    kw_per_rack: SourcedValue
+    rack_usd: SourcedValue
+    pdus_per_rack: SourcedValue
+    pdu_usd: SourcedValue
+    fabric_port_gbit_per_s: SourcedValue
+    fabric_switch_ports: SourcedValue
+    fabric_switch_usd: SourcedValue
+    fabric_link_usd: SourcedValue
+    frontend_ports_per_node: SourcedValue
+    frontend_switch_ports: SourcedValue
+    frontend_switch_usd: SourcedValue
+    frontend_link_usd: SourcedValue
 
     @field_validator("*")
     @classmethod

@@ -408,22 +408,14 @@ def _run(action, debug: bool, json: bool = False, time_limit_s: float | None = N
         if json:
             sys.stdout.write(json_out.dumps({"status": "infeasible", "diagnosis": exc.diagnosis}))
         raise typer.Exit(EXIT_INFEASIBLE) from None
-    except SolverStoppedError as exc:
+    except (SolverStoppedError, deadline.TimeLimitError) as exc:  # the solver's limit, or --time-limit in any stage
         if debug:
             raise
         print(str(exc), file=sys.stderr)
         if json:
+            where = {"solver": exc.solver} if isinstance(exc, SolverStoppedError) else {"stage": exc.stage}
             sys.stdout.write(json_out.dumps({
-                "status": "stopped", "solver": exc.solver, "time_limit_s": exc.time_limit_s, "diagnosis": [str(exc)],
-            }))  # fmt: skip
-        raise typer.Exit(EXIT_STOPPED) from None
-    except deadline.TimeLimitError as exc:
-        if debug:
-            raise
-        print(str(exc), file=sys.stderr)
-        if json:
-            sys.stdout.write(json_out.dumps({
-                "status": "stopped", "stage": exc.stage, "time_limit_s": exc.time_limit_s, "diagnosis": [str(exc)],
+                "status": "stopped", **where, "time_limit_s": exc.time_limit_s, "diagnosis": [str(exc)],
             }))  # fmt: skip
         raise typer.Exit(EXIT_STOPPED) from None
     except SteadyStateError as exc:
@@ -711,13 +703,23 @@ def bom(
 
 @app.command(epilog=_examples(
     "planner report scenarios/contact-center.yaml --out report/",
-    "planner report scenarios/chat-and-summarize.yaml --out report/ --force",
+    "planner report scenarios/chat-and-code-decision.yaml --out report/ --verify --seeds 2 --sensitivity",
+    "planner plan scenarios/chat-and-summarize.yaml --verify --json > plan.json && "
+    "planner report scenarios/chat-and-summarize.yaml --plan plan.json --out report/ --force",
 ))
 def report(
     scenario: ScenarioArgument,
     out: Annotated[Path, typer.Option("--out", help="Folder for report.md, report.html and the PNG plots.")],
     force: Annotated[bool, typer.Option("--force", help="Write into a non-empty folder that holds no previous report.")] = False,
     plan_file: PlanFileOption = None,
+    verify: Annotated[bool, typer.Option("--verify", help="Simulate the plan (as `planner plan --verify`) and put the "
+                                                        "verdict in the report; without it a --plan file's own "
+                                                        "verification is shown, if it has one.")] = False,
+    duration: DurationOption = None,
+    seeds: SeedsOption = 1,
+    sensitivity: Annotated[bool, typer.Option("--sensitivity", help="Add the sensitivity grid (demand x 0.8-1.5, "
+                                                                   "throughput x 1 and 0.8): re-plans the scenario "
+                                                                   "at each point.")] = False,
     deployment: DeploymentOption = None,
     systems: SystemsOption = None,
     precisions: PrecisionsOption = None,
@@ -728,20 +730,25 @@ def report(
     progress_mode: ProgressOption = ProgressMode.auto,
     debug: DebugOption = False,
 ) -> None:
-    """Write the plan report: requirements, plan and why, operating points, economics, plots (Markdown + HTML)."""
+    """Write the decision report: what to buy and why, on-prem vs cloud vs hybrid, latencies against limits, the simulated verdict, assumptions, plots (Markdown + HTML)."""
 
     def action() -> None:
         from planner.report import document
 
+        if (duration is not None or seeds != 1) and not verify:  # refused before any solving
+            raise PlannerInputError("--duration" if duration is not None else "--seeds", "verify",
+                                    "works with --verify (it says how to simulate)")  # fmt: skip
         inputs = files.scenario_inputs(scenario, catalog, plan_file)
         files.check_report_folder(out, force, inputs)  # before planning; write_report clears a previous report's files
         overrides = _overrides(deployment, systems, precisions, engines)
         saved = _plan_document(plan_file)
+        options = _simulation_options(duration, seeds) if verify else None
         with _progress(progress_mode) as progress:
-            planned = api.plan_in_context(scenario, catalog, solver.value if solver else None, time_limit, progress,
-                                          overrides=overrides, plan_document=saved)  # fmt: skip
-        written = document.write_report(document.build_report(planned), out, force, inputs)
-        print(f"report written to {written[0]} and {written[1]} ({len(written) - 2} plots)")
+            planned, decision = api.decision_report(scenario, catalog, solver.value if solver else None, time_limit,
+                                                    progress, overrides, saved, options, sensitivity)  # fmt: skip
+        written = document.write_report(document.build_report(planned, decision), out, force, inputs)
+        verdict = decision.verification.get("verdict") if decision.verification else "not simulated (--verify)"
+        print(f"report written to {written[0]} and {written[1]} ({len(written) - 2} plots); simulation: {verdict}")
 
     _run(action, debug, time_limit_s=time_limit)
 

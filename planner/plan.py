@@ -35,6 +35,24 @@ class PlanLine:
 
 
 @dataclass(frozen=True)
+class InfrastructureLine:
+    """A BOM line beyond the servers (planner/infrastructure.py): racks, PDUs, switches and links of the on-prem
+    site, its support, facility, installation, and software licences on-prem or in the cloud. `count` of `unit`s
+    at `unit_usd` each: `capex_usd` bought once (annualized by the annuity into `annual_cost_usd`), or a yearly
+    cost; `origin` says whether its figures are the scenario's or catalog defaults (cited, estimate, placeholder)."""
+
+    item: str  # racks | pdus | fabric switches | fabric links | front-end switches | front-end links | support | ...
+    site: str  # on-prem | cloud
+    count: float
+    unit: str
+    unit_usd: float
+    capex_usd: float
+    annual_cost_usd: float
+    source: str
+    origin: str
+
+
+@dataclass(frozen=True)
 class InstanceAllocation:
     """Engine instances of one configuration running in one period (the solved U[c,t] x k[c]), on the nodes of
     one hardware offer; `rps` is what was routed to them."""
@@ -167,6 +185,9 @@ class CostBreakdown:
     space_usd: float
     cloud_reserved_usd: float
     cloud_on_demand_usd: float
+    facility_usd: float = 0.0  # colocation: space, power and cooling plant per kW
+    software_usd: float = 0.0  # licences per GPU, on-prem and rented
+    infrastructure_usd: float = 0.0  # racks, PDUs, networks and installation, annualized
 
 
 @dataclass(frozen=True)
@@ -182,6 +203,7 @@ class Totals:
     # on-demand ones); `nodes` adds each system's own peak, which may fall in different periods
     peak_concurrent_nodes: int = 0
     peak_concurrent_gpus: int = 0
+    infrastructure_capex_usd: float = 0.0  # racks, PDUs, networks and installation bought with the servers
 
     @property
     def nodes(self) -> int:
@@ -231,12 +253,21 @@ class Plan:
     routing: tuple[Route, ...]
     robustness: RobustnessSummary | None = None
     instances: tuple[InstanceAllocation, ...] = ()
+    infrastructure: tuple[InfrastructureLine, ...] = ()  # BOM lines beyond the servers (in the objective and totals)
     fleet: dict[str, bool] | None = None  # reconfigure_between_periods, share_nodes_across_models
     warnings: tuple[str, ...] = ()  # what a reader must know before trusting the plan (a workload without limits)
     # what the workloads' stated prefix caches save: the same scenario planned with every prompt prefilled whole
     # (None: no workload states one; the note says what was found, or why there is no figure)
     prefix_cache_saving_usd_per_year: float | None = None
     prefix_cache_note: str = ""
+    # the precision decision (docs/optimizer.md, "Precision"): per workload (scenario order) the precisions its routes
+    # run (`runs`), those it was allowed (`allowed`) and why (`basis`: asked | default | lower), the lower formats
+    # its quality-keeping default left out (`left_out`) and a one-line `note`; None in plans saved before it
+    workload_precisions: dict[str, dict] | None = None
+    # what allowing those lower formats (fp4) would save: the same scenario planned once more with them (None: no
+    # workload's default left one out, or no figure: the note says why)
+    precision_saving_usd_per_year: float | None = None
+    precision_note: str = ""
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict with the names of design.md."""
@@ -262,6 +293,7 @@ def plan_from_document(document: dict) -> Plan:
         candidates=CandidateStats(**candidates), periods=tuple(document["periods"]),
         routing=tuple(Route(**r) for r in document["routing"]),
         instances=tuple(InstanceAllocation(**i) for i in document.get("instances", ())),
+        infrastructure=tuple(InfrastructureLine(**i) for i in document.get("infrastructure", ())),
         warnings=tuple(document.get("warnings", ())),
     )  # fmt: skip
     known = {f.name for f in dataclasses.fields(Plan)}
@@ -329,6 +361,35 @@ def _field_problem(value, allowed: tuple[type, ...], bounds) -> str | None:
     return " or ".join(names.get(t, t.__name__) for t in allowed if t is not type(None))
 
 
+def _precision_field_problems(plan: Plan) -> list[tuple[str, str]]:
+    """The precision decision's fields of a saved plan (absent in plans saved before it: their defaults)."""
+    problems = []
+    saving = plan.precision_saving_usd_per_year
+    problem = _field_problem(saving, (float, type(None)), (-1e15, 1e15))
+    if problem is not None:
+        problems.append(("precision_saving_usd_per_year", problem))
+    if not isinstance(plan.precision_note, str):
+        problems.append(("precision_note", "text"))
+    decisions = plan.workload_precisions
+    if decisions is None:
+        return problems
+    if not isinstance(decisions, dict):
+        return [*problems, ("workload_precisions", "an object (workload -> its precisions) or null")]
+    for name, decision in decisions.items():
+        where = f"workload_precisions.{str(name)[:60]}"
+        if not isinstance(decision, dict):
+            problems.append((where, "an object"))
+            continue
+        for key in ("runs", "allowed", "left_out"):
+            values = decision.get(key, [])
+            if not isinstance(values, list) or not all(v is None or isinstance(v, str) for v in values):
+                problems.append((f"{where}.{key}", "a list of precisions (text or null)"))
+        for key in ("basis", "note"):
+            if not isinstance(decision.get(key, ""), str):
+                problems.append((f"{where}.{key}", "text"))
+    return problems
+
+
 def plan_field_problems(plan: Plan) -> list[tuple[str, str]]:
     """(field path, what is allowed) of every field of the plan's lines, instances, routes and assignments whose
     value is not of its declared type, not finite, or out of the range the planner can use (`_RANGES`)."""
@@ -338,7 +399,9 @@ def plan_field_problems(plan: Plan) -> list[tuple[str, str]]:
     if not isinstance(plan.scenario, str):
         problems.append(("scenario", "text"))
     problems += [(f"periods[{i}]", "text") for i, period in enumerate(plan.periods) if not isinstance(period, str)]
-    groups = [("lines", plan.lines), ("instances", plan.instances), ("routing", plan.routing), ("workloads", plan.workloads)]
+    problems += _precision_field_problems(plan)
+    groups = [("lines", plan.lines), ("instances", plan.instances), ("routing", plan.routing), ("workloads", plan.workloads),
+              ("infrastructure", plan.infrastructure)]
     for w, workload in enumerate(plan.workloads):
         groups += [(f"workloads[{w}].assignments", workload.assignments), (f"workloads[{w}].periods", workload.periods)]
     for name, items in groups:

@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from planner.catalog import Catalog, InputModel, Name, Precision, clean_name
+from planner.infrastructure import FINANCE_FIELDS, INFRASTRUCTURE_FIELDS, Figure, Infrastructure, annuity_factor
 from planner.errors import PlannerInputError, clip_text, did_you_mean, unknown_id_message
 from planner.loading import read_yaml, validate_model
 from planner.metrics import MAX_PERCENTILE, METRICS_VERSION, MIN_PERCENTILE, percentile_problem
@@ -161,6 +162,36 @@ class OnPremSite(InputModel):
     maintenance_fraction_per_year: float | None = Field(default=None, ge=0, le=1.0)
     space_usd_per_rack_unit_per_year: float = Field(default=0.0, ge=0, le=1e6)
     price_usd: dict[Name, PositiveUsd] = Field(default_factory=dict)
+    # finance and running costs beyond the servers (issue 34; planner/infrastructure.py); None: the catalog default
+    cost_of_capital_per_year: float | None = Field(default=None, ge=0, le=1.0)
+    software_usd_per_gpu_per_year: float | None = Field(default=None, ge=0, le=1e6)
+    facility_usd_per_kw_per_month: float | None = Field(default=None, ge=0, le=1e5)
+    installation_fraction_of_capex: float | None = Field(default=None, ge=0, le=1.0)
+    infrastructure: "InfrastructureSpec" = Field(default_factory=lambda: InfrastructureSpec())
+
+
+class InfrastructureSpec(InputModel):
+    """Racks, PDUs and networks of the on-prem site (BOM lines and costs); `include: false` leaves them out (and
+    the facility and software figures too: the servers alone, as before issue 34). Each figure None: the catalog
+    default (catalogs/defaults.yaml, with its source)."""
+
+    include: bool = True
+    rack_units_per_rack: int | None = Field(default=None, ge=1, le=100)
+    kw_per_rack: float | None = Field(default=None, gt=0, le=1000)
+    rack_usd: float | None = Field(default=None, ge=0, le=1e7)
+    pdus_per_rack: int | None = Field(default=None, ge=0, le=16)
+    pdu_usd: float | None = Field(default=None, ge=0, le=1e6)
+    fabric_port_gbit_per_s: float | None = Field(default=None, ge=1, le=1e5)
+    fabric_switch_ports: int | None = Field(default=None, ge=2, le=1024)
+    fabric_switch_usd: float | None = Field(default=None, ge=0, le=1e7)
+    fabric_link_usd: float | None = Field(default=None, ge=0, le=1e6)
+    frontend_ports_per_node: int | None = Field(default=None, ge=0, le=64)
+    frontend_switch_ports: int | None = Field(default=None, ge=2, le=1024)
+    frontend_switch_usd: float | None = Field(default=None, ge=0, le=1e7)
+    frontend_link_usd: float | None = Field(default=None, ge=0, le=1e6)
+
+
+OnPremSite.model_rebuild()
 
 
 class CloudSite(InputModel):
@@ -168,6 +199,12 @@ class CloudSite(InputModel):
     usd_per_hour: dict[Name, PositiveUsdPerHour] = Field(default_factory=dict)
     # a reserved / committed price per system: a constant count all year, like on-prem
     reserved_usd_per_hour: dict[Name, PositiveUsdPerHour] = Field(default_factory=dict)
+    # software licences per GPU per year, prorated per hour rented (None: the catalog default, as on-prem)
+    software_usd_per_gpu_per_year: float | None = Field(default=None, ge=0, le=1e6)
+    # each rental is billed at least this many hours (0: per-second billing, as AWS, GCP and Azure bill GPU VMs
+    # on demand; 730: a monthly minimum). Periods recur daily (hours_per_year / 365 a day): a minimum longer than
+    # a period's daily block bills the block up; one of a day or more makes on-demand nodes rented all year
+    minimum_billing_hours: float = Field(default=0.0, ge=0, le=8760)
 
 
 class SitesSpec(InputModel):
@@ -375,6 +412,19 @@ class OnPremCosts:
     utilization_power_factor: float
     maintenance_fraction_per_year: float
     space_usd_per_rack_unit_per_year: float
+    cost_of_capital_per_year: float = 0.0
+    software_usd_per_gpu_per_year: float = 0.0
+    facility_usd_per_kw_per_month: float = 0.0
+    installation_fraction_of_capex: float = 0.0
+    # every figure above with its source and kind (planner.infrastructure.Figure), for the BOM and the report
+    figures: dict = dataclasses.field(default_factory=dict)
+    # the site's racks and networks (None: left out, `infrastructure: {include: false}`)
+    infrastructure: Infrastructure | None = None
+
+    @property
+    def annuity(self) -> float:
+        """a(r, n): yearly payment per USD of capex (planner.infrastructure.annuity_factor)."""
+        return annuity_factor(self.cost_of_capital_per_year, self.amortization_years)
 
 
 @dataclass(frozen=True)
@@ -420,6 +470,17 @@ class Scenario:
     solver: str
     time_limit_s: float
     perf_margin: float = 0.0  # plan for throughput (1 - margin) x what the perf model says
+    cloud_software: Figure | None = None  # software licences per GPU per year of rented nodes (prorated per hour)
+    cloud_minimum_billing_hours: float = 0.0  # sites.cloud.minimum_billing_hours (billed_hours)
+
+    def billed_hours(self, period_name: str) -> float:
+        """Hours a year an on-demand node rented for a period is billed: its hours, or with a minimum billing of m
+        hours per rental and the period recurring daily, 365 x max(hours / 365, m) (at most 8760)."""
+        hours = next(p.hours_per_year for p in self.periods if p.name == period_name)
+        minimum = self.cloud_minimum_billing_hours
+        if minimum <= 0 or hours >= 8760:
+            return hours
+        return min(8760.0, 365.0 * max(hours / 365.0, minimum))
     confidence: float | None = None  # plan each modeled line at the edge of its error band covering this share
     demand_forecasts: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = ()  # (name, ((workload, factor), ...))
     reconfigure_between_periods: bool = True  # fleet: a bought/reserved node may run other instances per period
@@ -432,6 +493,9 @@ class Scenario:
     metrics_version: int = METRICS_VERSION  # as the file said (1: its itl_ms was read as tpot_ms)
     metrics_notes: tuple[str, ...] = ()  # how the file's latency limits were read (the metrics-version rule)
     metrics_migrated: bool = False  # a limit was read by the version-1 rule (itl_ms as tpot_ms): plans say so
+    # the precision default of workloads without `precisions:` (planner.perf.plan_precisions): False, the
+    # quality-keeping formats; True only in the plan's one extra solve that prices fp4 (docs/optimizer.md, "Precision")
+    lower_precisions: bool = False
 
 
 # ---- checks against the catalog: one function per rule, all raising PlannerInputError ----
@@ -776,12 +840,15 @@ def _offers(spec: ScenarioSpec, catalog: Catalog) -> tuple[SystemOffer, ...]:
             override = spec.sites.cloud.usd_per_hour.get(system_id)
             # a catalog price that is itself a reservation (capacity block) buys a constant count
             pricing = "reserved" if system.price_source_kind == "reserved" and override is None else "on-demand"
+            note = "scenario override" if override is not None else f"catalog ({system.price_source_kind or 'source'})"
+            if pricing == "on-demand" and spec.sites.cloud.minimum_billing_hours >= 24:  # no rental follows a day
+                pricing = "reserved"
+                note += f"; rented all year: each rental is billed at least {spec.sites.cloud.minimum_billing_hours:g} h"
             offers.append(
                 SystemOffer(
                     system=system_id, site="cloud", pricing=pricing, price_usd=None,
                     usd_per_hour=override if override is not None else system.usd_per_hour,
-                    power_kw=None, rack_units=None,
-                    price_note="scenario override" if override is not None else f"catalog ({system.price_source_kind or 'source'})",
+                    power_kw=None, rack_units=None, price_note=note,
                 )
             )
             reserved = spec.sites.cloud.reserved_usd_per_hour.get(system_id)
@@ -819,10 +886,23 @@ def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str) -> Scenario:
             given = getattr(on_prem, name)
             return given if given is not None else getattr(defaults, name).value
 
+        included = on_prem.infrastructure.include
+        figures = {name: _figure(getattr(on_prem, name), getattr(defaults, name))
+                   for name in ("amortization_years", "usd_per_kwh", "pue", "utilization_power_factor", *FINANCE_FIELDS)}
+        if not included:  # the servers alone: no facility, software or infrastructure
+            for name in ("software_usd_per_gpu_per_year", "facility_usd_per_kw_per_month"):
+                figures[name] = Figure(0.0, "sites.on_prem.infrastructure.include: false", "user")
+        infrastructure = Infrastructure({name: _figure(getattr(on_prem.infrastructure, name), getattr(defaults, name))
+                                         for name in INFRASTRUCTURE_FIELDS}) if included else None  # fmt: skip
         costs = OnPremCosts(
             pick("amortization_years"), pick("usd_per_kwh"), pick("pue"),
             pick("utilization_power_factor"), pick("maintenance_fraction_per_year"),
             on_prem.space_usd_per_rack_unit_per_year,
+            cost_of_capital_per_year=figures["cost_of_capital_per_year"].value,
+            software_usd_per_gpu_per_year=figures["software_usd_per_gpu_per_year"].value,
+            facility_usd_per_kw_per_month=figures["facility_usd_per_kw_per_month"].value,
+            installation_fraction_of_capex=figures["installation_fraction_of_capex"].value,
+            figures=figures, infrastructure=infrastructure,
         )
     limits = spec.limits
     return Scenario(
@@ -835,6 +915,9 @@ def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str) -> Scenario:
         periods=resolve_periods(spec, workloads, file),
         offers=_offers(spec, catalog),
         on_prem_costs=costs,
+        cloud_software=(_figure(spec.sites.cloud.software_usd_per_gpu_per_year, defaults.software_usd_per_gpu_per_year)
+                        if spec.sites.cloud is not None else None),
+        cloud_minimum_billing_hours=spec.sites.cloud.minimum_billing_hours if spec.sites.cloud is not None else 0.0,
         limits=Limits(
             limits.headroom_fraction, limits.power_kw, limits.rack_units, limits.capex_usd, dict(limits.max_gpus),
             limits.spare_nodes_per_system, limits.max_engine_variants,
@@ -887,6 +970,13 @@ def migrate_metrics(spec: ScenarioSpec, file: str) -> tuple[ScenarioSpec, tuple[
     note = (f"{file}: no metrics_version, read as version 1{what}. Add `metrics_version: 2` to the file to use "
             "today's names (itl_ms = one gap between tokens; docs/metrics.md)")  # fmt: skip
     return spec.model_copy(update={"workloads": workloads}), (note,), bool(moved)
+
+
+def _figure(given: float | None, default) -> Figure:
+    """A cost figure as the scenario gives it, or the catalog default with its source and kind."""
+    if given is not None:
+        return Figure(float(given), "scenario", "user")
+    return Figure(default.value, default.source, default.kind)
 
 
 def _speculation(spec: SpeculativeSpec | None, catalog: Catalog):

@@ -54,13 +54,26 @@ BENCH_HEADER = (
 )
 
 
+# what a bought node costs beyond its line, and the site's racks and networks (catalogs/defaults.yaml): 0 in the
+# catalogs of hand-computed cases, whose costs are the servers' (price / years + energy)
+SERVERS_ONLY_DEFAULTS = (
+    "maintenance_fraction_per_year", "cost_of_capital_per_year", "software_usd_per_gpu_per_year",
+    "facility_usd_per_kw_per_month", "installation_fraction_of_capex", "rack_usd", "pdu_usd", "fabric_switch_usd",
+    "fabric_link_usd", "frontend_switch_usd", "frontend_link_usd",
+)  # fmt: skip
+
+
 def make_catalog(tmp_path: Path, systems: list[dict], bench_rows: list[str]) -> Path:
     """A catalog with the shipped GPUs, models and defaults, plus test-only systems and benchmark rows."""
     directory = tmp_path / "catalog"
     (directory / "benchmarks").mkdir(parents=True)
     shipped = default_catalog_dir()
-    for name in ("gpus.yaml", "models.yaml", "defaults.yaml"):
+    for name in ("gpus.yaml", "models.yaml"):
         shutil.copy(shipped / name, directory / name)
+    defaults = yaml.safe_load((shipped / "defaults.yaml").read_text())
+    for name in SERVERS_ONLY_DEFAULTS:  # hand-computed cases price the servers alone (issue 34's site costs at 0)
+        defaults["defaults"][name] = {"value": 0, "source": "test fixture: the servers alone"}
+    (directory / "defaults.yaml").write_text(yaml.safe_dump(defaults, sort_keys=False))
     (directory / "catalog.yaml").write_text("name: test catalog\nbase: none\n")  # standalone, not layered
     (directory / "systems.yaml").write_text(yaml.safe_dump({"systems": systems}, sort_keys=False))
     (directory / "benchmarks" / "test.csv").write_text("\n".join([BENCH_HEADER, *bench_rows]) + "\n")

@@ -26,11 +26,13 @@ HYBRID = "scenarios/daily-hybrid.yaml"
 
 @pytest.fixture(scope="module")
 def boms():
-    """daily-hybrid as planned (bought nodes), and its cloud deployment (on-demand lines in several periods)."""
+    """daily-hybrid as planned (bought nodes), its cloud deployment (on-demand lines in several periods) and its
+    on-prem one (the servers with the site's network, racks, PDUs, support, facility and licence lines)."""
     catalog = load_catalog()
-    cloud = load_scenario_deployments(HYBRID, catalog)["cloud"]
-    cloud_plan = solve_plan(cloud, catalog)
-    return {"hybrid": api.bom(HYBRID), "cloud": build_bom(cloud_plan, cloud, catalog)}
+    deployments = load_scenario_deployments(HYBRID, catalog)
+    cloud, on_prem = deployments["cloud"], deployments["on-prem"]
+    return {"hybrid": api.bom(HYBRID), "cloud": build_bom(solve_plan(cloud, catalog), cloud, catalog),
+            "on-prem": build_bom(solve_plan(on_prem, catalog), on_prem, catalog)}
 
 
 # ---- a small evaluator of the formulas the writer uses, over the sheet's own cells -------------------------------
@@ -65,7 +67,7 @@ def _evaluate(sheet, formula: str) -> float:
 
     expression = re.sub(r"SUMPRODUCT\(((?:[^()]|\([^()]*\))*)\)", sumproduct, formula[1:])
     expression = re.sub(rf"SUM\(({ref})\)", lambda m: repr(sum(v or 0 for v in _cells(sheet, m.group(1)))), expression)
-    expression = expression.replace("MAX(", "max(")
+    expression = expression.replace("MAX(", "max(0, ")  # every value is >= 0; MAX of one
     assert re.fullmatch(r"[\d.e+\-,()max ]+", expression), f"unevaluated part in {formula}: {expression}"
     return float(eval(expression))  # only numbers, +, max and parentheses are left
 
@@ -74,7 +76,7 @@ def _total_row(sheet) -> int:
     return next(row for row in range(2, sheet.max_row + 1) if sheet.cell(row=row, column=1).value == "TOTAL")
 
 
-@pytest.mark.parametrize("which", ["hybrid", "cloud"])
+@pytest.mark.parametrize("which", ["hybrid", "cloud", "on-prem"])
 def test_total_row_is_formulas_over_the_lines_that_give_the_plans_totals(boms, which, tmp_path):
     bom = boms[which]
     path = tmp_path / "bom.xlsx"
@@ -107,7 +109,7 @@ def test_frozen_header_and_filters(boms, which, tmp_path):
     workbook = openpyxl.load_workbook(path)
     sheet, notes = workbook["BOM"], workbook["Assumptions"]
     assert sheet.freeze_panes == "A2" and notes.freeze_panes == "A2"
-    assert sheet.auto_filter.ref == f"A1:R{_total_row(sheet) - 1}"  # header and lines; TOTAL stays under them
+    assert sheet.auto_filter.ref == f"A1:S{_total_row(sheet) - 1}"  # header and lines; TOTAL stays under them
     assert notes.auto_filter.ref == f"A1:D{notes.max_row}"
     assert workbook.calculation.fullCalcOnLoad
 
@@ -159,7 +161,7 @@ def test_same_bom_same_bytes(boms, tmp_path):
     assert (tmp_path / "a.xlsx").read_bytes() == (tmp_path / "b.xlsx").read_bytes()
 
 
-@pytest.mark.parametrize("which", ["hybrid", "cloud"])
+@pytest.mark.parametrize("which", ["hybrid", "cloud", "on-prem"])
 def test_a_spreadsheet_program_computes_the_same_totals(boms, which, tmp_path):
     """LibreOffice opens the workbook, computes the formulas and writes the BOM sheet as CSV."""
     office = shutil.which("soffice") or shutil.which("libreoffice")

@@ -46,7 +46,8 @@ def test_names_never_become_formulas_in_an_xlsx_bom(cli, tmp_path):
                 own_total = sheet.title == "BOM" and row[0].value == "TOTAL" and cell.column > 1
                 assert cell.data_type != "f" or own_total, f"{sheet.title}!{cell.coordinate} is a formula: {cell.value}"
                 if cell.data_type == "f":
-                    assert EVIL not in cell.value and re.fullmatch(r"=[A-Z$0-9:(),*=<>\"+\-]+", cell.value), cell.value
+                    own = cell.value.replace('"on-demand"', '""')  # the one text the planner writes into a formula
+                    assert EVIL not in cell.value and re.fullmatch(r"=[A-Z$0-9:(),*=<>\"+\-]+", own), cell.value
                 found += isinstance(cell.value, str) and EVIL in cell.value
     assert found
 

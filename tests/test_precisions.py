@@ -5,6 +5,7 @@ and the roofline's weight reads, which precisions a plan tries, and the KV cache
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -213,3 +214,145 @@ def test_fp16_asked_for_alone_is_modeled(catalog):
 
     assert "fp16" not in model_precisions(catalog, "H100-SXM-80GB", "llama-3.1-8b")
     assert model_precisions(catalog, "H100-SXM-80GB", "llama-3.1-8b", ("fp16",)) == ("fp16",)
+
+
+# --- precision is a stated decision (issue 34): the default keeps quality, the plan says what fp4 would save -------
+
+P95 = "chat-and-code-p95.yaml"  # Llama 3.3 70B on DGX B200: planned at fp4 before the default kept quality
+
+
+def _precisions_of(plan) -> set:
+    """Every precision the plan runs: its lines (a line of nodes running several configurations states what they have
+    in common, its `runs` the rest), instances, routes and the workloads' assignments."""
+    lines = {line.precision for line in plan.lines if line.precision is not None}
+    lines |= {p for line in plan.lines for p in PRECISIONS if f" {p} " in f" {line.runs} "}
+    return (lines | {i.precision for i in plan.instances} | {r.precision for r in plan.routing}
+            | {a.precision for w in plan.workloads for a in w.assignments})
+
+
+@pytest.fixture(scope="module")
+def p95_plan():
+    from tests.conftest import SCENARIOS
+
+    return plan_file(SCENARIOS / P95)
+
+
+def test_the_default_keeps_quality_and_names_a_4_bit_checkpoints_own_format():
+    from planner.perf import keeps_quality, plan_precisions
+
+    b200 = "B200-SXM-180GB"
+    assert plan_precisions(CATALOG, b200, "llama-3.3-70b") == ("bf16", "fp8")  # no fp4 unless asked
+    assert plan_precisions(CATALOG, b200, "llama-3.3-70b", lower=True) == ("bf16", "fp8", "fp4")  # the saving re-plan
+    assert plan_precisions(CATALOG, b200, "llama-3.3-70b", ("fp4",)) == ("fp4",)  # asked for
+    assert plan_precisions(CATALOG, H100, "llama-3.3-70b") == ("bf16", "fp8")
+    # gpt-oss ships MXFP4 experts: its own 4-bit format is no quality loss, on Blackwell (fp4) or Hopper (w4a16/w4a8)
+    assert plan_precisions(CATALOG, b200, "gpt-oss-120b") == ("bf16", "fp8", "fp4")
+    assert plan_precisions(CATALOG, H100, "gpt-oss-120b") == ("bf16", "fp8", "w4a16", "w4a8")
+    assert plan_precisions(CATALOG, "A100-SXM-80GB", "gpt-oss-120b") == ("bf16", "w4a16")
+    assert [keeps_quality(CATALOG, "llama-3.3-70b", p) for p in ("bf16", "fp16", "fp8", "fp4", "w4a16", "w4a8", None)] == [
+        True, True, True, False, False, False, True]  # a row that states no precision keeps its place  # fmt: skip
+    assert all(keeps_quality(CATALOG, "gpt-oss-120b", p) for p in PRECISIONS)
+
+
+def test_a_scenario_without_precisions_never_plans_fp4(p95_plan):
+    assert p95_plan.status == "optimal"
+    running = _precisions_of(p95_plan)
+    assert running and "fp4" not in running and running <= {"bf16", "fp8"}
+    for name in ("chat", "code"):
+        decision = p95_plan.workload_precisions[name]
+        assert decision["basis"] == "default" and decision["allowed"] == ["bf16", "fp8"]
+        assert decision["left_out"] == ["fp4"] and set(decision["runs"]) <= {"bf16", "fp8"} and decision["runs"]
+        assert decision["note"].startswith(f"{name}: {', '.join(decision['runs'])} (allowed: bf16, fp8; default: ")
+        assert "fp4 only where asked" in decision["note"]
+    assert list(p95_plan.workload_precisions) == ["chat", "code"]  # scenario order
+
+
+def test_the_plan_states_what_fp4_would_save(p95_plan, tmp_path):
+    """One more solve with fp4 allowed: on the shipped demand fp8 fits the same node (a saving of 0, said so); at
+    three times the demand fp4 saves a node."""
+    from tests.conftest import SCENARIOS
+
+    assert p95_plan.precision_saving_usd_per_year is not None and p95_plan.precision_saving_usd_per_year >= 0
+    assert p95_plan.precision_note.startswith("allowing fp4 (chat, code) would save ")
+    text = (SCENARIOS / P95).read_text().replace("peak_rps: 12", "peak_rps: 36").replace("peak_rps: 6", "peak_rps: 18")
+    busier = tmp_path / "busier.yaml"
+    busier.write_text(text)
+    result = plan_file(busier)
+    saving = result.precision_saving_usd_per_year
+    assert "fp4" not in _precisions_of(result) and saving is not None and saving > 0
+    assert result.precision_note.startswith(f"allowing fp4 (chat, code) would save {saving:,.0f} USD/year (")
+    nodes = re.search(r"\((\d+) nodes? against (\d+)\)", result.precision_note)
+    assert nodes and int(nodes.group(1)) < int(nodes.group(2)) == result.totals.nodes
+    assert "chat at fp4" in result.precision_note  # what the re-plan ran: the quality trade it rests on
+    # and the table says it under "Precision"
+    from rich.console import Console
+
+    from planner.report.text import print_plan
+
+    console = Console(record=True, width=200)
+    print_plan(result, console)
+    shown = console.export_text()
+    assert "Precision" in shown and result.workload_precisions["chat"]["note"] in shown
+    assert f"would save {saving:,.0f} USD/year" in shown
+
+
+def test_fp4_asked_for_is_planned_with_no_saving_solve(monkeypatch):
+    import planner.optimize as optimize
+    from planner.scenario import ScenarioOverrides
+    from tests.conftest import SCENARIOS
+
+    calls = []
+    enumerate_candidates = optimize.enumerate_candidates
+    monkeypatch.setattr(optimize, "enumerate_candidates", lambda *a, **k: calls.append(a) or enumerate_candidates(*a, **k))
+    result = plan_file(SCENARIOS / P95, overrides=ScenarioOverrides(precisions=("fp4",)))
+    assert _precisions_of(result) == {"fp4"} and len(calls) == 1  # one enumeration: no re-plan to price fp4
+    assert result.precision_saving_usd_per_year is None and result.precision_note == ""
+    for name in ("chat", "code"):
+        decision = result.workload_precisions[name]
+        assert decision["basis"] == "asked" and decision["allowed"] == decision["runs"] == ["fp4"]
+        assert decision["left_out"] == [] and decision["note"] == f"{name}: fp4 (allowed: fp4; asked for (precisions:))"
+
+
+def test_gpt_oss_keeps_its_checkpoint_format_on_h100_without_being_asked():
+    from planner.scenario import ScenarioOverrides
+    from tests.conftest import SCENARIOS
+
+    result = plan_file(SCENARIOS / "moe-engines.yaml", overrides=ScenarioOverrides(systems=("dgx-h100",)))
+    assert result.status == "optimal" and _precisions_of(result) & {"w4a16", "w4a8"}
+    decision = result.workload_precisions["assistant"]
+    assert decision["basis"] == "default" and decision["allowed"] == ["bf16", "fp8", "w4a16", "w4a8"]
+    assert decision["left_out"] == [] and "with the 4-bit checkpoint's own" in decision["note"]
+    assert result.precision_saving_usd_per_year is None and result.precision_note == ""  # nothing left out
+
+
+def test_the_plan_json_carries_the_decision_and_a_saved_plan_with_it_is_an_input(p95_plan, cli, tmp_path):
+    import json
+
+    from planner.report.json_out import dumps, plan_document
+    from tests.conftest import SCENARIOS
+
+    document = json.loads(dumps(plan_document(p95_plan)))
+    assert {"workload_precisions", "precision_saving_usd_per_year", "precision_note"} <= set(document)
+    assert document["workload_precisions"]["chat"]["left_out"] == ["fp4"]
+    assert document["precision_note"] == p95_plan.precision_note
+    assert dumps(plan_document(p95_plan)) == dumps(plan_document(p95_plan))  # deterministic
+    scenario = SCENARIOS / P95
+    saved = tmp_path / "plan.json"
+    saved.write_text(json.dumps(document))
+    code, out, err = cli("bom", scenario, "--plan", saved, "--format", "md")
+    assert code == 0, err
+    code, out, err = cli("simulate", scenario, "--plan", saved, "--duration", "30", "--json")
+    assert code == 0 and json.loads(out)["workloads"], err
+    # a plan saved before these fields is read as it is
+    for field in ("workload_precisions", "precision_saving_usd_per_year", "precision_note"):
+        del document[field]
+    saved.write_text(json.dumps(document))
+    code, out, err = cli("bom", scenario, "--plan", saved, "--format", "md")
+    assert code == 0, err
+    # a field of the wrong type is refused, named
+    for field, value, named in (("precision_note", 5, "precision_note"),
+                                ("precision_saving_usd_per_year", "a lot", "precision_saving_usd_per_year"),
+                                ("workload_precisions", {"chat": {"runs": "fp8"}}, "workload_precisions.chat.runs")):  # fmt: skip
+        saved.write_text(json.dumps(document | {field: value}))
+        code, _, err = cli("bom", scenario, "--plan", saved, "--format", "md")
+        assert code == 2 and named in err, err

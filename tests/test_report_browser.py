@@ -141,3 +141,24 @@ def test_the_browser_checks_can_fail(browser_check, tmp_path):
     seen = browser_check(page, tmp_path)
     assert seen.images == 1 and seen.broken == 1
     assert any("control error" in line for line in seen.console)
+
+
+def test_decision_report_renders_in_a_browser(browser_check, tmp_path):
+    """The decision report (issue 34) of the two-site, two-GPU scenario, with its comparison and a short
+    simulation's verdict: every table and image renders, the console stays silent."""
+    from planner.simulate import SimulationOptions
+
+    planned, inputs = api.decision_report("scenarios/chat-and-code-decision.yaml",
+                                          verify_options=SimulationOptions(duration_s=30.0, seeds=1))  # fmt: skip
+    report = build_report(planned, inputs)
+    figures = len(report.figures())
+    folder = tmp_path / "report"
+    write_report(report, folder)
+    page = (folder / "report.html").read_text(encoding="utf-8")
+    for title in ("Decision summary", "On-prem, cloud and hybrid", "Latency against the limits, per engine",
+                  "Simulation verdict", "Assumptions and their sources"):  # fmt: skip
+        assert f"<h2>{title}</h2>" in page
+    seen = browser_check(folder / "report.html", tmp_path)
+    assert seen.images == figures and seen.broken == 0, f"{seen.images} images, {seen.broken} broken of {figures}"
+    assert seen.console == [], f"console messages: {seen.console}"
+    assert seen.height > 3000 and not _blank(seen.screenshot)

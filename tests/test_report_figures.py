@@ -76,6 +76,11 @@ def test_every_curve_plot_has_a_curve_or_says_why_and_its_points_inside_the_fram
         if limit:
             assert axes.get_ylim()[1] > limit[0].get_ydata()[0], "the limit line is inside the plot"
         assert "c?" not in " ".join(t.get_text() for t in axes.texts)
+        # the legend and the cN marks agree (issue 34): no "concurrency not stated" beside measured points marked cN
+        measured_marks = [t for t in axes.texts if re.fullmatch(r"c\d+", t.get_text()) and t.get_color() == "tab:green"]
+        for label in labels:
+            if "concurrency not stated" in label:
+                assert label == "measured rows (concurrency not stated)" and not measured_marks, label
         assert _legend_clear_of_axes(figure, axes)
         plt.close(figure)
 
@@ -87,8 +92,11 @@ def test_the_chosen_point_of_a_curve_is_the_plans_operating_point(planned):
         figure, _ = curve_plot(p, workload.name, None)
         chosen = [line for line in figure.axes[0].get_lines() if line.get_label().startswith("chosen operating point")]
         assert chosen and f"c{main.concurrency} " in chosen[0].get_label()
-        if main.ttft_ms is not None:
-            assert _point_of(chosen[0])[1] == pytest.approx(main.ttft_ms, abs=1e-3)  # plans round to 3 decimals
+        # the y axis is the binding latency (planner.report.document.binding_metric): the point's own value of it
+        metric = {"TTFT": "ttft_ms", "TPOT": "tpot_ms", "ITL": "itl_ms", "E2E": "e2e_ms"}[
+            figure.axes[0].get_ylabel().split(":")[0].split(" ")[0]]
+        if getattr(main, metric) is not None:
+            assert _point_of(chosen[0])[1] == pytest.approx(getattr(main, metric), abs=1e-3)  # plans round to 3 decimals
         plt.close(figure)
 
 
@@ -241,6 +249,28 @@ def test_demand_and_lengths_legends_sit_under_the_axes(planned, path):
     for figure in (plots.demand_capacity_figure(p.plan, p.scenario), plots.lengths_figure(p.plan, p.scenario)):
         assert _legend_clear_of_axes(figure, figure.axes[0])
         plt.close(figure)
+
+
+@pytest.mark.parametrize("path", SCENARIOS)
+def test_demand_vs_capacity_has_a_bar_per_workload_never_a_sum(planned, path):
+    """Issue 34: requests/s of workloads of different sizes are never added up. Each bar is one workload's in one
+    period (its gid says which), its height the plan's capacity of that workload (a disaggregated workload's pools
+    counted once, as the plan counts them), and each demand mark one workload's demand."""
+    plan = planned[path].plan
+    figure = plots.demand_capacity_figure(plan, planned[path].scenario)
+    (axes,) = figure.axes
+    heights: dict[tuple[str, int], float] = {}
+    for patch in axes.patches:
+        kind, workload, _ = patch.get_gid().split("|")
+        assert kind == "capacity" and workload in {w.name for w in plan.workloads}
+        period = round(patch.get_x() + patch.get_width() / 2)
+        heights[(workload, period)] = heights.get((workload, period), 0.0) + patch.get_height()
+    for w in plan.workloads:
+        for t, load in enumerate(w.periods):
+            assert heights.get((w.name, t), 0.0) == pytest.approx(load.capacity_rps, rel=1e-6, abs=1e-9), (w.name, t)
+    marks = {line.get_gid(): list(line.get_ydata()) for line in axes.get_lines() if line.get_gid()}
+    assert marks == {f"demand|{w.name}": [p.demand_rps for p in w.periods] for w in plan.workloads}
+    plt.close(figure)
 
 
 # ---- tables: Markdown and HTML from the same formatted frames ----------------------------------------------------

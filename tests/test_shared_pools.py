@@ -90,14 +90,16 @@ def test_pools_are_connected_components_of_workloads_and_configurations():
 # ------------------------------------------------------------------------------------------- (2) chat and code at P90
 def test_chat_and_code_at_p90_runs_on_the_whole_shared_pool(tmp_path):
     """The plan runs both workloads on 4 TP1 fp4 instances (chat keeps ~2.1 of them busy, code ~1.6). Split by
-    share, chat had 2 engines and missed ITL P90 (53.7 ms, 95% 53.6-53.9, vs 50 ms); on the whole pool it holds."""
+    share, chat had 2 engines and missed ITL P90 (53.7 ms, 95% 53.6-53.9, vs 50 ms); on the whole pool it holds.
+    fp4 asked for (--precisions fp4): since issue 34 a workload without `precisions:` is planned at bf16/fp8 only."""
     from planner.api import plan_in_context
+    from planner.scenario import ScenarioOverrides
 
     text = (SCENARIOS / "chat-and-code-p95.yaml").read_text()
     assert text.count("percentile: 95") == 2
     path = tmp_path / "chat-and-code-p90.yaml"
     path.write_text(text.replace("percentile: 95", "percentile: 90"))
-    planned = plan_in_context(path)
+    planned = plan_in_context(path, overrides=ScenarioOverrides(precisions=("fp4",)))
     plan = planned.plan
     (key,) = {configuration_key(r) for r in plan.routing}  # one configuration serves both workloads
     running = sum(a.instances for a in plan.instances if configuration_key(a) == key)
@@ -135,7 +137,10 @@ BEFORE = [
 def test_a_configuration_of_one_workload_gives_the_results_of_before():
     from planner.api import plan_in_context
 
-    planned = plan_in_context(SCENARIOS / "chat-and-summarize.yaml")
+    from planner.scenario import ScenarioOverrides
+
+    # fp4 asked for: the plan these figures were recorded on (issue 34's default plans it at fp8)
+    planned = plan_in_context(SCENARIOS / "chat-and-summarize.yaml", overrides=ScenarioOverrides(precisions=("fp4",)))
     checks = simulate_plan(planned.plan, planned.scenario, planned.catalog, SimulationOptions(duration_s=60, seeds=2, seed=3))
     for check, before in zip(checks, BEFORE, strict=True):
         s = check.stats
@@ -206,12 +211,21 @@ def test_a_traced_workload_shares_its_engines_with_the_others_at_their_rates(tmp
     times = np.cumsum(rng.exponential(1 / 12, 1200))
     trace = tmp_path / "chat.csv"
     trace.write_text("timestamp,input_tokens,output_tokens\n" + "".join(f"{t:.4f},1000,300\n" for t in times))
-    planned = plan_in_context(SCENARIOS / "chat-and-code-p95.yaml")
+    from planner.scenario import ScenarioOverrides
+
+    # fp4 asked for: the shared fp4 engines of before issue 34 (the default now plans chat and code apart, bf16/fp8)
+    planned = plan_in_context(SCENARIOS / "chat-and-code-p95.yaml", overrides=ScenarioOverrides(precisions=("fp4",)))
     options = SimulationOptions(trace=load_trace(trace, time_unit="s"), trace_workload="chat")
     (check,) = simulate_plan(planned.plan, planned.scenario, planned.catalog, options)
-    # the plan runs 4 TP2 fp4 engines for chat and code together (their load 3.02 instances: 3 before fp4 weights got
-    # their block scales, at 2.99), and chat's trace takes all of them beside code's requests
-    assert check.workload == "chat" and check.instances == 4 and "shared with code" in check.engines
+    # the plan runs fp4 engines for chat and code together (their load 3.02 instances: 3 before fp4 weights got
+    # their block scales, at 2.99), and chat's trace takes all of them beside code's requests. Which engines fill
+    # the one node (4 TP2, or 1 TP1 + 3 TP2 and a GPU idle) is a tie the solver breaks (both cost one node since
+    # issue 34's site costs moved its path): the simulation runs whatever the plan runs for chat
+    from planner.plan import configuration_key
+
+    chat = {configuration_key(r) for r in planned.plan.routing if r.workload == "chat" and r.rps > 0}
+    running = sum(i.instances for i in planned.plan.instances if configuration_key(i) in chat and i.period == check.period)
+    assert check.workload == "chat" and check.instances == running >= 3 and "shared with code" in check.engines
     assert "code ran on the shared engines at the plan's rates" in check.note
     assert check.requests_simulated == 1200  # its own requests: the trace's
     assert dataclasses.asdict(check.stats)["completed"] > 0

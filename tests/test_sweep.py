@@ -102,7 +102,7 @@ def test_cli_writes_the_table_and_a_labelled_pareto_plot(tmp_path, cli):
 
     records = json.loads(stdout)["points"]
     axes = pareto_figure(records, "workloads.call-summaries.slo.ttft_ms", "objective_usd_per_year", []).axes[0]
-    assert axes.get_xlabel() == "workloads.call-summaries.slo.ttft_ms" and axes.get_ylabel() == "objective usd per year"
+    assert axes.get_xlabel() == "call-summaries: TTFT limit (ms)" and axes.get_ylabel() == "Annual cost (USD/year)"
 
 
 def test_parquet_output_or_a_clear_message(tmp_path, cli):

@@ -54,7 +54,7 @@ from collections.abc import Callable
 
 from planner import deadline as command_deadline
 from planner.candidates import CandidateSet, enumerate_candidates
-from planner.catalog import Catalog
+from planner.catalog import PRECISIONS, Catalog
 from planner.errors import InfeasiblePlanError, PlannerInputError, SolverStoppedError
 from planner.optimize.diagnose import (
     check_every_workload_has_options,
@@ -76,12 +76,14 @@ from planner.optimize.solve import (
     quiet_stdout,
     solve_model,
 )
+from planner.perf import plan_precisions
 from planner.plan import Plan
 from planner.scenario import Scenario
 
 __all__ = [
     "SOLVERS", "FleetModel", "Hardware", "SolveOutcome", "build_fleet_model", "bucket_demand", "pack_nodes", "plan",
-    "quiet_stdout", "solve_candidates", "solve_model", "_ROLE", "_cbc_bound", "_read_plan",
+    "quiet_stdout", "solve_candidates", "solve_model", "_ROLE", "_cbc_bound", "_read_plan", "lower_formats",
+    "precision_decisions",
 ]  # fmt: skip
 
 
@@ -93,13 +95,17 @@ def plan(
     progress: Callable[..., None] | None = None,
 ) -> Plan:
     """Size the fleet for `scenario`: the cheapest nodes that serve every workload's demand in every period
-    within its limits. Raises InfeasiblePlanError with a diagnosis when no plan exists."""
+    within its limits. Raises InfeasiblePlanError with a diagnosis when no plan exists. Stated prefix caches, and
+    formats the quality-keeping precision default left out (fp4), are priced by one more solve each, in what is left
+    of the time limit: the plan says what they save."""
     solver = solver or scenario.solver
     if solver not in SOLVERS:
         raise PlannerInputError("--solver", "solver", f"unknown solver '{solver}'; allowed: {', '.join(SOLVERS)}")
     limit = time_limit_s if time_limit_s is not None else scenario.time_limit_s
     cached = any(w.prefix_cache is not None for w in scenario.workloads)
-    started = time.monotonic() if cached else 0.0  # the cold re-plan gets what is left of the time limit
+    lower = lower_formats(scenario, catalog)
+    # the cold and lower-precision re-plans get what is left of the time limit
+    started = time.monotonic() if cached or lower else 0.0
     cset = enumerate_candidates(scenario, catalog, progress)
     if progress is not None:
         left = command_deadline.remaining_s()
@@ -107,7 +113,115 @@ def plan(
     result = solve_candidates(scenario, cset, catalog, solver, time_limit_s)
     if cached:
         result = _prefix_cache_saving(scenario, catalog, solver, limit - (time.monotonic() - started), result)
+    if lower:
+        result = _precision_saving(scenario, catalog, solver, limit - (time.monotonic() - started), result, lower)
     return result
+
+
+def _joined(precisions) -> str:
+    return ", ".join(p or "unstated by its benchmark row" for p in precisions) or "none"
+
+
+def _in_order(precisions) -> tuple:
+    """Precisions in the catalog's order (bf16, fp16, fp8, fp4, w4a16, w4a8), an unstated one (None) last."""
+    order = {p: i for i, p in enumerate(PRECISIONS)}
+    return tuple(sorted(set(precisions), key=lambda p: order.get(p, len(order))))
+
+
+def _workload_gpus(scenario: Scenario, catalog: Catalog) -> list[str]:
+    return sorted({catalog.systems[offer.system].gpu for offer in scenario.offers})
+
+
+def lower_formats(scenario: Scenario, catalog: Catalog) -> dict[str, tuple[str, ...]]:
+    """Per workload that names no `precisions:`, the formats its default (the quality-keeping ones:
+    planner.perf.plan_precisions) leaves out on its allowed GPUs (fp4 where the GPU has fp4 tensor cores), in the
+    catalog's order; workloads with none are left out. Empty in the re-plan that allows them."""
+    if scenario.lower_precisions:
+        return {}
+    out = {}
+    for workload in scenario.workloads:
+        if workload.precisions is not None:
+            continue
+        left_out = [p for gpu in _workload_gpus(scenario, catalog)
+                    for p in plan_precisions(catalog, gpu, workload.model, lower=True)
+                    if p not in plan_precisions(catalog, gpu, workload.model)]  # fmt: skip
+        if left_out:
+            out[workload.name] = _in_order(left_out)
+    return out
+
+
+def _runs(result: Plan) -> dict[str, tuple]:
+    """Per workload, the precisions of the routes that carry its requests (None: a benchmark row states none)."""
+    runs: dict[str, list] = {}
+    for route in result.routing:
+        if route.rps > 0:
+            runs.setdefault(route.workload, []).append(route.precision)
+    return {name: _in_order(precisions) for name, precisions in runs.items()}
+
+
+def precision_decisions(scenario: Scenario, catalog: Catalog, result: Plan) -> dict[str, dict]:
+    """The precision decision per workload (scenario order), as the plan's `workload_precisions`: `runs`, the
+    precisions its routes run at (null: a benchmark row that states none); `allowed`, those it was allowed on its
+    GPUs; `basis`, why: `asked` (its `precisions:`, or `--precisions`), `default` (the quality-keeping formats:
+    bf16 and fp8, and a 4-bit checkpoint's own format) or `lower` (the re-plan that prices the formats the default
+    leaves out); `left_out`, those formats; `note`, all of it in one line ("chat: fp8 (allowed: bf16, fp8;
+    default: ...)")."""
+    runs = _runs(result)
+    left_out = lower_formats(dataclasses.replace(scenario, lower_precisions=False), catalog)
+    out = {}
+    for workload in scenario.workloads:
+        requested = tuple(workload.precisions) if workload.precisions is not None else None
+        allowed = _in_order(p for gpu in _workload_gpus(scenario, catalog)
+                            for p in plan_precisions(catalog, gpu, workload.model, requested, scenario.lower_precisions))  # fmt: skip
+        basis = "asked" if requested is not None else "lower" if scenario.lower_precisions else "default"
+        omitted = left_out.get(workload.name, ()) if basis == "default" else ()
+        if basis == "asked":
+            why = "asked for (precisions:)"
+        elif basis == "lower":
+            why = "the default and the lower formats, to price them"
+        else:
+            four_bit = catalog.models[workload.model].checkpoint_precision == "fp4"
+            why = "default: the quality-keeping formats" + (", with the 4-bit checkpoint's own" if four_bit else "")
+            if omitted:
+                why += f"; {_joined(omitted)} only where asked"
+        chosen = runs.get(workload.name, ())
+        out[workload.name] = {
+            "runs": list(chosen), "allowed": list(allowed), "basis": basis, "left_out": list(omitted),
+            "note": f"{workload.name}: {_joined(chosen) if chosen else 'no requests routed'} "
+                    f"(allowed: {_joined(allowed)}; {why})",
+        }  # fmt: skip
+    return out
+
+
+def _precision_saving(scenario: Scenario, catalog: Catalog, solver: str, time_left_s: float, result: Plan,
+                      lower: dict[str, tuple[str, ...]]) -> Plan:  # fmt: skip
+    """What the formats the default leaves out (fp4) would save: the scenario planned again with them allowed to
+    every workload that names no `precisions:` (one more enumeration and solve, in what is left of the time limit).
+    A figure and a note, never a plan: the quality trade is the user's to make (`precisions:`)."""
+    allowed = dataclasses.replace(scenario, lower_precisions=True)
+    formats = _joined(_in_order(p for formats in lower.values() for p in formats))
+    what = f"allowing {formats} ({', '.join(lower)})"
+    if time_left_s < 1.0:
+        return dataclasses.replace(result, precision_note=f"{what}: no time left to plan with it")
+    try:
+        cheaper = solve_candidates(allowed, enumerate_candidates(allowed, catalog), catalog, solver, time_left_s)
+    except InfeasiblePlanError:
+        return dataclasses.replace(result, precision_note=f"{what}: no plan meets the limits with it either")
+    except (SolverStoppedError, command_deadline.TimeLimitError):
+        return dataclasses.replace(result, precision_note=f"{what}: the plan with it did not solve in time")
+    saving = result.objective_usd_per_year - cheaper.objective_usd_per_year
+    gap = "" if result.status == cheaper.status == "optimal" else " (a solve stopped at its time limit: an estimate)"
+    runs = _runs(cheaper)
+    running = "; ".join(f"{name} at {_joined(runs.get(name, ()))}" for name in lower)
+    nodes = f"{cheaper.totals.nodes} node{'s' if cheaper.totals.nodes != 1 else ''} against {result.totals.nodes}"
+    if saving < 0.5:
+        note = (f"{what} would save nothing: the plan with it costs {cheaper.objective_usd_per_year:,.0f} USD/year "
+                f"({nodes}; {running}){gap}")  # fmt: skip
+    else:
+        note = (f"{what} would save {saving:,.0f} USD/year ({nodes}): the plan with it costs "
+                f"{cheaper.objective_usd_per_year:,.0f} USD/year ({running}){gap}; it trades model quality: name "
+                f"{formats} in precisions: (or --precisions) to plan with it")  # fmt: skip
+    return dataclasses.replace(result, precision_saving_usd_per_year=round(saving, 2), precision_note=note)
 
 
 def _prefix_cache_saving(scenario: Scenario, catalog: Catalog, solver: str, time_left_s: float, result: Plan) -> Plan:
@@ -148,4 +262,5 @@ def solve_candidates(
         command_deadline.check("solving the integer program")  # stopped by the command's limit: say that one
         raise SolverStoppedError(solver, time_limit_s)
     result = _read_plan(scenario, cset, catalog, model, solver, outcome)
+    result = dataclasses.replace(result, workload_precisions=precision_decisions(scenario, catalog, result))
     return dataclasses.replace(result, binding_limits=costly_limits(scenario, cset, catalog, solver, time_limit_s, result, deadline))

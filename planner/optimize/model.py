@@ -15,6 +15,7 @@ import pulp
 from planner.candidates import Candidate, CandidateSet, unit_rate
 from planner.catalog import Catalog
 from planner.errors import PlannerInputError
+from planner.infrastructure import fabric_ports, node_extras_usd_per_year
 from planner.scenario import Scenario
 
 _TOLERANCE = 1e-6
@@ -84,6 +85,8 @@ class FleetModel:
     spare_figures: dict[str, dict[str, float]] = field(default_factory=dict)  # per-node figures of spare systems
     unit_bounds: dict[tuple[str, str], int] = field(default_factory=dict)  # ceil(all the load c can take in t)
     split: dict[str, pulp.LpVariable] = field(default_factory=dict)  # split[w]: w served disaggregated
+    infrastructure: dict[str, pulp.LpVariable] = field(default_factory=dict)  # racks, switches (add_site_infrastructure)
+    infrastructure_cost: list = field(default_factory=list)  # their annual cost terms
 
     def nodes(self, hardware: tuple, period: str):
         """N[h] for bought/reserved hardware, M[h,t] for on-demand."""
@@ -328,7 +331,7 @@ def add_spare_nodes(model: FleetModel, scenario: Scenario, catalog: Catalog) -> 
         sample = members[0]
         model.spare_figures[system_id] = {
             "power_kw": sample.power_kw, "rack_units": sample.rack_units, "capex_usd": sample.capex_usd,
-            "annual_cost_usd": sample.annual_cost_usd,
+            "annual_cost_usd": sample.annual_cost_usd, "gpus_per_node": sample.gpus_per_node,
         }  # fmt: skip
 
 
@@ -397,15 +400,75 @@ def add_instance_floor(model: FleetModel, cset: CandidateSet, scenario: Scenario
                 model.problem += pulp.lpSum(terms) >= math.ceil(units - 1e-9), f"instance_floor_{t}_{index}"
 
 
+def node_extras(hardware: Hardware, scenario: Scenario) -> float:
+    """e[h]: what a node of h adds per year beyond its line (support, facility, software, installation;
+    planner.infrastructure.node_extras_usd_per_year); per hour rented for on-demand hardware."""
+    extras = sum(node_extras_usd_per_year(hardware.pricing, hardware.capex_usd, hardware.power_kw, hardware.gpus_per_node,
+                                          scenario.on_prem_costs, scenario.cloud_software).values())  # fmt: skip
+    return extras / 8760.0 if hardware.pricing == "on-demand" else extras
+
+
 def cost_expression(model: FleetModel, scenario: Scenario) -> pulp.LpAffineExpression:
-    """sum_{H_fix} cost[h] N[h] + sum_{H_dem,t} usd_per_hour[h] h[t] M[h,t] + sum_s cost[s] S[s]."""
-    terms = [h.annual_cost_usd * model.fixed_nodes[k] for k, h in model.hardware.items() if h.fixed]
-    hours = {p.name: p.hours_per_year for p in scenario.periods}
+    """sum_{H_fix} (cost[h] + e[h]) N[h] + sum_{H_dem,t} (usd_per_hour[h] + e[h]) h[t] M[h,t]
+    + sum_s (cost[s] + e[s]) S[s] + the site's racks and networks (`add_site_infrastructure`)."""
+    terms = [(h.annual_cost_usd + node_extras(h, scenario)) * model.fixed_nodes[k] for k, h in model.hardware.items() if h.fixed]
     for (key, period), var in model.period_nodes.items():
-        terms.append(model.hardware[key].usd_per_hour * hours[period] * var)
+        hardware = model.hardware[key]
+        hours = next(p.hours_per_year for p in scenario.periods if p.name == period)
+        terms.append((hardware.usd_per_hour * scenario.billed_hours(period) + node_extras(hardware, scenario) * hours) * var)
     for system_id, spare in model.spares.items():
-        terms.append(model.spare_figures[system_id]["annual_cost_usd"] * spare)
+        figures = model.spare_figures[system_id]
+        extras = node_extras_usd_per_year("capex", figures["capex_usd"], figures["power_kw"], figures["gpus_per_node"],
+                                          scenario.on_prem_costs, None)  # fmt: skip
+        terms.append((figures["annual_cost_usd"] + sum(extras.values())) * spare)
+    terms.extend(model.infrastructure_cost)
     return pulp.lpSum(terms)
+
+
+def add_site_infrastructure(model: FleetModel, scenario: Scenario, catalog: Catalog) -> None:
+    """The on-prem site's racks and networks in whole units (planner/infrastructure.py), with a(r, n) the annuity:
+    racks R >= sum RU (N + S) / RU_rack and R >= sum kW (N + S) / kW_rack, costing a(r, n) (rack + k PDU) R;
+    for each network with p ports per node and switches of P ports: ports = sum p (N + S) <= P one + (P/2) L,
+    L <= B (1 - one), 2 S >= L (one switch, or leaves and spines), costing a(r, n) (switch (one + L + S)
+    + link (ports + (P/2) L))."""
+    costs = scenario.on_prem_costs
+    if costs is None or costs.infrastructure is None or not any(h.pricing == "capex" for h in model.hardware.values()):
+        return
+    site, annuity = costs.infrastructure, costs.annuity
+    racks = pulp.LpVariable("racks", lowBound=0, cat=pulp.LpInteger)
+    model.infrastructure["racks"] = racks
+    model.problem += site.rack_units_per_rack * racks >= _on_prem_sum(model, "rack_units"), "racks_by_units"
+    model.problem += site.kw_per_rack * racks >= _on_prem_sum(model, "power_kw"), "racks_by_power"
+    model.infrastructure_cost.append(annuity * (site.rack_usd + site.pdus_per_rack * site.pdu_usd) * racks)
+    per_node = {
+        "fabric": lambda system: fabric_ports(system.network_gbit_per_s, site),
+        "frontend": lambda system: int(site.frontend_ports_per_node),
+    }
+    for network, ports_of in per_node.items():
+        switch_ports = int(getattr(site, f"{network}_switch_ports"))
+        terms, most = [], 0.0
+        for key, hardware in model.hardware.items():
+            if hardware.pricing == "capex":
+                ports = ports_of(catalog.systems[hardware.system])
+                terms.append(ports * model.fixed_nodes[key])
+                most += ports * (model.fixed_nodes[key].upBound or 1000)
+        for system_id, spare in model.spares.items():
+            ports = ports_of(catalog.systems[system_id])
+            terms.append(ports * spare)
+            most += ports * (spare.upBound or 1000)
+        if most <= 0:
+            continue
+        ports = pulp.lpSum(terms)
+        one = pulp.LpVariable(f"{network}_one_switch", cat=pulp.LpBinary)
+        leaves = pulp.LpVariable(f"{network}_leaves", lowBound=0, cat=pulp.LpInteger)
+        spines = pulp.LpVariable(f"{network}_spines", lowBound=0, cat=pulp.LpInteger)
+        model.infrastructure.update({f"{network}_one_switch": one, f"{network}_leaves": leaves, f"{network}_spines": spines})
+        model.problem += ports <= switch_ports * one + (switch_ports // 2) * leaves, f"{network}_ports"
+        model.problem += leaves <= math.ceil(most / (switch_ports // 2)) * (1 - one), f"{network}_one_or_leaves"
+        model.problem += 2 * spines >= leaves, f"{network}_spines"
+        switch_usd, link_usd = getattr(site, f"{network}_switch_usd"), getattr(site, f"{network}_link_usd")
+        model.infrastructure_cost.append(annuity * (switch_usd * (one + leaves + spines)
+                                                    + link_usd * (ports + (switch_ports // 2) * leaves)))  # fmt: skip
 
 
 def build_fleet_model(
@@ -425,6 +488,7 @@ def build_fleet_model(
     define_node_variables(model, cset, scenario, demand)
     define_routing_variables(model, cset, demand)
     add_spare_nodes(model, scenario, catalog)
+    add_site_infrastructure(model, scenario, catalog)
     model.problem += cost_expression(model, scenario), "annual_cost_usd"
     add_demand_constraints(model, cset, demand, demand_share)
     add_prefill_decode_flow(model, cset)
@@ -452,6 +516,8 @@ def merge_equal_periods(scenario: Scenario) -> tuple[Scenario, dict[str, list[st
     the periods each stands for). Exact: given the bought/reserved nodes, a period's best units, routing and
     rented nodes serve every period with its demand, and its cost scales with the hours; one program period
     instead of several also spares branch and bound from re-proving the same rounding in each copy."""
+    if scenario.cloud_minimum_billing_hours > 0:  # each period's rentals are billed on their own daily block
+        return scenario, {p.name: [p.name] for p in scenario.periods}
     groups: dict[tuple, list] = {}
     for period in scenario.periods:
         signature = tuple(period.demand_rps[w.name] for w in scenario.workloads)

@@ -54,8 +54,6 @@ def pack_nodes(hardware: Hardware, nodes: int, running: list[tuple[Candidate, in
 def node_lines(scenario, cset: CandidateSet, model: FleetModel, fixed: dict, rented: dict, units: dict) -> list[PlanLine]:
     """One plan line per group of identical nodes (the same instances in every period): what to buy or rent, and
     in `runs` what those nodes run. Bought/reserved nodes once for the year, on-demand ones per period."""
-    hours = {p.name: p.hours_per_year for p in scenario.periods}
-
     def running(key, period):
         return [(c, units.get((c.key, period), 0)) for c in model.members[key] if units.get((c.key, period), 0) > 0]
 
@@ -76,7 +74,7 @@ def node_lines(scenario, cset: CandidateSet, model: FleetModel, fixed: dict, ren
                 continue
             packing = pack_nodes(hardware, count, running(key, period.name))
             for schedule, n in _groups([(content,) for content in packing]):
-                cost = hardware.usd_per_hour * hours[period.name] * n
+                cost = hardware.usd_per_hour * scenario.billed_hours(period.name) * n
                 lines.append(_node_line(scenario, cset, hardware, schedule, n, period.name, cost, (period.name,)))
     return lines
 

@@ -9,6 +9,7 @@ from planner.candidates import Candidate, CandidateSet, Option, unit_rate
 from planner.catalog import Catalog
 from planner.metrics import LABELS, LATENCY_METRICS
 from planner.metrics import limits as metric_limits
+from planner.infrastructure import infrastructure_lines
 from planner.optimize.model import _TOLERANCE, FleetModel
 from planner.optimize.packing import _ROLE, node_lines
 from planner.optimize.solve import SolveOutcome
@@ -47,8 +48,9 @@ def _read_plan(scenario, cset: CandidateSet, catalog: Catalog, model: FleetModel
                 capex_usd=round(figures["capex_usd"] * count, 2), power_kw=round(figures["power_kw"] * count, 6),
                 cost_note=f"N+{scenario.limits.spare_nodes_per_system} spare", runs="idle: a spare",
             ))  # fmt: skip
-    objective = sum(line.annual_cost_usd for line in lines)
-    totals = _totals(scenario, cset, catalog, lines)
+    infrastructure = infrastructure_lines(scenario, catalog, lines)
+    objective = sum(line.annual_cost_usd for line in lines) + sum(line.annual_cost_usd for line in infrastructure)
+    totals = _totals(scenario, cset, catalog, lines, infrastructure)
     instances = _instances(scenario, cset, units, routed)
     workloads = tuple(_workload_result(w, scenario, cset, routed, units) for w in scenario.workloads)
     routing = _routing(scenario, cset, routed)
@@ -61,6 +63,7 @@ def _read_plan(scenario, cset: CandidateSet, catalog: Catalog, model: FleetModel
         periods=tuple(p.name for p in scenario.periods),
         routing=routing,
         instances=instances,
+        infrastructure=infrastructure,
         fleet={"reconfigure_between_periods": scenario.reconfigure_between_periods,
                "share_nodes_across_models": scenario.share_nodes_across_models},
         warnings=(plan_warnings(scenario, workloads) + shared_engine_warnings(routing)
@@ -175,7 +178,7 @@ def _routing(scenario: Scenario, cset: CandidateSet, routed: dict) -> tuple[Rout
     return tuple(routes)
 
 
-def _totals(scenario: Scenario, cset: CandidateSet, catalog: Catalog, lines: list[PlanLine]) -> Totals:
+def _totals(scenario: Scenario, cset: CandidateSet, catalog: Catalog, lines: list[PlanLine], infrastructure=()) -> Totals:
     """On-prem and reserved nodes count once; on-demand cloud nodes at their peak over the periods."""
     fixed_lines = [line for line in lines if line.role != "on-demand"]
     nodes_by_system: dict[str, int] = defaultdict(int)
@@ -206,17 +209,23 @@ def _totals(scenario: Scenario, cset: CandidateSet, catalog: Catalog, lines: lis
     for line in lines:
         if line.site == "on-prem" and costs is not None:
             system = catalog.systems[line.system]
-            per_node_capex = line.capex_usd / line.nodes
-            capital += per_node_capex / costs.amortization_years * line.nodes
+            capital += line.capex_usd * costs.annuity
             energy += line.power_kw * costs.utilization_power_factor * costs.pue * costs.usd_per_kwh * 8760
-            maintenance += costs.maintenance_fraction_per_year * line.capex_usd
             space += (system.rack_units or 0) * line.nodes * costs.space_usd_per_rack_unit_per_year
         elif line.role == "reserved":
             reserved += line.annual_cost_usd
         else:
             on_demand += line.annual_cost_usd
+    kinds = defaultdict(float)
+    for item in infrastructure:
+        kind = ("maintenance" if item.item == "support contract" else "facility" if item.item.startswith("facility")
+                else "software" if item.item == "software licences" else "infrastructure")  # fmt: skip
+        kinds[kind] += item.annual_cost_usd
+    maintenance = kinds["maintenance"]
     breakdown = CostBreakdown(
-        round(capital, 2), round(energy, 2), round(maintenance, 2), round(space, 2), round(reserved, 2), round(on_demand, 2)
+        round(capital, 2), round(energy, 2), round(maintenance, 2), round(space, 2), round(reserved, 2), round(on_demand, 2),
+        facility_usd=round(kinds["facility"], 2), software_usd=round(kinds["software"], 2),
+        infrastructure_usd=round(kinds["infrastructure"], 2),
     )
     return Totals(
         nodes_by_system=dict(sorted(nodes_by_system.items())),
@@ -224,10 +233,11 @@ def _totals(scenario: Scenario, cset: CandidateSet, catalog: Catalog, lines: lis
         capex_usd=round(sum(line.capex_usd for line in fixed_lines), 2),
         power_kw=round(sum(line.power_kw for line in fixed_lines), 6),
         rack_units=sum((catalog.systems[line.system].rack_units or 0) * line.nodes for line in fixed_lines if line.site == "on-prem"),
-        annual_cost_usd=round(sum(line.annual_cost_usd for line in lines), 2),
+        annual_cost_usd=round(sum(line.annual_cost_usd for line in lines) + sum(i.annual_cost_usd for i in infrastructure), 2),
         cost_breakdown=breakdown,
         peak_concurrent_nodes=peak_nodes,
         peak_concurrent_gpus=peak_gpus,
+        infrastructure_capex_usd=round(sum(i.capex_usd for i in infrastructure), 2),
     )  # fmt: skip
 
 

@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from planner.catalog import WEIGHT_ONLY_PRECISIONS, Catalog
+from planner.catalog import PRECISION_SPECS, WEIGHT_ONLY_PRECISIONS, Catalog
 from planner.metrics import LABELS, percentile_label
 from planner.metrics import limits as metric_limits
 from planner.perf.anchor import AnchorSet, anchor_rows, build_anchors
@@ -58,7 +58,9 @@ __all__ = [
     "estimate",
     "is_modeled",
     "limit_violation",
+    "keeps_quality",
     "model_precisions",
+    "plan_precisions",
     "modeled_curve",
     "modeled_points",
     "operating_points",
@@ -147,6 +149,37 @@ def model_precisions(catalog: Catalog, gpu: str, model: str | None = None,
     if requested is not None:
         precisions = [p for p in precisions if p in requested]
     return tuple(precisions)
+
+
+QUALITY_PRECISIONS = ("bf16", "fp16", "fp8")  # formats that keep a model's quality (fp8: per-tensor/block scales)
+
+
+def keeps_quality(catalog: Catalog, model: str, precision: str | None) -> bool:
+    """Whether serving `model` at `precision` keeps the model's quality: the rule of the default precisions (a
+    workload that names no `precisions:`).
+
+    bf16 (and fp16) and fp8 keep it. A 4-bit format keeps it only where the checkpoint itself is 4-bit (catalog
+    `checkpoint_precision: fp4`: gpt-oss ships MXFP4 experts): its released weights served at fp4, or as w4a16 / w4a8
+    on a GPU without fp4 tensor cores, lose nothing. fp4 and the weight-only formats (w4a16, w4a8) of a 16- or 8-bit
+    checkpoint trade quality for cost: a decision the user makes (`precisions:` in the scenario, `--precisions`),
+    never the planner; the plan says what allowing them would save. A benchmark row that states no precision
+    (`None`) has no format to judge and keeps its place."""
+    if precision is None or precision in QUALITY_PRECISIONS:
+        return True
+    four_bit = PRECISION_SPECS[precision].four_bit if precision in PRECISION_SPECS else False
+    return four_bit and catalog.models[model].checkpoint_precision == "fp4"
+
+
+def plan_precisions(catalog: Catalog, gpu: str, model: str, requested: tuple[str, ...] | None = None,
+                    lower: bool = False) -> tuple[str, ...]:  # fmt: skip
+    """The precisions a plan may serve `model` at on `gpu` (what candidate enumeration tries): those of `requested`
+    (a workload's `precisions:`, or `--precisions`) that are modeled there; where none is requested, the default:
+    the quality-keeping ones (`keeps_quality`) of what is modeled there (`model_precisions`). `lower` (the plan's
+    one extra solve that prices the lower formats) drops the quality rule: every modeled format, fp4 included."""
+    if requested is not None:
+        return model_precisions(catalog, gpu, model, requested)
+    modeled = model_precisions(catalog, gpu, model)
+    return modeled if lower else tuple(p for p in modeled if keeps_quality(catalog, model, p))
 
 
 def _table_points(query: PerfQuery, catalog: Catalog, interpolate: bool, groups=None) -> list[list[PerfResult]]:

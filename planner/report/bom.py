@@ -33,7 +33,7 @@ class BomLine:
     how: str  # bought | reserved | on-demand | spare
     period: str
     gpu: str
-    count: int
+    count: float  # nodes, racks, switches, links; kW-years, GPU-years, node-years for yearly items
     gpus: int
     runs: str
     # the widest expected throughput error (80% of its class's held-out errors) of what these nodes serve; None
@@ -47,6 +47,8 @@ class BomLine:
     power_kw: float
     rack_units: int
     price_source: str
+    # scenario (the user's figure) | catalog default (cited / estimate / placeholder: replace with a quote)
+    price_origin: str = "catalog default (cited)"
 
 
 @dataclass(frozen=True)
@@ -84,12 +86,17 @@ class Bom:
             "gpus": self.totals.gpus, "runs": "", "expected_error_throughput": None, "unit_price_usd": None, "unit": "", "hours_per_year": None,
             "extended_price_usd": round(sum(line.extended_price_usd for line in self.lines), 2),
             "annual_cost_usd": self.totals.annual_tco_usd, "power_kw": self.totals.power_kw,
-            "rack_units": self.totals.rack_units, "price_source": "",
+            "rack_units": self.totals.rack_units, "price_source": "", "price_origin": "",
         })  # fmt: skip
         frame = pd.DataFrame(rows, columns=list(BomLine.__dataclass_fields__))
         for column in ("count", "gpus", "rack_units"):
-            frame[column] = frame[column].astype("Int64")
+            if all(value is None or pd.isna(value) or float(value).is_integer() for value in frame[column]):
+                frame[column] = frame[column].astype("Int64")
         return frame
+
+    def placeholders(self) -> list[str]:
+        """Lines priced from a catalog placeholder (no public figure): the quotes a buyer must get."""
+        return [line.item for line in self.lines if "placeholder" in line.price_origin]
 
 
 def _runs(line) -> str:
@@ -129,7 +136,6 @@ def _expected_error(plan: Plan, line) -> float | None:
 
 
 def build_bom(plan: Plan, scenario: Scenario, catalog: Catalog) -> Bom:
-    hours = {p.name: p.hours_per_year for p in scenario.periods}
     offers = {(o.system, o.pricing): o for o in scenario.offers}
     lines = []
     for first, nodes, gpus, capex_usd, annual_cost_usd, power_kw, runs in purchase_lines(plan):
@@ -151,7 +157,7 @@ def build_bom(plan: Plan, scenario: Scenario, catalog: Catalog) -> Bom:
         else:
             pricing = "reserved" if line.role == "reserved" else "on-demand"
             offer = offers[(line.system, pricing)]
-            period_hours = 8760.0 if line.role == "reserved" else hours[line.period]
+            period_hours = 8760.0 if line.role == "reserved" else scenario.billed_hours(line.period)
             lines.append(BomLine(
                 item=line.system, description=system.name, site=line.site, how=line.role, period=line.period,
                 gpu=line.gpu, count=line.nodes, gpus=line.gpus, runs=runs, expected_error_throughput=_expected_error(plan, line),
@@ -160,11 +166,21 @@ def build_bom(plan: Plan, scenario: Scenario, catalog: Catalog) -> Bom:
                 annual_cost_usd=line.annual_cost_usd, power_kw=0.0, rack_units=0,
                 price_source=f"{offer.price_note}: {system.source}",
             ))  # fmt: skip
+    for item in plan.infrastructure:
+        yearly = item.capex_usd == 0
+        lines.append(BomLine(
+            item=item.item, description="", site=item.site, how="per year" if yearly else "bought", period="all", gpu="",
+            count=item.count, gpus=0, runs="", expected_error_throughput=None, unit_price_usd=item.unit_usd,
+            unit=f"per {item.unit}", hours_per_year=None,
+            extended_price_usd=item.annual_cost_usd if yearly else item.capex_usd, annual_cost_usd=item.annual_cost_usd,
+            power_kw=0.0, rack_units=0, price_source=item.source, price_origin=item.origin,
+        ))  # fmt: skip
     breakdown = plan.totals.cost_breakdown
+    infrastructure_capital = sum(item.annual_cost_usd for item in plan.infrastructure if item.capex_usd > 0)
     totals = BomTotals(
-        capex_usd=plan.totals.capex_usd,
-        capex_amortized_usd_per_year=breakdown.capex_amortized_usd,
-        annual_opex_usd=round(plan.objective_usd_per_year - breakdown.capex_amortized_usd, 2),
+        capex_usd=round(plan.totals.capex_usd + plan.totals.infrastructure_capex_usd, 2),
+        capex_amortized_usd_per_year=round(breakdown.capex_amortized_usd + infrastructure_capital, 2),
+        annual_opex_usd=round(plan.objective_usd_per_year - breakdown.capex_amortized_usd - infrastructure_capital, 2),
         annual_tco_usd=plan.objective_usd_per_year,
         power_kw=plan.totals.power_kw,
         rack_units=plan.totals.rack_units,
@@ -178,8 +194,19 @@ ON_PREM_UNITS = {
     "usd_per_kwh": "USD/kWh",
     "pue": "ratio (facility / IT power)",
     "utilization_power_factor": "fraction of rated power drawn",
-    "maintenance_fraction_per_year": "fraction of capex per year",
+    "maintenance_fraction_per_year": "fraction of capex per year (support contract)",
+    "cost_of_capital_per_year": "fraction per year (annuity rate; 0: straight line)",
+    "software_usd_per_gpu_per_year": "USD per GPU per year",
+    "facility_usd_per_kw_per_month": "USD per kW of IT load per month",
+    "installation_fraction_of_capex": "fraction of capex, once",
 }
+INFRASTRUCTURE_UNITS = {
+    "rack_units_per_rack": "RU per rack", "kw_per_rack": "kW per rack", "rack_usd": "USD per rack",
+    "pdus_per_rack": "PDUs per rack", "pdu_usd": "USD per PDU", "fabric_port_gbit_per_s": "Gb/s per port",
+    "fabric_switch_ports": "ports per switch", "fabric_switch_usd": "USD per switch", "fabric_link_usd": "USD per link",
+    "frontend_ports_per_node": "ports per node", "frontend_switch_ports": "ports per switch",
+    "frontend_switch_usd": "USD per switch", "frontend_link_usd": "USD per link",
+}  # fmt: skip
 
 
 def _assumptions(scenario: Scenario, catalog: Catalog) -> tuple[Assumption, ...]:
@@ -189,10 +216,20 @@ def _assumptions(scenario: Scenario, catalog: Catalog) -> tuple[Assumption, ...]
     costs = scenario.on_prem_costs
     if costs is not None:
         for name, unit in ON_PREM_UNITS.items():
-            value, default = getattr(costs, name), getattr(defaults, name)
-            items.append(Assumption(name, value, unit, default.source if value == default.value else here))
+            figure = costs.figures.get(name)
+            value = getattr(costs, name)
+            source = (here if figure is None or figure.kind == "user" else f"{figure.source} [{figure.origin}]")
+            items.append(Assumption(name, value, unit, source))
         items.append(Assumption("space_usd_per_rack_unit_per_year", costs.space_usd_per_rack_unit_per_year,
                                 "USD per rack unit per year", here))  # fmt: skip
+        site = costs.infrastructure.figures if costs.infrastructure is not None else {}
+        for name, figure in site.items():
+            items.append(Assumption(name, figure.value, INFRASTRUCTURE_UNITS.get(name, ""),
+                                    here if figure.kind == "user" else f"{figure.source} [{figure.origin}]"))  # fmt: skip
+    if scenario.cloud_software is not None:
+        figure = scenario.cloud_software
+        items.append(Assumption("cloud software_usd_per_gpu_per_year", figure.value, "USD per GPU per year (prorated per hour)",
+                                here if figure.kind == "user" else f"{figure.source} [{figure.origin}]"))  # fmt: skip
     items.append(Assumption("headroom_fraction", scenario.limits.headroom_fraction, "fraction of capacity kept free", here))
     items.append(Assumption("words_per_token", scenario.words_per_token, "words/token", defaults.words_per_token.source))
     items.append(Assumption("perf_sources", ", ".join(scenario.perf_sources), "", "scenario perf.sources (data first)"))
@@ -349,7 +386,7 @@ def markdown_table(frame: pd.DataFrame) -> str:
 
 def to_markdown(bom: Bom) -> str:
     columns = ["item", "how", "period", "gpu", "count", "gpus", "runs", "expected_error_throughput", "unit_price_usd", "unit",
-               "extended_price_usd", "annual_cost_usd", "power_kw", "rack_units"]  # fmt: skip
+               "extended_price_usd", "annual_cost_usd", "power_kw", "rack_units", "price_origin"]  # fmt: skip
     totals = bom.totals
     parts = [
         f"# Bill of materials: {bom.scenario} ({bom.status})",
@@ -357,9 +394,11 @@ def to_markdown(bom: Bom) -> str:
         markdown_table(format_frame(bom.frame()[columns])),
         "",
         f"- Capex: {totals.capex_usd:,.2f} USD ({totals.capex_amortized_usd_per_year:,.2f} USD/year amortized)",
-        f"- Annual opex (energy, maintenance, space, cloud): {totals.annual_opex_usd:,.2f} USD",
+        f"- Annual opex (energy, support, facility, software, space, cloud): {totals.annual_opex_usd:,.2f} USD",
         f"- Annual TCO: {totals.annual_tco_usd:,.2f} USD",
         f"- Power {totals.power_kw:,.1f} kW, {totals.rack_units} rack units, {totals.gpus} GPUs",
+        *([f"- Priced from catalog placeholders (no public figure; get quotes): {', '.join(bom.placeholders())}"]
+          if bom.placeholders() else []),
         "",
         "## Assumptions",
         "",

@@ -35,6 +35,9 @@ def dumps(document: dict) -> str:
 
 
 def plan_document(plan: Plan) -> dict:
+    """`planner plan --json`: the Plan's fields in their order, among them the precision decision
+    (`workload_precisions`, in scenario order; `precision_saving_usd_per_year`, `precision_note`:
+    docs/optimizer.md, "Precision")."""
     document = plan.to_dict()
     document["candidates"]["pruned"] = [
         {"workload": w, "system": s, "reason": r} for (w, s, r) in plan.candidates.pruned
@@ -142,11 +145,17 @@ def compare_document(results: tuple[DeploymentResult, ...]) -> dict:
             "peak_gpus": plan.totals.peak_concurrent_gpus if plan else None,
             "nodes_by_system": plan.totals.nodes_by_system if plan else None,
             "capex_usd": plan.totals.capex_usd if plan else None,
+            "infrastructure_capex_usd": plan.totals.infrastructure_capex_usd if plan else None,
+            "gpu_hours_per_year": round(r.gpu_hours, 1) if plan else None,
+            "usd_per_gpu_hour": _round(r.usd_per_gpu_hour, 4),
             "cost_breakdown": asdict(plan.totals.cost_breakdown) if plan else None,
             "diagnosis": list(r.infeasible),
             "note": r.note or None,
         })  # fmt: skip
-    return {"deployments": sides}
+    from planner.api import break_even
+
+    even = break_even(results)
+    return {"deployments": sides, "break_even": None if even is None else asdict(even)}
 
 
 def simulation_document(checks) -> dict:

@@ -47,6 +47,20 @@ def _origins(workload) -> str:
     return escape(f" [{', '.join(names)}]") if names else ""
 
 
+def _print_precisions(plan: Plan, console: Console) -> None:
+    """The precision decision: per workload the precisions it runs, those it was allowed and why, and what the
+    formats its default left out (fp4) would save, or why there is no figure (plans saved before it: nothing)."""
+    decisions = plan.workload_precisions or {}
+    if not decisions and not plan.precision_note:
+        return
+    console.print("[bold]Precision[/bold]")
+    for name, decision in decisions.items():
+        note = decision.get("note") if isinstance(decision, dict) else None
+        console.print(escape(f"- {note or name}"), soft_wrap=True)
+    if plan.precision_note:
+        console.print(escape(f"- {plan.precision_note}"), soft_wrap=True)
+
+
 def print_plan(plan: Plan, console: Console) -> None:
     console.print(f"[bold]Plan for {plan.scenario}[/bold]: {plan.status} ({plan.solver}, {plan.solve_seconds:.2f} s"
                   + (f", gap {plan.mip_gap:.2%}" if plan.status == "feasible" and plan.mip_gap is not None else "")
@@ -107,6 +121,7 @@ def print_plan(plan: Plan, console: Console) -> None:
         for index, period in enumerate(plan.periods):
             by_period.add_row(period, *(f"{w.periods[index].demand_rps:,.4g} / {w.periods[index].capacity_rps:,.4g}" for w in plan.workloads))
         console.print(by_period)
+    _print_precisions(plan, console)
     console.print("[bold]Why[/bold]")
     for w in plan.workloads:
         console.print(escape(f"- {w.name}: demand {w.demand_note}; {w.why}"), soft_wrap=True)
@@ -289,21 +304,28 @@ def print_curve(answer: CurveAnswer, console: Console) -> None:
 
 def print_compare(results: tuple[DeploymentResult, ...], console: Console) -> None:
     table = Table(title="On-prem vs cloud vs hybrid", title_justify="left")
-    for column in ("deployment", "status", "USD/year", "USD per M output tokens", "GPUs", "peak nodes", "capex USD"):
+    for column in ("deployment", "status", "USD/year", "USD per M output tokens", "USD per GPU-hour", "GPUs",
+                   "peak nodes", "capex USD"):  # fmt: skip
         table.add_column(column, justify="left" if column in ("deployment", "status") else "right")
     for r in results:
         plan = r.plan
         if plan is None:
-            table.add_row(r.deployment, r.no_plan_status, "-", "-", "-", "-", "-")
+            table.add_row(r.deployment, r.no_plan_status, "-", "-", "-", "-", "-", "-")
             continue
-        per_million = r.usd_per_million_output_tokens
+        per_million, per_gpu_hour = r.usd_per_million_output_tokens, r.usd_per_gpu_hour
         status = plan.status + (f" (gap {plan.mip_gap:.2%})" if plan.status == "feasible" and plan.mip_gap is not None else "")
+        capex = plan.totals.capex_usd + plan.totals.infrastructure_capex_usd
         table.add_row(
             r.deployment, status, f"{plan.objective_usd_per_year:,.0f}",
-            "-" if per_million is None else f"{per_million:,.3f}", str(plan.totals.gpus),
-            str(plan.totals.peak_concurrent_nodes), f"{plan.totals.capex_usd:,.0f}",
+            "-" if per_million is None else f"{per_million:,.3f}", "-" if per_gpu_hour is None else f"{per_gpu_hour:,.2f}",
+            str(plan.totals.gpus), str(plan.totals.peak_concurrent_nodes), f"{capex:,.0f}",
         )
     console.print(table)
+    from planner.api import break_even
+
+    even = break_even(results)
+    if even is not None:
+        console.print(even.describe() + ".", soft_wrap=True)
     for r in results:
         if r.plan is not None:
             systems = ", ".join(f"{n} x {s}" for s, n in r.plan.totals.nodes_by_system.items())
