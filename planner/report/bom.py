@@ -89,9 +89,11 @@ class Bom:
             "rack_units": self.totals.rack_units, "price_source": "", "price_origin": "",
         })  # fmt: skip
         frame = pd.DataFrame(rows, columns=list(BomLine.__dataclass_fields__))
-        for column in ("count", "gpus", "rack_units"):
-            if all(value is None or pd.isna(value) or float(value).is_integer() for value in frame[column]):
-                frame[column] = frame[column].astype("Int64")
+        for column in ("gpus", "rack_units"):
+            frame[column] = frame[column].astype("Int64")
+        # nodes, racks and switches are whole; kW-years and GPU-years of the yearly lines need not be
+        frame["count"] = pd.Series([None if v is None or pd.isna(v) else int(v) if float(v).is_integer() else float(v)
+                                    for v in frame["count"]], index=frame.index, dtype=object)  # fmt: skip
         return frame
 
     def placeholders(self) -> list[str]:

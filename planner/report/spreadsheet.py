@@ -54,7 +54,8 @@ def csv_safe_frame(frame: pd.DataFrame) -> pd.DataFrame:
     for position in range(frame.shape[1]):  # by position: a frame may repeat a column name
         series = frame.iloc[:, position]
         if _is_text_column(series):
-            out.isetitem(position, series.astype(object).map(_csv_safe_cell).astype(object))
+            # a list, not Series.map: map infers float64 from whole numbers mixed with fractions (a count of 2 as 2.0)
+            out.isetitem(position, pd.Series([_csv_safe_cell(v) for v in series], index=series.index, dtype=object))
     out.columns = [csv_safe(str(c)) for c in out.columns]
     return out
 
