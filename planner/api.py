@@ -12,7 +12,7 @@ from planner.errors import PlannerInputError
 from planner.landscape import Landscape, engine_landscape, workload_landscape
 from planner.optimize import plan as solve_plan
 from planner.perf import PerfMiss, PerfQuery, PerfResult, estimate
-from planner.plan import Plan
+from planner.plan import PER_PERIOD_ROLES, Plan
 from planner.requirements import (
     daily_active_users,
     peak_rps_from_mean,
@@ -308,7 +308,7 @@ def gpu_hours_per_year(plan: Plan, scenario: Scenario) -> float:
     """GPU-hours a plan pays for in a year: bought, spare and reserved GPUs all year (8,760 h), on-demand ones for
     the hours of their period."""
     hours = {period.name: period.hours_per_year for period in scenario.periods}
-    return sum(line.gpus * (hours[line.period] if line.role == "on-demand" else 8760.0) for line in plan.lines)
+    return sum(line.gpus * (hours[line.period] if line.role in PER_PERIOD_ROLES else 8760.0) for line in plan.lines)
 
 
 @dataclass(frozen=True)
@@ -518,7 +518,7 @@ def _saved_plan(document, scenario: Scenario) -> Plan:
         if result.instances:
             served = any(configuration_key(a) == key and a.period == route.period for a in result.instances)
         else:  # plans saved before instances were recorded: its plan line
-            served = any(configuration_key(line) == key and (line.role != "on-demand" or line.period == route.period)
+            served = any(configuration_key(line) == key and (line.role not in PER_PERIOD_ROLES or line.period == route.period)
                          for line in result.lines)  # fmt: skip
         if not served:
             raise PlannerInputError("--plan", f"routing[{index}]", "must run on instances of the plan: no allocation "

@@ -123,6 +123,12 @@ class Pruned:
     kind: str = "other"  # memory | latency | data | other
 
 
+# the start of a decode pool's pruning reason where its system's network is too slow (_Builder.decode_network_problem):
+# optimize/readback.decode_placement_warnings finds those reasons by it and says them without DECODE_PRUNED
+DECODE_PRUNED = "disaggregated decode: "
+DECODE_NETWORK_REASON = DECODE_PRUNED + "its network is"
+
+
 @dataclass(frozen=True)
 class Fastest:
     """The lowest latency any configuration that fits reaches for a workload (at concurrency 1)."""
@@ -200,10 +206,15 @@ def offer_costs(offer: SystemOffer, scenario: Scenario) -> dict:
         return dict(annual_cost_usd=annual, usd_per_hour=None, capex_usd=offer.price_usd, power_kw=offer.power_kw,
                     rack_units=offer.rack_units or 0, cost_note=note)  # fmt: skip
     if offer.pricing == "reserved":
+        term = f", {offer.term_months:g}-month term" if offer.term_months else ""
         return dict(annual_cost_usd=offer.usd_per_hour * HOURS_PER_YEAR, usd_per_hour=None, capex_usd=0.0, power_kw=0.0,
-                    rack_units=0, cost_note=f"reserved {offer.usd_per_hour:g} USD/h x 8760 h")  # fmt: skip
+                    rack_units=0, cost_note=f"reserved {offer.usd_per_hour:g} USD/h x 8760 h{term}")  # fmt: skip
+    if offer.pricing == "spot":
+        note = f"spot {offer.usd_per_hour:g} USD/h x hours of each period, capacity x {offer.capacity_factor:.3g}"
+    else:
+        note = f"on demand {offer.usd_per_hour:g} USD/h x hours of each period"
     return dict(annual_cost_usd=0.0, usd_per_hour=offer.usd_per_hour, capex_usd=0.0, power_kw=0.0, rack_units=0,
-                cost_note=f"on demand {offer.usd_per_hour:g} USD/h x hours of each period")  # fmt: skip
+                cost_note=note)  # fmt: skip
 
 
 def engine_lengths_by_model(scenario: Scenario) -> dict[str, list[tuple[int, int]]]:
@@ -285,7 +296,7 @@ class _Builder:
         """The option of this point (its candidate made if new); its candidate key, or None when pruned."""
         system = self.catalog.systems[offer.system]
         instances = point.instances_per_node(system.gpus_per_node)
-        rps_per_node = point.rps_per_node(system.gpus_per_node)
+        rps_per_node = point.rps_per_node(system.gpus_per_node) * offer.capacity_factor  # spot: its availability A
         if instances <= 0:
             self.prune(workload, offer, f"an instance needs {point.gpus_per_instance} GPUs; the node has {system.gpus_per_node}")
             return None
@@ -458,7 +469,7 @@ class _Builder:
         fastest = max((s for s, rate in others.items() if rate is not None), key=lambda s: others[s], default=None)
         if mine is None or fastest is None or mine >= others[fastest]:
             return None
-        return (f"disaggregated decode: its network is {mine * 8 / 1e9:,.6g} Gb/s per GPU, below the "
+        return (f"{DECODE_NETWORK_REASON} {mine * 8 / 1e9:,.6g} Gb/s per GPU, below the "
                 f"{others[fastest] * 8 / 1e9:,.6g} Gb/s per GPU of {fastest}, whose prefill pools price their KV "
                 "transfer at that rate; a decode pool here would receive caches slower than priced, so none is "
                 "placed here (docs/perf-model.md, KV transfer)")  # fmt: skip
@@ -559,7 +570,7 @@ class _Builder:
         cross_system = per_node and limits.max_engine_variants is None and not limits.max_gpus
         groups: dict[tuple, list[str]] = defaultdict(list)
         for key, c in self.candidates.items():
-            site_key = (c.site, c.pricing) if cross_system and not (c.pricing == "capex" and limits.spare_nodes_per_system) else (c.site, c.pricing, c.system)
+            site_key = (c.site, c.pricing) if cross_system and not (c.pricing == "capex" and (limits.spare_nodes_per_system or limits.spare_fraction)) else (c.site, c.pricing, c.system)
             # across engine lengths too: an engine built for longer sequences serves the shorter buckets at the
             # same rate (a paged KV cache runs as many of them), so it can dominate the narrower one
             groups[(*site_key, c.model, c.stage)].append(key)

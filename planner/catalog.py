@@ -338,8 +338,18 @@ DEFAULT_RANGES = {  # (lowest, highest, lowest allowed itself): beyond them a de
     "fabric_switch_usd": (0.0, 1e7, True), "fabric_link_usd": (0.0, 1e6, True),
     "frontend_ports_per_node": (0.0, 64.0, True), "frontend_switch_ports": (2.0, 1024.0, True),
     "frontend_switch_usd": (0.0, 1e7, True), "frontend_link_usd": (0.0, 1e6, True),
+    "storage_tb_per_node": (0.0, 1e4, True), "storage_usd_per_tb": (0.0, 1e6, True),
 }  # fmt: skip
 INFRASTRUCTURE_DEFAULTS = tuple(list(DEFAULT_RANGES)[list(DEFAULT_RANGES).index("cost_of_capital_per_year"):])
+
+
+def default_bounds(name: str) -> dict[str, float]:
+    """The Field bounds of a scenario figure that overrides catalog default `name` (planner/scenario/spec.py): the range
+    of DEFAULT_RANGES, so that the catalog and the scenario accept the same values (`ge` where the lowest value is
+    allowed itself, else `gt`; whole numbers as ints, as an integer field's message says them)."""
+    low, high, low_allowed = DEFAULT_RANGES[name]
+    low, high = (int(v) if float(v).is_integer() else v for v in (low, high))
+    return {"ge" if low_allowed else "gt": low, "le": high}
 
 
 class CatalogDefaults(InputModel):
@@ -370,6 +380,8 @@ class CatalogDefaults(InputModel):
     frontend_switch_ports: SourcedValue
     frontend_switch_usd: SourcedValue
     frontend_link_usd: SourcedValue
+    storage_tb_per_node: SourcedValue
+    storage_usd_per_tb: SourcedValue
 
     @field_validator("*")
     @classmethod

@@ -7,7 +7,9 @@ Per node, linear in the node count (priced into each candidate, planner/candidat
 - support: the maintenance fraction x price per year;
 - facility: kW x USD per kW per month x 12 (colocation: space, power and cooling plant);
 - software: GPUs x USD per GPU per year (cloud GPUs pay it per hour rented: `cloud_software_usd_per_hour`);
-- installation: the installation fraction x price, as capital (x a(r, n)).
+- installation: the installation fraction x price, as capital (x a(r, n));
+- storage: TB per node x USD per TB, as capital (x a(r, n)): shared storage bought with each node, beyond the
+  drives its price includes (a site figure: left out with the racks and networks, `infrastructure: {include: false}`).
 
 Per site, in whole units (integer variables of the program, planner/optimize/model.py `add_site_infrastructure`):
 - racks R >= RU / RU per rack and R >= kW / kW per rack, each with its PDUs;
@@ -30,10 +32,18 @@ INFRASTRUCTURE_FIELDS = (
     "rack_units_per_rack", "kw_per_rack", "rack_usd", "pdus_per_rack", "pdu_usd",
     "fabric_port_gbit_per_s", "fabric_switch_ports", "fabric_switch_usd", "fabric_link_usd",
     "frontend_ports_per_node", "frontend_switch_ports", "frontend_switch_usd", "frontend_link_usd",
+    "storage_tb_per_node", "storage_usd_per_tb",
 )  # fmt: skip
 # per-node finance figures (catalog defaults, overridable under sites.on_prem)
 FINANCE_FIELDS = ("cost_of_capital_per_year", "software_usd_per_gpu_per_year", "facility_usd_per_kw_per_month",
                   "installation_fraction_of_capex", "maintenance_fraction_per_year")  # fmt: skip
+# the CostBreakdown figure (planner.plan) each kind of infrastructure line adds to (optimize/readback._totals);
+# 'other': a line of a plan file saved before lines had a kind, whose item name says nothing
+BREAKDOWN_OF_KIND = {
+    "support": "maintenance", "facility": "facility", "software": "software", "installation": "infrastructure",
+    "rack": "infrastructure", "pdu": "infrastructure", "fabric": "infrastructure", "frontend": "infrastructure",
+    "storage": "infrastructure", "other": "infrastructure",
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -97,17 +107,20 @@ def cloud_software_usd_per_hour(gpus_per_node: int, software_usd_per_gpu_per_yea
 def node_extras_usd_per_year(pricing: str, price_usd: float, power_kw: float, gpus: int, costs,
                              cloud_software) -> dict[str, float]:  # fmt: skip
     """What one node adds per year beyond its line's cost (capital, energy, space), by BOM item: for a bought node
-    support (maintenance fraction x price), facility (kW x USD/kW/month x 12), software (GPUs x USD/GPU/year) and
-    installation (fraction x price, as capital: x a(r, n)); for a rented one its software licences (per year for a
-    reserved node, per year of hours for an on-demand one: x hours / 8760 by the caller)."""
+    support (maintenance fraction x price), facility (kW x USD/kW/month x 12), software (GPUs x USD/GPU/year),
+    installation (fraction x price, as capital: x a(r, n)) and storage (TB per node x USD per TB, as capital; where
+    the site has its infrastructure); for a rented one its software licences (per year for a reserved node, per year
+    of hours for an on-demand one: x hours / 8760 by the caller)."""
     if pricing == "capex":
         if costs is None:
             return {}
+        site = costs.infrastructure
         return {
             "support": costs.maintenance_fraction_per_year * price_usd,
             "facility": power_kw * costs.facility_usd_per_kw_per_month * 12.0,
             "software": gpus * costs.software_usd_per_gpu_per_year,
             "installation": costs.installation_fraction_of_capex * price_usd * costs.annuity,
+            "storage": site.storage_tb_per_node * site.storage_usd_per_tb * costs.annuity if site is not None else 0.0,
         }
     licence = cloud_software.value if cloud_software is not None else 0.0
     return {"software": gpus * licence}
@@ -118,21 +131,21 @@ def infrastructure_lines(scenario, catalog, lines) -> tuple:
     facility, software, installation, racks with their PDUs and each network's switches and links (whole units, as
     the integer program counts them: `switches_for`, racks by RU and by kW), and the software licences of rented
     nodes. Each line's `annual_cost_usd` is in the plan's objective."""
-    from planner.plan import InfrastructureLine
+    from planner.plan import PER_PERIOD_ROLES, InfrastructureLine
 
     out = []
     costs = scenario.on_prem_costs
     bought = [line for line in lines if line.site == "on-prem"]
     hours = {period.name: period.hours_per_year for period in scenario.periods}
 
-    def add(item, site, count, unit, unit_usd, capex, annual, figure_names):
+    def add(kind, item, site, count, unit, unit_usd, capex, annual, figure_names):
         figures = [costs.figures[n] if costs is not None and n in costs.figures else _infra_figure(costs, n)
                    for n in figure_names]  # fmt: skip
         figures = [f for f in figures if f is not None]
         source = "; ".join(dict.fromkeys(f.source for f in figures))
         origin = _origin(figures)
         out.append(InfrastructureLine(item, site, round(count, 6), unit, round(unit_usd, 6), round(capex, 2),
-                                      round(annual, 2), source, origin))  # fmt: skip
+                                      round(annual, 2), source, origin, kind))  # fmt: skip
 
     if bought and costs is not None:
         capex = sum(line.capex_usd for line in bought)
@@ -140,26 +153,31 @@ def infrastructure_lines(scenario, catalog, lines) -> tuple:
         gpus = sum(line.gpus for line in bought)
         nodes = sum(line.nodes for line in bought)
         if costs.maintenance_fraction_per_year > 0:
-            add("support contract", "on-prem", nodes, "node-year", costs.maintenance_fraction_per_year * capex / nodes, 0.0,
+            add("support", "support contract", "on-prem", nodes, "node-year", costs.maintenance_fraction_per_year * capex / nodes, 0.0,
                 costs.maintenance_fraction_per_year * capex, ["maintenance_fraction_per_year"])
         if costs.facility_usd_per_kw_per_month > 0:
-            add("facility (colocation)", "on-prem", kw, "kW-year", costs.facility_usd_per_kw_per_month * 12, 0.0,
+            add("facility", "facility (colocation)", "on-prem", kw, "kW-year", costs.facility_usd_per_kw_per_month * 12, 0.0,
                 kw * costs.facility_usd_per_kw_per_month * 12, ["facility_usd_per_kw_per_month"])
         if costs.software_usd_per_gpu_per_year > 0:
-            add("software licences", "on-prem", gpus, "GPU-year", costs.software_usd_per_gpu_per_year, 0.0,
+            add("software", "software licences", "on-prem", gpus, "GPU-year", costs.software_usd_per_gpu_per_year, 0.0,
                 gpus * costs.software_usd_per_gpu_per_year, ["software_usd_per_gpu_per_year"])
         if costs.installation_fraction_of_capex > 0:
             once = costs.installation_fraction_of_capex * capex
-            add("installation", "on-prem", 1, "site", once, once, once * costs.annuity,
+            add("installation", "installation", "on-prem", 1, "site", once, once, once * costs.annuity,
                 ["installation_fraction_of_capex", "cost_of_capital_per_year"])
         site = costs.infrastructure
+        if site is not None and site.storage_tb_per_node * site.storage_usd_per_tb > 0:
+            terabytes = site.storage_tb_per_node * nodes
+            add("storage", f"shared storage ({site.storage_tb_per_node:g} TB per node)", "on-prem", terabytes, "TB",
+                site.storage_usd_per_tb, terabytes * site.storage_usd_per_tb,
+                terabytes * site.storage_usd_per_tb * costs.annuity, ["storage_usd_per_tb", "storage_tb_per_node"])
         if site is not None:
             rack_units = sum((catalog.systems[line.system].rack_units or 0) * line.nodes for line in bought)
             racks = max(math.ceil(rack_units / site.rack_units_per_rack - 1e-9), math.ceil(kw / site.kw_per_rack - 1e-9))
-            add("racks", "on-prem", racks, "rack", site.rack_usd, racks * site.rack_usd,
+            add("rack", "racks", "on-prem", racks, "rack", site.rack_usd, racks * site.rack_usd,
                 racks * site.rack_usd * costs.annuity, ["rack_usd", "rack_units_per_rack", "kw_per_rack"])
-            pdus = racks * site.pdus_per_rack
-            add("PDUs", "on-prem", pdus, "PDU", site.pdu_usd, pdus * site.pdu_usd, pdus * site.pdu_usd * costs.annuity,
+            pdus = racks * int(site.pdus_per_rack)  # whole PDUs (Figure values are floats)
+            add("pdu", "PDUs", "on-prem", pdus, "PDU", site.pdu_usd, pdus * site.pdu_usd, pdus * site.pdu_usd * costs.annuity,
                 ["pdu_usd", "pdus_per_rack"])
             for network, label in (("fabric", "compute fabric"), ("frontend", "front-end network")):
                 if network == "fabric":
@@ -173,20 +191,21 @@ def infrastructure_lines(scenario, catalog, lines) -> tuple:
                 switch_usd, link_usd = getattr(site, f"{network}_switch_usd"), getattr(site, f"{network}_link_usd")
                 links = ports + leaves * (switch_ports // 2)
                 shape = "one switch" if leaves == 0 else f"{leaves} leaves + {switches - leaves} spines"
-                add(f"{label} switches ({switch_ports} ports; {shape})", "on-prem", switches, "switch", switch_usd,
+                add(network, f"{label} switches ({switch_ports} ports; {shape})", "on-prem", switches, "switch", switch_usd,
                     switches * switch_usd, switches * switch_usd * costs.annuity,
                     [f"{network}_switch_usd", f"{network}_switch_ports"])
-                add(f"{label} links ({ports} node ports + {links - ports} uplinks)", "on-prem", links, "link", link_usd,
+                add(network, f"{label} links ({ports} node ports + {links - ports} uplinks)", "on-prem", links, "link", link_usd,
                     links * link_usd, links * link_usd * costs.annuity,
                     [f"{network}_link_usd"] + (["fabric_port_gbit_per_s"] if network == "fabric" else ["frontend_ports_per_node"]))
     licence = scenario.cloud_software
     if licence is not None and licence.value > 0:
         rented = [line for line in lines if line.site == "cloud"]
-        gpu_years = sum(line.gpus * (hours.get(line.period, HOURS_PER_YEAR) if line.role == "on-demand" else HOURS_PER_YEAR)
+        gpu_years = sum(line.gpus * (hours.get(line.period, HOURS_PER_YEAR) if line.role in PER_PERIOD_ROLES else HOURS_PER_YEAR)
                         for line in rented) / HOURS_PER_YEAR  # fmt: skip
         if gpu_years > 0:
             out.append(InfrastructureLine("software licences", "cloud", round(gpu_years, 6), "GPU-year", licence.value, 0.0,
-                                          round(gpu_years * licence.value, 2), licence.source, licence.origin))  # fmt: skip
+                                          round(gpu_years * licence.value, 2), licence.source, licence.origin,
+                                          "software"))  # fmt: skip
     return tuple(out)
 
 

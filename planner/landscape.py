@@ -158,8 +158,9 @@ def _chosen(assignment: Assignment, workload: Workload, catalog: Catalog) -> tup
 def workload_landscape(plan: Plan, scenario: Scenario, catalog: Catalog, workload_name: str) -> Landscape | None:
     """Every engine the scenario's systems could run the workload's main bucket on (rows where the scenario reads
     rows, the roofline where it models), with the Pareto front and the plan's point; None if the plan does not
-    serve the workload."""
-    from planner.candidates import engine_layouts
+    serve the workload. Only at the precisions the workload may plan (its `precisions:`, else the quality-keeping
+    default: the candidates' own rules), so the front is one the plan could reach; the note names those left out."""
+    from planner.candidates import _Builder, engine_layouts
 
     assignment = main_assignment(plan, workload_name)
     if assignment is None:
@@ -168,10 +169,16 @@ def workload_landscape(plan: Plan, scenario: Scenario, catalog: Catalog, workloa
     isl, osl = assignment.bucket_isl, assignment.bucket_osl
     limits = workload.slo
     points: list[LandscapePoint] = []
+    rules = _Builder(scenario, catalog)  # what candidate enumeration allows the workload
+    left_out: set[str] = set()
     systems = sorted({offer.system for offer in scenario.offers})
     if any(s != "modeled" for s in scenario.perf_sources) and workload.prefix_cache is None:  # rows: cold prefills
         for gpu in sorted({catalog.systems[s].gpu for s in systems}):
-            points += measured_points(catalog, workload.model, gpu, isl, osl, limits)
+            for point in measured_points(catalog, workload.model, gpu, isl, osl, limits):
+                if rules.precision_refused(workload, point.precision) is None:
+                    points.append(point)
+                else:
+                    left_out.add(point.precision or "unstated")
     if "modeled" in scenario.perf_sources:
         seen_gpus = set()
         for system_id in systems:  # one system per GPU: the curve per GPU does not depend on the chassis
@@ -179,8 +186,8 @@ def workload_landscape(plan: Plan, scenario: Scenario, catalog: Catalog, workloa
             if system.gpu in seen_gpus:
                 continue
             seen_gpus.add(system.gpu)
-            requested = tuple(workload.precisions) if workload.precisions is not None else None
-            precisions = model_precisions(catalog, system.gpu, workload.model, requested)
+            precisions = rules.precisions(workload, system.gpu)
+            left_out |= set(model_precisions(catalog, system.gpu, workload.model)) - set(precisions)
             points += [point for engine in workload.engines for point in modeled_engine_points(
                 catalog, workload.model, system.gpu, isl, osl, limits,
                 engine_layouts(scenario, catalog, workload.model, system_id), precisions, workload.slo.percentile,
@@ -191,7 +198,14 @@ def workload_landscape(plan: Plan, scenario: Scenario, catalog: Catalog, workloa
                 prefix_cache=workload.prefix_cache,
             )]  # fmt: skip
     chosen, note = _chosen(assignment, workload, catalog)
-    return landscape_of(workload_name, workload.model, isl, osl, limits, points, chosen, note, catalog, scenario.perf_sources)
+    landscape = landscape_of(workload_name, workload.model, isl, osl, limits, points, chosen, note, catalog,
+                             scenario.perf_sources)  # fmt: skip
+    if not left_out:
+        return landscape
+    why = ("not in the workload's precisions" if workload.precisions is not None
+           else "not allowed by default (precisions: allows them)")  # fmt: skip
+    hidden = f"not drawn: {', '.join(sorted(left_out))} ({why})"
+    return dataclasses.replace(landscape, missing_note="; ".join(filter(None, (landscape.missing_note, hidden))))
 
 
 def engine_landscape(query: PerfQuery, catalog: Catalog, gpus_per_node: int, sources: tuple[str, ...], chosen: PerfResult | None,

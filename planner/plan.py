@@ -6,6 +6,9 @@ import dataclasses
 from dataclasses import asdict, dataclass
 
 
+PER_PERIOD_ROLES = frozenset({"on-demand", "spot"})  # a count per period; bought, reserved and spare: all year
+
+
 @dataclass(frozen=True)
 class PlanLine:
     """Nodes of one engine configuration to buy (on-prem) or rent (cloud)."""
@@ -22,7 +25,7 @@ class PlanLine:
     nodes: int
     gpus: int
     period: str  # "all" for bought / reserved nodes, else the period an on-demand count applies to
-    role: str  # bought (on-prem) | reserved (cloud, all year) | on-demand (cloud, this period) | spare (N + k)
+    role: str  # bought (on-prem) | reserved (cloud, all year) | on-demand, spot (cloud, this period) | spare (N + k)
     annual_cost_usd: float
     capex_usd: float
     power_kw: float
@@ -50,6 +53,9 @@ class InfrastructureLine:
     annual_cost_usd: float
     source: str
     origin: str
+    # what it is, for the cost breakdown (planner.infrastructure.BREAKDOWN_OF_KIND): support | facility | software |
+    # installation | rack | pdu | fabric | frontend | storage; a plan file saved before the field: from its item
+    kind: str = "other"
 
 
 @dataclass(frozen=True)
@@ -187,7 +193,8 @@ class CostBreakdown:
     cloud_on_demand_usd: float
     facility_usd: float = 0.0  # colocation: space, power and cooling plant per kW
     software_usd: float = 0.0  # licences per GPU, on-prem and rented
-    infrastructure_usd: float = 0.0  # racks, PDUs, networks and installation, annualized
+    infrastructure_usd: float = 0.0  # racks, PDUs, networks, storage and installation, annualized
+    cloud_spot_usd: float = 0.0  # spot nodes, per hour rented
 
 
 @dataclass(frozen=True)
@@ -203,7 +210,7 @@ class Totals:
     # on-demand ones); `nodes` adds each system's own peak, which may fall in different periods
     peak_concurrent_nodes: int = 0
     peak_concurrent_gpus: int = 0
-    infrastructure_capex_usd: float = 0.0  # racks, PDUs, networks and installation bought with the servers
+    infrastructure_capex_usd: float = 0.0  # racks, PDUs, networks, storage and installation bought with the servers
 
     @property
     def nodes(self) -> int:
@@ -293,7 +300,7 @@ def plan_from_document(document: dict) -> Plan:
         candidates=CandidateStats(**candidates), periods=tuple(document["periods"]),
         routing=tuple(Route(**r) for r in document["routing"]),
         instances=tuple(InstanceAllocation(**i) for i in document.get("instances", ())),
-        infrastructure=tuple(InfrastructureLine(**i) for i in document.get("infrastructure", ())),
+        infrastructure=tuple(InfrastructureLine(**_with_kind(i)) for i in document.get("infrastructure", ())),
         warnings=tuple(document.get("warnings", ())),
     )  # fmt: skip
     known = {f.name for f in dataclasses.fields(Plan)}
@@ -303,6 +310,19 @@ def plan_from_document(document: dict) -> Plan:
         robustness["forecasts"] = tuple(robustness["forecasts"])
         fields["robustness"] = RobustnessSummary(**robustness)
     return Plan(**fields)
+
+
+def _with_kind(item) -> dict:
+    """An infrastructure line of a plan file; one saved before lines had a `kind` gets it from its item name (as
+    those plans' cost breakdowns were made), 'other' where the name says nothing."""
+    if not isinstance(item, dict) or "kind" in item:
+        return item
+    name = item.get("item")
+    name = name if isinstance(name, str) else ""
+    legacy = (("support contract", "support"), ("facility", "facility"), ("software licences", "software"),
+              ("installation", "installation"), ("racks", "rack"), ("PDUs", "pdu"), ("compute fabric", "fabric"),
+              ("front-end network", "frontend"))  # fmt: skip
+    return {**item, "kind": next((kind for prefix, kind in legacy if name.startswith(prefix)), "other")}
 
 
 def route_matches(assignment: Assignment, route: Route) -> bool:

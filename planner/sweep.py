@@ -181,7 +181,7 @@ def run_point(task: tuple) -> dict:
             set_field(document, path, value, file)
         document.pop("catalog", None)
         scenario = build_scenario(validate_model(ScenarioSpec, document, file), catalog, file)
-        result = plan(scenario, catalog)
+        result = plan(scenario, catalog, price_alternatives=False)  # a point records its cost: no savings re-solves
         record.update(
             status=result.status, objective_usd_per_year=result.objective_usd_per_year, mip_gap=result.mip_gap,
             nodes=result.totals.nodes,

@@ -59,7 +59,7 @@ BENCH_HEADER = (
 SERVERS_ONLY_DEFAULTS = (
     "maintenance_fraction_per_year", "cost_of_capital_per_year", "software_usd_per_gpu_per_year",
     "facility_usd_per_kw_per_month", "installation_fraction_of_capex", "rack_usd", "pdu_usd", "fabric_switch_usd",
-    "fabric_link_usd", "frontend_switch_usd", "frontend_link_usd",
+    "fabric_link_usd", "frontend_switch_usd", "frontend_link_usd", "storage_usd_per_tb",
 )  # fmt: skip
 
 

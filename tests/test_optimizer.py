@@ -218,7 +218,8 @@ def test_on_prem_annual_cost_formula(catalog):
     result = plan(scenario, catalog)
     annuity = 0.07 / (1 - 1.07**-5)  # the capex annuity at 7% over 5 years
     per_node = (270_000 * annuity + 10.2 * 1.0 * 1.58 * 0.0806 * 8760  # capital, energy
-                + 0.10 * 270_000 + 10.2 * 184.06 * 12 + 8 * 4500)  # support, facility, licences  # fmt: skip
+                + 0.10 * 270_000 + 10.2 * 184.06 * 12 + 8 * 4500  # support, facility, licences
+                + 10 * 500 * annuity)  # storage: 10 TB per node at 500 USD/TB (placeholders), as capital  # fmt: skip
     racks = max(math.ceil(13 * 8 / 42), math.ceil(13 * 10.2 / 41))  # 4: by power
     fabric_switches, fabric_links = 4 + 2, 104 + 4 * 32  # 104 ports > 64: 4 leaves (32 down) and 2 spines
     site = racks * (3000 + 2 * 2500) + fabric_switches * 35_000 + fabric_links * 2500 + 15_000 + 26 * 600

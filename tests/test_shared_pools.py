@@ -88,12 +88,17 @@ def test_pools_are_connected_components_of_workloads_and_configurations():
 
 
 # ------------------------------------------------------------------------------------------- (2) chat and code at P90
-def test_chat_and_code_at_p90_runs_on_the_whole_shared_pool(tmp_path):
+def test_chat_and_code_at_p90_runs_on_the_whole_shared_pool(tmp_path, monkeypatch):
     """The plan runs both workloads on 4 TP1 fp4 instances (chat keeps ~2.1 of them busy, code ~1.6). Split by
     share, chat had 2 engines and missed ITL P90 (53.7 ms, 95% 53.6-53.9, vs 50 ms); on the whole pool it holds.
-    fp4 asked for (--precisions fp4): since issue 34 a workload without `precisions:` is planned at bf16/fp8 only."""
+    fp4 asked for (--precisions fp4): since issue 34 a workload without `precisions:` is planned at bf16/fp8 only.
+    The routes as the integer program leaves them: balanced (planner/optimize/balance.py), chat moves to the 2 TP2
+    instances the program ran idle on the node's other 4 GPUs and code keeps the TP1 ones (38.5% busy each; ITL P90
+    chat 11.6 ms, code 14.1 ms), so no pool is shared but by a sliver of code; a saved or edited plan still can."""
     from planner.api import plan_in_context
     from planner.scenario import ScenarioOverrides
+
+    monkeypatch.setattr("planner.optimize.balance_routing", lambda *args: ())
 
     text = (SCENARIOS / "chat-and-code-p95.yaml").read_text()
     assert text.count("percentile: 95") == 2

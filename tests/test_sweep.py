@@ -159,3 +159,22 @@ def test_a_boolean_is_not_a_number_in_a_sweep_either(tmp_path, monte_carlo, wher
     assert where in str(error.value) and "not true or false" in str(error.value)
     monte_carlo["samples"], monte_carlo["fields"]["workloads.call-summaries.peak_rps"]["uniform"] = 2, [10, 30]
     assert len(load_sweep(write_sweep(tmp_path, {"monte_carlo": monte_carlo})).points) == 2
+
+
+def test_a_sweep_point_pays_no_savings_re_solve(tmp_path, monkeypatch):
+    """chat-and-code-decision plans without `precisions:` on B200 (fp4 tensor cores): a plan prices fp4 with one
+    more solve; a sweep point records its cost alone, and the same cost as that plan."""
+    import planner.optimize as optimize
+    from planner.api import plan_in_context
+
+    scenario = SCENARIOS / "chat-and-code-decision.yaml"
+    calls = []
+    original = optimize._precision_saving
+    monkeypatch.setattr(optimize, "_precision_saving", lambda *a, **k: calls.append(1) or original(*a, **k))
+    planned = plan_in_context(scenario)
+    assert calls == [1], "the plan prices fp4 once"
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump({"scenario": str(scenario), "grid": {"solver.time_limit_s": [60]}}))
+    records = sweep(path, workers=1).records
+    assert calls == [1], "the sweep point did not re-solve"
+    assert records[0]["objective_usd_per_year"] == planned.plan.objective_usd_per_year

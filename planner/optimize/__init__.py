@@ -1,8 +1,8 @@
 """The fleet integer program (design.md, "The integer program"; docs/optimizer.md is the math of record).
 
 A package by concern: `model` (variables, one `add_*` per constraint family), `solve` (the solvers), `packing`
-(units into nodes, plan lines), `readback` (the Plan), `diagnose` (infeasibility and costly limits); `plan` and
-`solve_candidates` here put them together.
+(units into nodes, plan lines), `balance` (the routes spread over the pools after the solve), `readback` (the
+Plan), `diagnose` (infeasibility and costly limits); `plan` and `solve_candidates` here put them together.
 
 Hardware and configuration are separate decisions: integer nodes per hardware offer (what to buy or rent), and
 integer engine units per configuration and period (what those nodes run), tied by the GPUs of each node.
@@ -56,10 +56,12 @@ from planner import deadline as command_deadline
 from planner.candidates import CandidateSet, enumerate_candidates
 from planner.catalog import PRECISIONS, Catalog
 from planner.errors import InfeasiblePlanError, PlannerInputError, SolverStoppedError
+from planner.optimize.balance import balance_routing
 from planner.optimize.diagnose import (
     check_every_workload_has_options,
     costly_limits,
     diagnose_limits,
+    time_left_s,
 )
 from planner.optimize.model import (
     FleetModel,
@@ -93,17 +95,19 @@ def plan(
     solver: str | None = None,
     time_limit_s: float | None = None,
     progress: Callable[..., None] | None = None,
+    price_alternatives: bool = True,
 ) -> Plan:
     """Size the fleet for `scenario`: the cheapest nodes that serve every workload's demand in every period
     within its limits. Raises InfeasiblePlanError with a diagnosis when no plan exists. Stated prefix caches, and
     formats the quality-keeping precision default left out (fp4), are priced by one more solve each, in what is left
-    of the time limit: the plan says what they save."""
+    of the time limit: the plan says what they save (`price_alternatives=False`: neither, as a sweep's points,
+    which record the cost alone)."""
     solver = solver or scenario.solver
     if solver not in SOLVERS:
         raise PlannerInputError("--solver", "solver", f"unknown solver '{solver}'; allowed: {', '.join(SOLVERS)}")
     limit = time_limit_s if time_limit_s is not None else scenario.time_limit_s
-    cached = any(w.prefix_cache is not None for w in scenario.workloads)
-    lower = lower_formats(scenario, catalog)
+    cached = price_alternatives and any(w.prefix_cache is not None for w in scenario.workloads)
+    lower = lower_formats(scenario, catalog) if price_alternatives else {}
     # the cold and lower-precision re-plans get what is left of the time limit
     started = time.monotonic() if cached or lower else 0.0
     cset = enumerate_candidates(scenario, catalog, progress)
@@ -261,6 +265,9 @@ def solve_candidates(
     if outcome.status == "stopped":
         command_deadline.check("solving the integer program")  # stopped by the command's limit: say that one
         raise SolverStoppedError(solver, time_limit_s)
+    # the routes spread over the pools in proportion to capacity, the integers as solved (optimize/balance.py)
+    unbalanced = balance_routing(model, cset, solver, time_left_s(deadline, time_limit_s))
     result = _read_plan(scenario, cset, catalog, model, solver, outcome)
-    result = dataclasses.replace(result, workload_precisions=precision_decisions(scenario, catalog, result))
+    result = dataclasses.replace(result, warnings=result.warnings + unbalanced,
+                                 workload_precisions=precision_decisions(scenario, catalog, result))
     return dataclasses.replace(result, binding_limits=costly_limits(scenario, cset, catalog, solver, time_limit_s, result, deadline))

@@ -96,8 +96,9 @@ class FleetModel:
 
 
 def bucket_demand(scenario: Scenario) -> dict[tuple[str, int, str], float]:
-    """d[w,t] s[w,b] (1 + H) for every bucket and period with demand."""
-    headroom = 1.0 + scenario.limits.headroom_fraction
+    """d[w,t] s[w,b] (1 + H + g L) for every bucket and period with demand (g L: `Scenario.demand_headroom`, what
+    the running fleet absorbs while rented nodes start)."""
+    headroom = 1.0 + scenario.limits.headroom_fraction + scenario.demand_headroom
     demand = {}
     for period in scenario.periods:
         for workload in scenario.workloads:
@@ -315,24 +316,51 @@ def add_gpu_availability(model: FleetModel, scenario: Scenario, catalog: Catalog
 
 
 def add_spare_nodes(model: FleetModel, scenario: Scenario, catalog: Catalog) -> None:
-    """N + k: S[s] = k used[s], sum_{h of s} N[h] <= B[s] used[s] for every on-prem system s."""
-    k = scenario.limits.spare_nodes_per_system
-    if k <= 0:
+    """N + k: S[s] = k used[s], sum_{h of s} N[h] <= B[s] used[s] for every on-prem system s. With a spare
+    fraction f (`limits.spare_fraction`): S[s] >= k used[s] and S[s] >= f sum_{h of s} N[h], S[s] integer, so that
+    S[s] = max(k used[s], ceil(f N[s])) at the optimum (a spare costs money and frees nothing)."""
+    k, fraction = scenario.limits.spare_nodes_per_system, scenario.limits.spare_fraction
+    if k <= 0 and fraction <= 0:
         return
     bought = [h for h in model.hardware.values() if h.pricing == "capex"]
     for index, system_id in enumerate(sorted({h.system for h in bought})):
         members = [h for h in bought if h.system == system_id]
-        used = pulp.LpVariable(f"used_{index}", cat=pulp.LpBinary)
-        spare = pulp.LpVariable(f"S_{index}", lowBound=0, cat=pulp.LpInteger)
         upper = max(1, sum(int(model.fixed_nodes[h.key].upBound or 0) for h in members))
-        model.problem += pulp.lpSum(model.fixed_nodes[h.key] for h in members) <= upper * used, f"spare_use_{index}"
-        model.problem += spare == k * used, f"spare_count_{index}"
-        model.system_used[system_id], model.spares[system_id] = used, spare
+        nodes = pulp.lpSum(model.fixed_nodes[h.key] for h in members)
+        spare = pulp.LpVariable(f"S_{index}", lowBound=0, upBound=max(k, math.ceil(fraction * upper - 1e-9)),
+                                cat=pulp.LpInteger)  # fmt: skip
+        if k > 0:
+            used = pulp.LpVariable(f"used_{index}", cat=pulp.LpBinary)
+            model.problem += nodes <= upper * used, f"spare_use_{index}"
+            if fraction > 0:
+                model.problem += spare >= k * used, f"spare_count_{index}"
+            else:
+                model.problem += spare == k * used, f"spare_count_{index}"
+            model.system_used[system_id] = used
+        if fraction > 0:  # - 1e-9: 0.1 x 30 = 3.0000000000000004 asks 3 spares, not 4 (as `spare_count` rounds)
+            model.problem += spare >= fraction * nodes - 1e-9, f"spare_share_{index}"
+        model.spares[system_id] = spare
         sample = members[0]
         model.spare_figures[system_id] = {
             "power_kw": sample.power_kw, "rack_units": sample.rack_units, "capex_usd": sample.capex_usd,
             "annual_cost_usd": sample.annual_cost_usd, "gpus_per_node": sample.gpus_per_node,
         }  # fmt: skip
+
+
+def spare_policy(nodes: int, k: int, fraction: float) -> tuple[int, str]:
+    """The spares of a system with `nodes` bought nodes in use, as `add_spare_nodes`' rows give them at the optimum
+    (max(k, ceil(f x nodes)); none without nodes), and a note saying which policy set them."""
+    if nodes <= 0:
+        return 0, ""
+    share = math.ceil(fraction * nodes - 1e-9)
+    by_share = f"spare fraction {fraction:g}: ceil({fraction:g} x {nodes} nodes in use) = {share}"
+    if fraction <= 0:
+        return k, f"N+{k} spare"
+    if k <= 0:
+        return share, by_share
+    if k >= share:
+        return k, f"N+{k} spare (the larger of it and the {by_share})"
+    return share, f"{by_share} (the larger of it and N+{k})"
 
 
 def add_variant_limit(model: FleetModel, cset: CandidateSet, scenario: Scenario) -> None:
@@ -405,17 +433,18 @@ def node_extras(hardware: Hardware, scenario: Scenario) -> float:
     planner.infrastructure.node_extras_usd_per_year); per hour rented for on-demand hardware."""
     extras = sum(node_extras_usd_per_year(hardware.pricing, hardware.capex_usd, hardware.power_kw, hardware.gpus_per_node,
                                           scenario.on_prem_costs, scenario.cloud_software).values())  # fmt: skip
-    return extras / 8760.0 if hardware.pricing == "on-demand" else extras
+    return extras if hardware.fixed else extras / 8760.0
 
 
 def cost_expression(model: FleetModel, scenario: Scenario) -> pulp.LpAffineExpression:
     """sum_{H_fix} (cost[h] + e[h]) N[h] + sum_{H_dem,t} (usd_per_hour[h] + e[h]) h[t] M[h,t]
     + sum_s (cost[s] + e[s]) S[s] + the site's racks and networks (`add_site_infrastructure`)."""
     terms = [(h.annual_cost_usd + node_extras(h, scenario)) * model.fixed_nodes[k] for k, h in model.hardware.items() if h.fixed]
+    hours = {p.name: p.hours_per_year for p in scenario.periods}
+    billed = {p.name: scenario.billed_hours(p.name) for p in scenario.periods}
     for (key, period), var in model.period_nodes.items():
         hardware = model.hardware[key]
-        hours = next(p.hours_per_year for p in scenario.periods if p.name == period)
-        terms.append((hardware.usd_per_hour * scenario.billed_hours(period) + node_extras(hardware, scenario) * hours) * var)
+        terms.append((hardware.usd_per_hour * billed[period] + node_extras(hardware, scenario) * hours[period]) * var)
     for system_id, spare in model.spares.items():
         figures = model.spare_figures[system_id]
         extras = node_extras_usd_per_year("capex", figures["capex_usd"], figures["power_kw"], figures["gpus_per_node"],
@@ -423,6 +452,22 @@ def cost_expression(model: FleetModel, scenario: Scenario) -> pulp.LpAffineExpre
         terms.append((figures["annual_cost_usd"] + sum(extras.values())) * spare)
     terms.extend(model.infrastructure_cost)
     return pulp.lpSum(terms)
+
+
+def add_spot_share(model: FleetModel, cset: CandidateSet, scenario: Scenario, demand: dict,
+                   share: pulp.LpVariable | None = None) -> None:
+    """sum_{c spot} x[w,b,c,t] <= sigma d[w,b,t] for every bucket and period: spot nodes carry at most a share sigma
+    (`sites.cloud.spot.max_share`) of each workload's demand, since a reclaimed pool leaves at once."""
+    if scenario.spot_max_share >= 1.0:
+        return
+    spot_routes: dict[tuple[str, int, str, str], list] = defaultdict(list)  # per stage: a request visits each once
+    for (workload, bucket, key, period), var in model.routed.items():
+        if cset.candidate(key).pricing == "spot":
+            spot_routes[(workload, bucket, period, cset.candidate(key).stage)].append(var)
+    for index, (cell, variables) in enumerate(sorted(spot_routes.items())):
+        value = demand.get(cell[:3], 0.0)
+        bound = scenario.spot_max_share * value
+        model.problem += pulp.lpSum(variables) <= (bound if share is None else bound * share), f"spot_share_{index}"
 
 
 def add_site_infrastructure(model: FleetModel, scenario: Scenario, catalog: Catalog) -> None:
@@ -494,6 +539,7 @@ def build_fleet_model(
     add_prefill_decode_flow(model, cset)
     add_serving_mode(model, cset, scenario, demand)
     add_engine_capacity(model, cset)
+    add_spot_share(model, cset, scenario, demand, demand_share)
     add_node_room(model, cset, scenario)
     add_variant_limit(model, cset, scenario)
     if valid_inequalities:
@@ -516,7 +562,7 @@ def merge_equal_periods(scenario: Scenario) -> tuple[Scenario, dict[str, list[st
     the periods each stands for). Exact: given the bought/reserved nodes, a period's best units, routing and
     rented nodes serve every period with its demand, and its cost scales with the hours; one program period
     instead of several also spares branch and bound from re-proving the same rounding in each copy."""
-    if scenario.cloud_minimum_billing_hours > 0:  # each period's rentals are billed on their own daily block
+    if scenario.cloud_minimum_billing_hours > 0 or scenario.cloud_start_up_hours > 0:  # billed per daily block
         return scenario, {p.name: [p.name] for p in scenario.periods}
     groups: dict[tuple, list] = {}
     for period in scenario.periods:

@@ -10,7 +10,7 @@ from planner.optimize.model import FleetModel, Hardware
 from planner.perf.engines import engine_label
 from planner.plan import PlanLine
 
-_ROLE = {"capex": "bought", "reserved": "reserved", "on-demand": "on-demand"}
+_ROLE = {"capex": "bought", "reserved": "reserved", "on-demand": "on-demand", "spot": "spot"}
 
 
 def pack_nodes(hardware: Hardware, nodes: int, running: list[tuple[Candidate, int]]) -> list[tuple[tuple[str, int], ...]]:

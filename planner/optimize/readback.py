@@ -5,16 +5,17 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from planner.candidates import Candidate, CandidateSet, Option, unit_rate
+from planner.candidates import DECODE_NETWORK_REASON, DECODE_PRUNED, Candidate, CandidateSet, Option, unit_rate
 from planner.catalog import Catalog
 from planner.metrics import LABELS, LATENCY_METRICS
 from planner.metrics import limits as metric_limits
-from planner.infrastructure import infrastructure_lines
-from planner.optimize.model import _TOLERANCE, FleetModel
+from planner.infrastructure import BREAKDOWN_OF_KIND, infrastructure_lines
+from planner.optimize.model import _TOLERANCE, FleetModel, spare_policy
 from planner.optimize.packing import _ROLE, node_lines
 from planner.optimize.solve import SolveOutcome
 from planner.perf.engines import ENGINE_NAMES
 from planner.plan import (
+    PER_PERIOD_ROLES,
     Assignment,
     CostBreakdown,
     InstanceAllocation,
@@ -37,8 +38,13 @@ def _read_plan(scenario, cset: CandidateSet, catalog: Catalog, model: FleetModel
     routed = {key: max(0.0, var.value() or 0.0) for key, var in model.routed.items()}
 
     lines = node_lines(scenario, cset, model, fixed, rented, units)
+    in_use = defaultdict(int)
+    for line in lines:
+        if line.site == "on-prem":
+            in_use[line.system] += line.nodes
     for system_id, count in sorted(spares.items()):
         if count > 0:
+            _, policy = spare_policy(in_use[system_id], scenario.limits.spare_nodes_per_system, scenario.limits.spare_fraction)
             figures = model.spare_figures[system_id]
             system = catalog.systems[system_id]
             lines.append(PlanLine(
@@ -46,7 +52,7 @@ def _read_plan(scenario, cset: CandidateSet, catalog: Catalog, model: FleetModel
                 max_batch=None, engine_isl=0, engine_osl=0, nodes=count, gpus=system.gpus_per_node * count,
                 period="all", role="spare", annual_cost_usd=round(figures["annual_cost_usd"] * count, 2),
                 capex_usd=round(figures["capex_usd"] * count, 2), power_kw=round(figures["power_kw"] * count, 6),
-                cost_note=f"N+{scenario.limits.spare_nodes_per_system} spare", runs="idle: a spare",
+                cost_note=policy, runs="idle: a spare",
             ))  # fmt: skip
     infrastructure = infrastructure_lines(scenario, catalog, lines)
     objective = sum(line.annual_cost_usd for line in lines) + sum(line.annual_cost_usd for line in infrastructure)
@@ -90,18 +96,15 @@ def plan_warnings(scenario, workloads) -> tuple[str, ...]:
     return tuple(warnings)
 
 
-DECODE_NETWORK_PREFIX = "disaggregated decode: its network is"  # candidates._Builder.decode_network_problem
-
-
 def decode_placement_warnings(cset) -> tuple[str, ...]:
     """A system left without disaggregated decode pools because its network is slower per GPU than a system that
     may prefill (candidates._Builder.decode_network_problem): said once per system, since it changes what the plan
     could have chosen."""
     reasons = {}
     for pruned in cset.pruned:
-        if pruned.reason.startswith(DECODE_NETWORK_PREFIX):
+        if pruned.reason.startswith(DECODE_NETWORK_REASON):
             reasons.setdefault(pruned.system, pruned.reason)
-    return tuple(f"{system} hosts no disaggregated decode pool: {reason.removeprefix('disaggregated decode: ')}"
+    return tuple(f"{system} hosts no disaggregated decode pool: {reason.removeprefix(DECODE_PRUNED)}"
                  for system, reason in sorted(reasons.items()))  # fmt: skip
 
 
@@ -180,7 +183,7 @@ def _routing(scenario: Scenario, cset: CandidateSet, routed: dict) -> tuple[Rout
 
 def _totals(scenario: Scenario, cset: CandidateSet, catalog: Catalog, lines: list[PlanLine], infrastructure=()) -> Totals:
     """On-prem and reserved nodes count once; on-demand cloud nodes at their peak over the periods."""
-    fixed_lines = [line for line in lines if line.role != "on-demand"]
+    fixed_lines = [line for line in lines if line.role not in PER_PERIOD_ROLES]
     nodes_by_system: dict[str, int] = defaultdict(int)
     for line in fixed_lines:
         nodes_by_system[line.system] += line.nodes
@@ -189,7 +192,7 @@ def _totals(scenario: Scenario, cset: CandidateSet, catalog: Catalog, lines: lis
     for period in scenario.periods:
         rented: dict[str, int] = defaultdict(int)
         for line in lines:
-            if line.role == "on-demand" and line.period == period.name:
+            if line.role in PER_PERIOD_ROLES and line.period == period.name:
                 rented[line.system] += line.nodes
         for system_id, count in rented.items():
             peak_rented[system_id] = max(peak_rented[system_id], count)
@@ -199,13 +202,13 @@ def _totals(scenario: Scenario, cset: CandidateSet, catalog: Catalog, lines: lis
     # what runs at once: the fixed nodes and the busiest period's rented ones (per-system peaks of different
     # periods do not add up)
     fixed_nodes, fixed_gpus = sum(line.nodes for line in fixed_lines), sum(line.gpus for line in fixed_lines)
-    concurrent = [(sum(line.nodes for line in lines if line.role == "on-demand" and line.period == period.name),
-                   sum(line.gpus for line in lines if line.role == "on-demand" and line.period == period.name))
+    concurrent = [(sum(line.nodes for line in lines if line.role in PER_PERIOD_ROLES and line.period == period.name),
+                   sum(line.gpus for line in lines if line.role in PER_PERIOD_ROLES and line.period == period.name))
                   for period in scenario.periods]  # fmt: skip
     peak_nodes = fixed_nodes + max((n for n, _ in concurrent), default=0)
     peak_gpus = fixed_gpus + max((g for _, g in concurrent), default=0)
     costs = scenario.on_prem_costs
-    capital = energy = maintenance = space = reserved = on_demand = 0.0
+    capital = energy = maintenance = space = reserved = on_demand = spot = 0.0
     for line in lines:
         if line.site == "on-prem" and costs is not None:
             system = catalog.systems[line.system]
@@ -214,18 +217,18 @@ def _totals(scenario: Scenario, cset: CandidateSet, catalog: Catalog, lines: lis
             space += (system.rack_units or 0) * line.nodes * costs.space_usd_per_rack_unit_per_year
         elif line.role == "reserved":
             reserved += line.annual_cost_usd
+        elif line.role == "spot":
+            spot += line.annual_cost_usd
         else:
             on_demand += line.annual_cost_usd
     kinds = defaultdict(float)
-    for item in infrastructure:
-        kind = ("maintenance" if item.item == "support contract" else "facility" if item.item.startswith("facility")
-                else "software" if item.item == "software licences" else "infrastructure")  # fmt: skip
-        kinds[kind] += item.annual_cost_usd
+    for item in infrastructure:  # by the line's kind (support, facility, software; the rest is the site's)
+        kinds[BREAKDOWN_OF_KIND[item.kind]] += item.annual_cost_usd
     maintenance = kinds["maintenance"]
     breakdown = CostBreakdown(
         round(capital, 2), round(energy, 2), round(maintenance, 2), round(space, 2), round(reserved, 2), round(on_demand, 2),
         facility_usd=round(kinds["facility"], 2), software_usd=round(kinds["software"], 2),
-        infrastructure_usd=round(kinds["infrastructure"], 2),
+        infrastructure_usd=round(kinds["infrastructure"], 2), cloud_spot_usd=round(spot, 2),
     )
     return Totals(
         nodes_by_system=dict(sorted(nodes_by_system.items())),
@@ -348,7 +351,7 @@ def _limit_usage(scenario: Scenario, totals: Totals, lines, instances) -> list[t
         for period in scenario.periods:
             used = sum(
                 line.gpus for line in lines
-                if line.gpu == gpu and (line.role != "on-demand" or line.period == period.name)
+                if line.gpu == gpu and (line.role not in PER_PERIOD_ROLES or line.period == period.name)
             )  # fmt: skip
             if used > peak:
                 peak, where = used, period.name

@@ -16,11 +16,11 @@ from pathlib import Path
 import pandas as pd
 
 from planner.catalog import Catalog
-from planner.plan import Plan
+from planner.plan import PER_PERIOD_ROLES, Plan
 from planner.report.files import write_bytes_atomic, write_text_atomic
 from planner.report.formatting import format_frame
 from planner.report.spreadsheet import csv_safe_frame, text_cells
-from planner.scenario import Scenario
+from planner.scenario import HOURS_PER_YEAR, Scenario
 
 _EPOCH = _dt.datetime(2000, 1, 1)  # fixed workbook timestamps: same plan, same bytes
 
@@ -102,7 +102,7 @@ class Bom:
 
 
 def _runs(line) -> str:
-    return "idle spare (N+k)" if line.role == "spare" else (line.runs or (
+    return f"idle spare ({line.cost_note or 'N+k'})" if line.role == "spare" else (line.runs or (
         f"{line.model} {f'TP{line.tp}' if line.tp else 'TP not stated'} {line.precision or 'precision not stated'} "
         f"batch {line.max_batch or 'not stated'} "
         f"{line.engine_isl}/{line.engine_osl}"
@@ -127,7 +127,7 @@ def purchase_lines(plan: Plan) -> list[tuple]:
     return out
 
 
-_ROLES = {"capex": "bought", "reserved": "reserved", "on-demand": "on-demand"}
+_ROLES = {"capex": "bought", "reserved": "reserved", "on-demand": "on-demand", "spot": "spot"}
 
 
 def _expected_error(plan: Plan, line) -> float | None:
@@ -135,6 +135,21 @@ def _expected_error(plan: Plan, line) -> float | None:
     errors = [a.expected_error["throughput"] for w in plan.workloads for a in w.assignments
               if a.expected_error and (a.site, a.system, _ROLES.get(a.pricing)) == (line.site, line.system, line.role)]
     return max(errors) if errors else None
+
+
+def _cloud_price_origin(offer) -> str:
+    """A rented line's price: the user's (an override, a reserved price, a commitment) or the catalog's list price."""
+    if offer.price_note.startswith("catalog"):
+        return "catalog default (cited)"
+    return "user figure"
+
+
+def _commitment(offer, nodes: int) -> str:
+    """What a committed line signs for: nodes x USD/h x 8760/12 h a month x its term in months."""
+    if offer.pricing != "reserved" or not offer.term_months:
+        return ""
+    total = nodes * offer.usd_per_hour * HOURS_PER_YEAR / 12.0 * offer.term_months
+    return f"; commits {total:,.0f} USD over the {offer.term_months:g}-month term"
 
 
 def build_bom(plan: Plan, scenario: Scenario, catalog: Catalog) -> Bom:
@@ -157,8 +172,7 @@ def build_bom(plan: Plan, scenario: Scenario, catalog: Catalog) -> Bom:
                 price_source=f"{offer.price_note if offer else 'catalog'}: {system.source}",
             ))  # fmt: skip
         else:
-            pricing = "reserved" if line.role == "reserved" else "on-demand"
-            offer = offers[(line.system, pricing)]
+            offer = offers[(line.system, line.role)]  # the cloud's roles are its pricings
             period_hours = 8760.0 if line.role == "reserved" else scenario.billed_hours(line.period)
             lines.append(BomLine(
                 item=line.system, description=system.name, site=line.site, how=line.role, period=line.period,
@@ -166,7 +180,8 @@ def build_bom(plan: Plan, scenario: Scenario, catalog: Catalog) -> Bom:
                 unit_price_usd=offer.usd_per_hour,
                 unit="per node-hour", hours_per_year=period_hours, extended_price_usd=line.annual_cost_usd,
                 annual_cost_usd=line.annual_cost_usd, power_kw=0.0, rack_units=0,
-                price_source=f"{offer.price_note}: {system.source}",
+                price_source=f"{offer.price_note}{_commitment(offer, line.nodes)}: {system.source}",
+                price_origin=_cloud_price_origin(offer),
             ))  # fmt: skip
     for item in plan.infrastructure:
         yearly = item.capex_usd == 0
@@ -208,6 +223,7 @@ INFRASTRUCTURE_UNITS = {
     "fabric_switch_ports": "ports per switch", "fabric_switch_usd": "USD per switch", "fabric_link_usd": "USD per link",
     "frontend_ports_per_node": "ports per node", "frontend_switch_ports": "ports per switch",
     "frontend_switch_usd": "USD per switch", "frontend_link_usd": "USD per link",
+    "storage_tb_per_node": "TB per node", "storage_usd_per_tb": "USD per TB",
 }  # fmt: skip
 
 
@@ -233,6 +249,18 @@ def _assumptions(scenario: Scenario, catalog: Catalog) -> tuple[Assumption, ...]
         items.append(Assumption("cloud software_usd_per_gpu_per_year", figure.value, "USD per GPU per year (prorated per hour)",
                                 here if figure.kind == "user" else f"{figure.source} [{figure.origin}]"))  # fmt: skip
     items.append(Assumption("headroom_fraction", scenario.limits.headroom_fraction, "fraction of capacity kept free", here))
+    if scenario.elastic:  # the cloud's market: how a rental is billed and what it serves
+        items.append(Assumption("cloud minimum_billing_hours", scenario.cloud_minimum_billing_hours, "hours per rental", here))
+        items.append(Assumption("cloud start_up_minutes", round(scenario.cloud_start_up_hours * 60, 6),
+                                "minutes a rented node starts ahead of its period (billed)", here))  # fmt: skip
+        items.append(Assumption("cloud demand_growth_per_hour", scenario.cloud_demand_growth_per_hour,
+                                f"share of demand per hour; sized for +{scenario.demand_headroom:.2%} while nodes start", here))  # fmt: skip
+        for offer in scenario.offers:
+            if offer.pricing == "spot":
+                items.append(Assumption(f"spot availability {offer.system}", round(offer.capacity_factor, 6),
+                                        "share of its hours a spot node serves", here))  # fmt: skip
+        if scenario.spot_max_share < 1.0:
+            items.append(Assumption("spot max_share", scenario.spot_max_share, "of each workload's demand per period", here))
     items.append(Assumption("words_per_token", scenario.words_per_token, "words/token", defaults.words_per_token.source))
     items.append(Assumption("perf_sources", ", ".join(scenario.perf_sources), "", "scenario perf.sources (data first)"))
     for period in scenario.periods:
@@ -344,17 +372,19 @@ def _total_formula(column: str, columns: list[str], bom: Bom, last_line: int) ->
         return f"${letter}$2:${letter}${last_line}"
 
     values = span(column)
-    if column != "gpus" or not any(line.how == "on-demand" for line in bom.lines):
+    if column != "gpus" or not any(line.how in PER_PERIOD_ROLES for line in bom.lines):
         return f"=SUM({values})"
     how, period = span("how"), span("period")
     period_letter = get_column_letter(columns.index("period") + 1)
     first_row: dict[str, int] = {}
     for row, line in enumerate(bom.lines, start=2):
-        if line.how == "on-demand":
+        if line.how in PER_PERIOD_ROLES:
             first_row.setdefault(line.period, row)
-    peaks = ",".join(f'SUMPRODUCT(({how}="on-demand")*EXACT({period},{period_letter}{row})*{values})'
+    roles = sorted({line.how for line in bom.lines if line.how in PER_PERIOD_ROLES})  # on-demand, and spot if any
+    peaks = ",".join("+".join(f'SUMPRODUCT(({how}="{role}")*EXACT({period},{period_letter}{row})*{values})' for role in roles)
                      for row in first_row.values())  # fmt: skip
-    return f'=SUMPRODUCT(({how}<>"on-demand")*{values})+MAX({peaks})'
+    fixed = "".join(f'({how}<>"{role}")*' for role in roles)
+    return f"=SUMPRODUCT({fixed}{values})+MAX({peaks})"
 
 
 def _zip_with_fixed_times(archive: bytes) -> bytes:

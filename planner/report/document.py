@@ -146,6 +146,7 @@ def economics_section(planned: PlannedScenario) -> Section:
 
 HOURS_PER_YEAR = 8760
 VERBS = {"bought": "buy", "spare": "buy as spares", "reserved": "reserve all year"}
+PER_PERIOD_VERBS = {"on-demand": "rent on demand", "spot": "rent as spot"}
 
 
 def _usd_per_gpu_hour(plan, scenario) -> float | None:
@@ -215,8 +216,8 @@ def decision_section(planned: PlannedScenario, inputs: DecisionInputs) -> Sectio
         if line.item not in catalog.systems:  # infrastructure, support, software: the BOM table lists them
             others.append(line.item)
             continue
-        verb = VERBS.get(line.how) or (f"rent on demand in {line.period} ({hours.get(line.period, 0):,.0f} h/year)"
-                                       if line.how == "on-demand" else line.how)  # fmt: skip
+        verb = VERBS.get(line.how) or (f"{PER_PERIOD_VERBS[line.how]} in {line.period} ({hours.get(line.period, 0):,.0f} h/year)"
+                                       if line.how in PER_PERIOD_VERBS else line.how)  # fmt: skip
         actions.append(f"{verb} {line.count} x {line.description} (`{line.item}`, {line.gpus} x {line.gpu})")
     per_gpu_hour = _usd_per_gpu_hour(plan, planned.scenario)
     gap = f", gap {plan.mip_gap:.2%}" if plan.status == "feasible" and plan.mip_gap is not None else ""

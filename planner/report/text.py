@@ -20,7 +20,7 @@ from planner.metrics import LABELS, LATENCY_METRICS, percentile_label
 from planner.metrics import limits as metric_limits
 from planner.perf.engines import ENGINE_NAMES
 from planner.perf.types import Layout
-from planner.plan import Plan
+from planner.plan import PER_PERIOD_ROLES, Plan
 from planner.scenario import Scenario
 
 
@@ -71,7 +71,7 @@ def print_plan(plan: Plan, console: Console) -> None:
     for column in ("system", "how", "period", "nodes", "GPUs", "USD/year", "each node runs"):
         buy.add_column(column, justify="right" if column in ("nodes", "GPUs", "USD/year") else "left")
     for line in plan.lines:
-        runs = line.runs or (_engine(line) if line.role != "spare" else "idle spare (N+k)")
+        runs = line.runs or (_engine(line) if line.role != "spare" else f"idle spare ({line.cost_note or 'N+k'})")
         buy.add_row(line.system, line.role, line.period, str(line.nodes), str(line.gpus), f"{line.annual_cost_usd:,.0f}",
                     escape(runs))  # fmt: skip
     console.print(buy)
@@ -160,6 +160,7 @@ def print_validation(scenario: Scenario, console: Console) -> None:
         f"{name} {value}" for name, value in (
             ("power_kw", limits.power_kw), ("rack_units", limits.rack_units), ("capex_usd", limits.capex_usd),
             ("max_gpus", limits.max_gpus or None), ("spares per system", limits.spare_nodes_per_system or None),
+            ("spare fraction", limits.spare_fraction or None),
             ("max engine variants", limits.max_engine_variants),
         ) if value is not None
     ]  # fmt: skip
@@ -329,7 +330,7 @@ def print_compare(results: tuple[DeploymentResult, ...], console: Console) -> No
     for r in results:
         if r.plan is not None:
             systems = ", ".join(f"{n} x {s}" for s, n in r.plan.totals.nodes_by_system.items())
-            several = len(r.plan.totals.nodes_by_system) > 1 and any(line.role == "on-demand" for line in r.plan.lines)
+            several = len(r.plan.totals.nodes_by_system) > 1 and any(line.role in PER_PERIOD_ROLES for line in r.plan.lines)
             console.print(f"- {r.deployment}: {systems}" + (" (each system at its own peak)" if several else ""), soft_wrap=True)
         else:
             console.print(f"- {r.deployment}: " + "; ".join(r.infeasible), soft_wrap=True)

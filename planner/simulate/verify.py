@@ -45,7 +45,7 @@ import numpy as np
 from planner.errors import PlannerInputError
 from planner.metrics import LABELS
 from planner.metrics import limits as slo_limits
-from planner.plan import configuration_key, route_matches
+from planner.plan import PER_PERIOD_ROLES, configuration_key, route_matches
 from planner.simulate.pools import _Group, _Pool, _RouteRun, _single_pool, run_pool_once
 from planner.simulate.setups import _instances_per_node, engine_setup
 from planner.simulate.stats import (
@@ -630,7 +630,7 @@ def _running_instances(plan, route, catalog) -> int:
         raise ValueError(f"no instances serve route {route}")
     per_node = _instances_per_node(route, catalog.systems[route.system].gpus_per_node)
     for line in plan.lines:
-        if configuration_key(line) == configuration_key(route) and (line.role != "on-demand" or line.period == route.period):
+        if configuration_key(line) == configuration_key(route) and (line.role not in PER_PERIOD_ROLES or line.period == route.period):
             return line.nodes * per_node
     raise ValueError(f"no plan line serves route {route}")
 

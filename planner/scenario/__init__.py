@@ -1,0 +1,488 @@
+"""Scenarios: the workloads to serve, their latency limits, where nodes may come from, and the limits.
+
+`load_scenario(path, catalog)` reads YAML, validates its structure (pydantic, unknown fields rejected) and then
+checks it against the catalog (one `check_*` function per rule). The result is a frozen `Scenario` whose
+workloads carry resolved token lengths and peak request rates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from planner.catalog import Catalog
+from planner.cloud import CommitmentSpec, SpotSpec, SystemOffer, cloud_offers  # noqa: F401 (SystemOffer: read as scenario.SystemOffer)
+from planner.errors import PlannerInputError, clip_text
+from planner.infrastructure import (
+    FINANCE_FIELDS,
+    INFRASTRUCTURE_FIELDS,
+    Figure,
+    Infrastructure,
+)
+from planner.loading import read_yaml, validate_model
+from planner.metrics import METRICS_VERSION
+from planner.requirements import peak_rps_from_mean, rps_from_users, words_to_tokens
+from planner.scenario.checks import (
+    SITES_OF_DEPLOYMENT,
+    check_forecasts,
+    check_lengths_fit_context,
+    check_limits,
+    check_periods,
+    check_prices_known,
+    check_site_systems,
+    check_sites_match_deployment,
+    check_speculation,
+    check_unique_workload_names,
+    resolve_names,
+)
+from planner.scenario.resolved import (
+    Bucket,
+    Limits,
+    OnPremCosts,
+    Period,
+    Scenario,
+    Slo,
+    Workload,
+)
+from planner.scenario.spec import (  # noqa: F401 (re-exported)
+    HOURS_PER_YEAR,
+    MAX_FACTOR,
+    MAX_MS,
+    MAX_NODES,
+    MAX_PERIOD_RPS,
+    MAX_RPS,
+    MAX_USD,
+    PER_PERIOD_PRICING,
+    BucketSpec,
+    CloudSite,
+    DemandFactor,
+    Deployment,
+    EngineSpec,
+    FleetSpec,
+    ForecastSpec,
+    InfrastructureSpec,
+    LabelName,
+    LimitsSpec,
+    OnPremSite,
+    PerfSource,
+    PerfSourceChoice,
+    PerfSpec,
+    PeriodSpec,
+    PositiveUsd,
+    PositiveUsdPerHour,
+    PrefixCacheSpec,
+    RobustnessSpec,
+    ScenarioSpec,
+    SitesSpec,
+    SloSpec,
+    SolverName,
+    SolverSpec,
+    SpeculativeSpec,
+    UsersSpec,
+    WorkloadMode,
+    WorkloadSpec,
+)
+
+
+def perf_layers(source: str) -> tuple[str, ...]:
+    from planner.perf import PERF_SOURCE_LAYERS
+
+    return PERF_SOURCE_LAYERS[source]
+
+
+# ---- resolution ----
+
+
+def resolve_workload(spec: WorkloadSpec, words_per_token: float, default_quantile: float) -> Workload:
+    """Lengths in tokens (words at `words_per_token`) and the peak rate to size for."""
+    if spec.buckets is not None:
+        buckets = tuple(Bucket(b.isl_tokens, b.osl_tokens, b.share, b.max_isl_tokens, b.max_osl_tokens) for b in spec.buckets)
+    else:
+        isl = spec.isl_tokens if spec.isl_tokens is not None else words_to_tokens(spec.words_in, words_per_token)
+        osl = spec.osl_tokens if spec.osl_tokens is not None else words_to_tokens(spec.words_out, words_per_token)
+        buckets = (Bucket(int(isl), int(osl), 1.0),)
+    mean, quantile = None, None
+    if spec.peak_rps is not None:
+        peak, note = spec.peak_rps, "peak_rps as given"
+    else:
+        if spec.mean_rps is not None:
+            mean, what = spec.mean_rps, f"mean {spec.mean_rps:g} rps"
+        else:
+            users = spec.users
+            mean = rps_from_users(users.daily_active_users, users.requests_per_user, users.working_hours_per_day)
+            what = (
+                f"{users.daily_active_users:g} users x {users.requests_per_user:g} requests over "
+                f"{users.working_hours_per_day:g} h = mean {mean:.6g} rps"
+            )
+        explicit_none = "peak_quantile" in spec.model_fields_set and spec.peak_quantile is None
+        if explicit_none:
+            peak, note = mean, f"{what}, sized for the mean (peak_quantile: null)"
+        else:
+            quantile = spec.peak_quantile if spec.peak_quantile is not None else default_quantile
+            peak = peak_rps_from_mean(mean, quantile)
+            note = f"{what}, Poisson {quantile:g} quantile -> {peak:g} rps"
+    return Workload(
+        name=spec.name,
+        model=spec.model,
+        isl_tokens=round(sum(b.isl_tokens * b.share for b in buckets)),
+        osl_tokens=round(sum(b.osl_tokens * b.share for b in buckets)),
+        buckets=buckets,
+        peak_rps=_clean_rate(peak),
+        mean_rps=mean,
+        peak_quantile=quantile,
+        requests_per_user=spec.users.requests_per_user if spec.users is not None else None,
+        demand_note=note,
+        mode=spec.mode,
+        slo=Slo(spec.slo.ttft_ms, spec.slo.tpot_ms, spec.slo.itl_ms, spec.slo.e2e_ms, spec.slo.percentile),
+        precisions=tuple(spec.precisions) if spec.precisions is not None else None,
+        engines=tuple(dict.fromkeys(spec.engines)),
+        prefix_cache=_prefix_cache(spec.prefix_cache),
+    )
+
+
+def _prefix_cache(spec: PrefixCacheSpec | None):
+    from planner.perf.types import PrefixCache
+
+    return None if spec is None else PrefixCache(spec.prefix_tokens, spec.hit_rate)
+
+
+def _clean_rate(value: float) -> float:
+    return round(float(value), 9)  # float noise must not buy a node: 678720 x 3 / 28800 is 70.7
+
+
+def period_demand_rps(workload: Workload, factor: float) -> float:
+    """Peak demand of a workload in a period: factor x peak, or the Poisson quantile of factor x mean."""
+    if workload.mean_rps is None:
+        return _clean_rate(workload.peak_rps * factor)
+    mean = workload.mean_rps * factor
+    if workload.peak_quantile is None:
+        return _clean_rate(mean)
+    return _clean_rate(peak_rps_from_mean(mean, workload.peak_quantile))
+
+
+def resolve_periods(spec: ScenarioSpec, workloads: list[Workload], file: str) -> tuple[Period, ...]:
+    """The scenario's periods (default: one period, the whole year at peak demand)."""
+    if spec.periods is None:
+        return (Period("all", HOURS_PER_YEAR, {w.name: w.peak_rps for w in workloads}, _traffic(workloads, {})),)
+    names = {w.name for w in workloads}
+    periods = []
+    for index, period in enumerate(spec.periods):
+        for name, factor in period.demand_factor.items():
+            field = f"periods[{index}:{period.name}].demand_factor.{name}"
+            if name not in names:
+                raise PlannerInputError(file, field, f"unknown workload; allowed: {', '.join(sorted(names))}")
+            if factor < 0:
+                raise PlannerInputError(file, field, f"must be >= 0 (got {factor:g})")
+        demand = {w.name: period_demand_rps(w, period.demand_factor.get(w.name, 1.0)) for w in workloads}
+        for name, rps in demand.items():
+            if not math.isfinite(rps) or rps > MAX_PERIOD_RPS:
+                raise PlannerInputError(
+                    file, f"periods[{index}:{period.name}].demand_factor.{name}",
+                    f"the period's demand of {name} comes to {rps:.4g} rps; allowed: a finite rate up to "
+                    f"{MAX_PERIOD_RPS:,.0f} rps (check the workload's rate and this factor)",
+                )  # fmt: skip
+        periods.append(Period(period.name, period.hours_per_year, demand, _traffic(workloads, period.demand_factor)))
+    return tuple(periods)
+
+
+def _traffic(workloads: list[Workload], factors: dict[str, float]) -> dict[str, float]:
+    return {
+        w.name: (w.mean_rps if w.mean_rps is not None else w.peak_rps) * factors.get(w.name, 1.0) for w in workloads
+    }
+
+
+def _offers(spec: ScenarioSpec, catalog: Catalog, file: str) -> tuple[SystemOffer, ...]:
+    offers = []
+    use_on_prem = spec.deployment in ("on-prem", "hybrid") and spec.sites.on_prem is not None
+    use_cloud = spec.deployment in ("cloud", "hybrid") and spec.sites.cloud is not None
+    if use_on_prem:
+        for system_id in spec.sites.on_prem.systems:
+            system = catalog.systems[system_id]
+            override = spec.sites.on_prem.price_usd.get(system_id)
+            offers.append(
+                SystemOffer(
+                    system=system_id, site="on-prem", pricing="capex",
+                    price_usd=override if override is not None else system.price_usd,
+                    usd_per_hour=None, power_kw=system.power_kw, rack_units=system.rack_units,
+                    price_note="scenario override" if override is not None else f"catalog ({system.price_source_kind or 'source'})",
+                )
+            )
+    if use_cloud:
+        offers.extend(cloud_offers(spec.sites.cloud, catalog, file))
+    return tuple(offers)
+
+
+def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str) -> Scenario:
+    """Check a validated spec against the catalog and resolve it."""
+    check_unique_workload_names(spec, file)
+    spec = resolve_names(spec, catalog, file)
+    check_sites_match_deployment(spec, file)
+    check_site_systems(spec, catalog, file)
+    check_prices_known(spec, catalog, file)
+    check_periods(spec, file)
+    check_limits(spec, catalog, file)
+    check_forecasts(spec, file)
+    check_speculation(spec, catalog, file)
+    spec, metrics_notes, metrics_migrated = migrate_metrics(spec, file)
+    defaults = catalog.defaults
+    words_per_token = spec.words_per_token if spec.words_per_token is not None else defaults.words_per_token.value
+    workloads = [resolve_workload(w, words_per_token, defaults.peak_quantile.value) for w in spec.workloads]
+    check_lengths_fit_context(spec, workloads, catalog, file)
+    on_prem = spec.sites.on_prem
+    costs = None
+    if on_prem is not None:
+
+        def pick(name: str) -> float:
+            given = getattr(on_prem, name)
+            return given if given is not None else getattr(defaults, name).value
+
+        included = on_prem.infrastructure.include
+        figures = {name: _figure(getattr(on_prem, name), getattr(defaults, name))
+                   for name in ("amortization_years", "usd_per_kwh", "pue", "utilization_power_factor", *FINANCE_FIELDS)}
+        if not included:  # the servers alone: no facility, software or infrastructure
+            for name in ("software_usd_per_gpu_per_year", "facility_usd_per_kw_per_month"):
+                figures[name] = Figure(0.0, "sites.on_prem.infrastructure.include: false", "user")
+        infrastructure = Infrastructure({name: _figure(getattr(on_prem.infrastructure, name), getattr(defaults, name))
+                                         for name in INFRASTRUCTURE_FIELDS}) if included else None  # fmt: skip
+        costs = OnPremCosts(
+            pick("amortization_years"), pick("usd_per_kwh"), pick("pue"),
+            pick("utilization_power_factor"), pick("maintenance_fraction_per_year"),
+            on_prem.space_usd_per_rack_unit_per_year,
+            cost_of_capital_per_year=figures["cost_of_capital_per_year"].value,
+            software_usd_per_gpu_per_year=figures["software_usd_per_gpu_per_year"].value,
+            facility_usd_per_kw_per_month=figures["facility_usd_per_kw_per_month"].value,
+            installation_fraction_of_capex=figures["installation_fraction_of_capex"].value,
+            figures=figures, infrastructure=infrastructure,
+        )
+    limits = spec.limits
+    return Scenario(
+        name=spec.name,
+        file=file,
+        description=spec.description,
+        deployment=spec.deployment,
+        words_per_token=words_per_token,
+        workloads=tuple(workloads),
+        periods=resolve_periods(spec, workloads, file),
+        offers=_offers(spec, catalog, file),
+        on_prem_costs=costs,
+        cloud_software=(_figure(spec.sites.cloud.software_usd_per_gpu_per_year, defaults.software_usd_per_gpu_per_year)
+                        if spec.sites.cloud is not None else None),
+        cloud_minimum_billing_hours=spec.sites.cloud.minimum_billing_hours if spec.sites.cloud is not None else 0.0,
+        cloud_start_up_hours=spec.sites.cloud.start_up_minutes / 60.0 if spec.sites.cloud is not None else 0.0,
+        cloud_demand_growth_per_hour=spec.sites.cloud.demand_growth_per_hour if spec.sites.cloud is not None else 0.0,
+        spot_max_share=spec.sites.cloud.spot.max_share if spec.sites.cloud is not None and spec.sites.cloud.spot else 1.0,
+        limits=Limits(
+            limits.headroom_fraction, limits.power_kw, limits.rack_units, limits.capex_usd, dict(limits.max_gpus),
+            limits.spare_nodes_per_system, limits.max_engine_variants, spare_fraction=limits.spare_fraction,
+        ),
+        perf_sources=perf_layers(spec.perf.source) if spec.perf.source else tuple(spec.perf.sources),
+        max_batch_ladder=tuple(sorted(set(spec.engine.max_batch_ladder))),
+        tp_ladder=tuple(sorted(set(spec.engine.tp_ladder))),
+        solver=spec.solver.name,
+        time_limit_s=spec.solver.time_limit_s,
+        perf_margin=spec.robustness.perf_margin,
+        confidence=spec.robustness.confidence,
+        demand_forecasts=tuple(
+            (f.name, tuple(sorted(f.scale.items()))) for f in spec.robustness.demand_forecasts
+        ),
+        reconfigure_between_periods=spec.fleet.reconfigure_between_periods,
+        share_nodes_across_models=spec.fleet.share_nodes_across_models,
+        disaggregated=spec.fleet.disaggregated,
+        expert_parallel=spec.engine.expert_parallel,
+        max_pipeline_nodes=spec.engine.max_pipeline_nodes,
+        speculation=_speculation(spec.engine.speculative, catalog),
+        token_budget=spec.engine.token_budget,
+        metrics_version=spec.metrics_version or 1,
+        metrics_notes=metrics_notes,
+        metrics_migrated=metrics_migrated,
+    )
+
+
+def migrate_metrics(spec: ScenarioSpec, file: str) -> tuple[ScenarioSpec, tuple[str, ...], bool]:
+    """The one rule for files written before metrics version 2 (docs/metrics.md): without `metrics_version: 2`,
+    `slo.itl_ms` meant a request's mean gap between tokens, so it is read as `slo.tpot_ms`. Returns the spec in
+    today's metrics, what was read how (for `validate`), and whether a limit moved (the plan then says so too)."""
+    if spec.metrics_version == METRICS_VERSION:
+        return spec, (f"{file}: metrics_version {METRICS_VERSION}: itl_ms limits one gap between tokens, tpot_ms a "
+                      "request's mean gap (docs/metrics.md)",), False  # fmt: skip
+    workloads, moved = [], []
+    for index, workload in enumerate(spec.workloads):
+        slo = workload.slo
+        if slo.itl_ms is not None and slo.tpot_ms is not None:
+            raise PlannerInputError(
+                file, f"workloads[{index}:{workload.name}].slo.itl_ms",
+                "both itl_ms and tpot_ms in a file without metrics_version 2, where itl_ms means tpot_ms; "
+                "add `metrics_version: 2` at the top of the file to limit single token gaps with itl_ms (docs/metrics.md)",
+            )  # fmt: skip
+        if slo.itl_ms is not None:
+            moved.append(f"workload {workload.name}: itl_ms {slo.itl_ms:g} -> tpot_ms {slo.itl_ms:g}")
+            slo = slo.model_copy(update={"tpot_ms": slo.itl_ms, "itl_ms": None})
+        workloads.append(workload.model_copy(update={"slo": slo}))
+    what = ("; its slo.itl_ms meant a request's mean gap between tokens, today's tpot_ms: " + "; ".join(moved)
+            if moved else " (it sets no itl_ms limit, so nothing moves)")  # fmt: skip
+    note = (f"{file}: no metrics_version, read as version 1{what}. Add `metrics_version: 2` to the file to use "
+            "today's names (itl_ms = one gap between tokens; docs/metrics.md)")  # fmt: skip
+    return spec.model_copy(update={"workloads": workloads}), (note,), bool(moved)
+
+
+def _figure(given: float | None, default) -> Figure:
+    """A cost figure as the scenario gives it, or the catalog default with its source and kind."""
+    if given is not None:
+        return Figure(float(given), "scenario", "user")
+    return Figure(default.value, default.source, default.kind)
+
+
+def _speculation(spec: SpeculativeSpec | None, catalog: Catalog):
+    """The engine option as the roofline's Speculation (its draft model, resolved by `resolve_names` and checked by
+    `check_speculation`, from the catalog)."""
+    if spec is None:
+        return None
+    from planner.perf.roofline import Speculation
+
+    draft = catalog.models[spec.draft_model] if spec.draft_model is not None else None
+    return Speculation(spec.method, spec.draft_tokens, spec.acceptance_rate, draft)
+
+
+def _spec(path: Path | str, catalog: Catalog, overrides: ScenarioOverrides | None) -> ScenarioSpec:
+    """A scenario file read and validated, with one run's overrides."""
+    file = str(path)
+    return apply_overrides(validate_model(ScenarioSpec, read_yaml(Path(path)), file), overrides, catalog, file)
+
+
+def _deployment_variants(spec: ScenarioSpec, catalog: Catalog, file: str) -> dict[str, Scenario]:
+    """The scenario once per deployment whose sites it has."""
+    return {
+        deployment: build_scenario(spec.model_copy(update={"deployment": deployment}), catalog, file)
+        for deployment, sites in SITES_OF_DEPLOYMENT.items() if all(getattr(spec.sites, s) is not None for s in sites)
+    }  # fmt: skip
+
+
+def load_scenario_deployments(path: Path | str, catalog: Catalog, overrides: ScenarioOverrides | None = None) -> dict[str, Scenario]:
+    """The scenario once per deployment its sites allow (on-prem, cloud, hybrid), for side-by-side comparison."""
+    return _deployment_variants(_spec(path, catalog, overrides), catalog, str(path))
+
+
+def comparable_deployments(path: Path | str, catalog: Catalog,
+                           overrides: ScenarioOverrides | None = None) -> tuple[dict[str, Scenario], dict[str, str]]:  # fmt: skip
+    """What `compare` sets side by side: the deployments the scenario's sites allow and, for a scenario with an
+    on-prem site but none in the cloud, cloud and hybrid on the catalog's priced cloud instances of the same GPUs
+    (at catalog prices, the scenario's on-prem site as it is). Returns (scenarios, a note per deployment that says
+    what was derived, or why a deployment is missing)."""
+    spec = _spec(path, catalog, overrides)
+    notes: dict[str, str] = {}
+    if spec.sites.on_prem is not None and spec.sites.cloud is None:
+        gpus = sorted({catalog.systems[s].gpu for s in spec.sites.on_prem.systems if s in catalog.systems})
+        instances = sorted(
+            s for s, system in catalog.systems.items()
+            if system.kind == "cloud" and system.gpu in gpus and system.usd_per_hour is not None
+        )  # fmt: skip
+        if instances:
+            spec = spec.model_copy(update={"sites": spec.sites.model_copy(update={"cloud": CloudSite(systems=instances)})})
+            note = (f"the scenario has no cloud site: planned on the catalog's instances of the same GPUs "
+                    f"({', '.join(gpus)}) at catalog prices: {', '.join(instances)}")  # fmt: skip
+            notes = {"cloud": note, "hybrid": note}
+        else:
+            notes = {"cloud": f"not compared: the scenario has no cloud site and the catalog no priced cloud instance of {', '.join(gpus)}"}
+    elif spec.sites.cloud is not None and spec.sites.on_prem is None:
+        notes = {"on-prem": "not compared: the scenario has no on-prem site (give sites.on_prem with the systems and prices to weigh)"}
+    return _deployment_variants(spec, catalog, str(path)), notes
+
+
+def scenario_catalog_dirs(path: Path | str) -> list[Path]:
+    """The user catalog directories a scenario names (`catalog:`), relative to the scenario file."""
+    path = Path(path)
+    data = read_yaml(path)
+    named = data.get("catalog") if isinstance(data, dict) else None
+    if named is None:
+        return []
+    entries = [named] if isinstance(named, str) else named
+    if not isinstance(entries, list) or not all(isinstance(e, str) and e for e in entries):
+        raise PlannerInputError(str(path), "catalog", "expected a directory path or a list of them")
+    directories = []
+    for index, entry in enumerate(entries):
+        directory = Path(entry) if Path(entry).is_absolute() else path.parent / entry
+        if not directory.is_dir():
+            where = "catalog" if isinstance(named, str) else f"catalog[{index}]"
+            raise PlannerInputError(str(path), where, f"catalog directory '{entry}' not found (relative to the scenario file)")
+        directories.append(directory)
+    return directories
+
+
+@dataclass(frozen=True)
+class ScenarioOverrides:
+    """What one run changes of a scenario file (`--deployment`, `--systems`, `--precisions`, `--engines`), without a
+    copied YAML. `systems` replaces both sites' systems (each system goes to the site of its kind; a site left
+    without systems is dropped); `precisions` and `engines` replace every workload's."""
+
+    deployment: str | None = None
+    systems: tuple[str, ...] | None = None
+    precisions: tuple[str, ...] | None = None
+    engines: tuple[str, ...] | None = None
+
+    def __bool__(self) -> bool:
+        return any(v is not None for v in (self.deployment, self.systems, self.precisions, self.engines))
+
+    def describe(self) -> str:
+        """'deployment cloud; systems a, b' for the echo on the output; each value clipped (`clip_text`: the echo
+        comes before the values are checked, and a megabyte pasted into --systems is refused, not echoed)."""
+        parts = [(name, value if isinstance(value, str) else ", ".join(value))
+                 for name, value in (("deployment", self.deployment), ("systems", self.systems),
+                                     ("precisions", self.precisions), ("engines", self.engines)) if value is not None]  # fmt: skip
+        return "; ".join(f"{name} {clip_text(value)}" for name, value in parts)
+
+    def as_dict(self) -> dict:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+def apply_overrides(spec: ScenarioSpec, overrides: ScenarioOverrides | None, catalog: Catalog, file: str) -> ScenarioSpec:
+    """The scenario spec with one run's overrides (a bad value raises PlannerInputError naming its option)."""
+    if not overrides:
+        return spec
+    from planner.catalog import PRECISIONS
+    from planner.perf.engines import ENGINES
+
+    update: dict = {}
+    for option, values, allowed in (("--precisions", overrides.precisions, PRECISIONS), ("--engines", overrides.engines, tuple(ENGINES))):
+        wrong = [v for v in values or () if v not in allowed]
+        if wrong or values == ():
+            raise PlannerInputError(file, option, f"one or more of {', '.join(allowed)} (got {', '.join(wrong) or 'nothing'})")
+    if overrides.deployment is not None:
+        if overrides.deployment not in ("on-prem", "cloud", "hybrid"):
+            raise PlannerInputError(file, "--deployment", f"on-prem, cloud or hybrid (got {overrides.deployment!r})")
+        missing = [site for site in SITES_OF_DEPLOYMENT[overrides.deployment] if getattr(spec.sites, site) is None]
+        if missing and overrides.systems is None:
+            raise PlannerInputError(file, "--deployment", f"{overrides.deployment} needs a {' and '.join(m.replace('_', '-') for m in missing)} "
+                                    "site, which the scenario does not have: name its systems with --systems")  # fmt: skip
+        update["deployment"] = overrides.deployment
+    if overrides.systems is not None:
+        if not overrides.systems:
+            raise PlannerInputError(file, "--systems", "one or more system ids of the catalog")
+        chosen = [catalog.resolve("system", name, file, "--systems") for name in overrides.systems]
+        sites = {}
+        for site, kind, model in (("on_prem", "on-prem", OnPremSite), ("cloud", "cloud", CloudSite)):
+            mine = list(dict.fromkeys(s for s in chosen if catalog.systems[s].kind == kind))
+            current = getattr(spec.sites, site)
+            sites[site] = None if not mine else (current.model_copy(update={"systems": mine}) if current else model(systems=mine))
+        update["sites"] = spec.sites.model_copy(update=sites)
+        have = {site for site, value in sites.items() if value is not None}
+        deployment = update.get("deployment", spec.deployment)
+        needs = set(SITES_OF_DEPLOYMENT[deployment])
+        if not needs <= have:
+            if overrides.deployment is not None:
+                raise PlannerInputError(file, "--systems", f"deployment {deployment} needs "
+                                        f"{' and '.join(k.replace('_', '-') for k in sorted(needs))} systems among them")
+            update["deployment"] = "hybrid" if have == {"on_prem", "cloud"} else "cloud" if "cloud" in have else "on-prem"
+    if overrides.precisions is not None or overrides.engines is not None:
+        changes = {name: list(values) for name, values in (("precisions", overrides.precisions), ("engines", overrides.engines))
+                   if values is not None}  # fmt: skip
+        update["workloads"] = [w.model_copy(update=changes) for w in spec.workloads]
+    return spec.model_copy(update=update)
+
+
+def load_scenario(path: Path | str, catalog: Catalog, overrides: ScenarioOverrides | None = None) -> Scenario:
+    """Read, validate and resolve a scenario file, with one run's overrides if any; any problem raises
+    PlannerInputError (file, field, allowed)."""
+    return build_scenario(_spec(path, catalog, overrides), catalog, str(path))
+
