@@ -15,6 +15,7 @@ from planner import api
 from planner.candidates import enumerate_candidates, unit_rate
 from planner.optimize import balance, build_fleet_model, bucket_demand, solve_model
 from planner.plan import configuration_key
+from planner.scenario import load_scenario
 
 # Two systems at the same rate per node, the cheaper one capped at 2 nodes: 45 rps need 2 A + 3 B (50 rps), and
 # the program may put 20 on A and 25 on B or any split; balanced, each runs at 45 / 50 = 90%.
@@ -51,7 +52,7 @@ def _same_rate(tmp_path):
 def _solved(path, catalog_dir, solver="cbc"):
     """The fleet program solved, before any balancing: (scenario, candidates, model)."""
     catalog = api.scenario_catalog(path, catalog_dir)
-    scenario = api.load_scenario(path, catalog)
+    scenario = load_scenario(path, catalog)
     cset = enumerate_candidates(scenario, catalog)
     model = build_fleet_model(scenario, cset, catalog)
     assert solve_model(model, solver, scenario.time_limit_s).status == "optimal"

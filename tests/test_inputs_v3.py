@@ -136,10 +136,10 @@ def _catalog_reads_tables_bounded() -> bool:
     return "open_bounded" in inspect.getsource(planner.catalog._csv_records)
 
 
-# until planner/catalog.py reads its tables through the bounded reader, these would block for the whole timeout
+# until planner/catalog/files.py reads its tables through the bounded reader, these would block for the whole timeout
 # (a FIFO) or read /dev/zero until memory runs out: skipped, not run, and said so
 CATALOG_READS_TABLES_BOUNDED = pytest.mark.skipif(
-    not _catalog_reads_tables_bounded(), reason="planner/catalog.py `_csv_records` still opens tables with open(): "
+    not _catalog_reads_tables_bounded(), reason="planner/catalog/files.py `_csv_records` still opens tables with open(): "
     "it must use planner.loading.open_bounded(path, 'a catalog table', MAX_TABLE_BYTES, newline='') (issue 33)",
 )  # fmt: skip
 

@@ -3,7 +3,7 @@ measured rows takes about a second (planner/perf/calibration.py), and every comm
 engine of that generation pays it again in a fresh process.
 
 A fit is stored under a key that is the SHA-256 of everything it depends on: the source of the performance model
-(planner/perf/*.py and planner/catalog.py), the catalog's content (GPUs, systems, models, benchmark rows, step
+(planner/perf/*.py and planner/catalog/*.py), the catalog's content (GPUs, systems, models, benchmark rows, step
 tables, layers) and the fit's own arguments. A catalog or code change is a new key, never a stale answer; a file
 that cannot be read is fitted again. Files are JSON (no code runs on load), written whole (a temporary file
 renamed). `PLANNER_CACHE_DIR` names the folder (default `$XDG_CACHE_HOME/planner` or `~/.cache/planner`); `off`
@@ -36,8 +36,8 @@ def cache_directory() -> Path | None:
 def _code_digest() -> str:
     root = Path(__file__).resolve().parent
     digest = hashlib.sha256()
-    for path in sorted([*root.glob("*.py"), root.parent / "catalog.py"]):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    for path in sorted([*root.glob("*.py"), *(root.parent / "catalog").glob("*.py")]):
+        digest.update(path.parent.name.encode() + b"/" + path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 

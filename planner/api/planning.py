@@ -1,24 +1,23 @@
-"""The Python API: every CLI command is one call of a function here."""
+"""The Python API for planning: a scenario planned, compared, billed, simulated, repaired and reported."""
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from planner.api.exploring import perf_layers
 from planner.catalog import Catalog, CatalogDirs, as_directory_list, load_catalog
 from planner.errors import PlannerInputError
-from planner.landscape import Landscape, engine_landscape, workload_landscape
+from planner.landscape import Landscape, workload_landscape
 from planner.optimize import plan as solve_plan
-from planner.perf import PerfMiss, PerfQuery, PerfResult, estimate
 from planner.plan import PER_PERIOD_ROLES, Plan
-from planner.requirements import (
-    daily_active_users,
-    peak_rps_from_mean,
-    requests_per_day,
+from planner.scenario import (
+    Scenario,
+    ScenarioOverrides,
+    load_scenario,
+    scenario_catalog_dirs,
 )
-from planner.scenario import Scenario, ScenarioOverrides, load_scenario, scenario_catalog_dirs
 
 
 def scenario_catalog(scenario_path: Path | str, catalog_dirs: CatalogDirs = None) -> Catalog:
@@ -93,187 +92,6 @@ def validate_file(scenario_path: Path | str, catalog_dirs: CatalogDirs = None) -
     """Load and check a scenario against the catalog; returns the resolved scenario."""
     return load_scenario(scenario_path, scenario_catalog(scenario_path, catalog_dirs))
 
-
-@dataclass(frozen=True)
-class PerfAnswer:
-    """`planner perf` output: the point (or the miss) plus node normalization facts."""
-
-    query: PerfQuery
-    result: PerfResult | None
-    miss_reason: str | None
-    percentile: float | None = None  # the latencies' percentile (None: means)
-
-
-def perf_layers(perf_source: str | None) -> tuple[str, ...]:
-    """The layers a `--perf-source` choice asks for (None: the default, rows then the roofline)."""
-    from planner.perf import PERF_SOURCE_LAYERS, SOURCES, aic_unavailable_message
-
-    if perf_source is None:
-        return SOURCES
-    if perf_source not in PERF_SOURCE_LAYERS:
-        raise PlannerInputError("--perf-source", "perf_source", f"unknown '{perf_source}'; allowed: {', '.join(PERF_SOURCE_LAYERS)}")
-    if perf_source == "aic" and aic_unavailable_message():
-        raise PlannerInputError("--perf-source", "aic", aic_unavailable_message())
-    return PERF_SOURCE_LAYERS[perf_source]
-
-
-def perf_point(query: PerfQuery, catalog_dirs: CatalogDirs = None, perf_source: str | None = None,
-               percentile: float | None = None) -> PerfAnswer:  # fmt: skip
-    """Latency and throughput of one engine config, with provenance (or why there is no answer); latencies at
-    `percentile` (None: means), the limits of the query at it too."""
-    catalog = load_catalog(catalog_dirs)
-    query = _check_query_ids(query, catalog)
-    answer = estimate(query, catalog, sources=perf_layers(perf_source), percentile=percentile)
-    if isinstance(answer, PerfMiss):
-        return PerfAnswer(query, None, answer.reason, percentile)
-    return PerfAnswer(query, answer, None, percentile)
-
-
-def _check_query_ids(query: PerfQuery, catalog: Catalog) -> PerfQuery:
-    """The query with catalog ids for its model and GPU (aliases resolved), checked against the catalog."""
-    query = dataclasses.replace(
-        query, model=catalog.resolve("model", query.model, "--model", "model"), gpu=catalog.resolve("gpu", query.gpu, "--gpu", "gpu")
-    )
-    gpu = catalog.gpus[query.gpu]
-    if query.precision is not None and query.precision not in gpu.precisions:
-        raise PlannerInputError(
-            "--precision", "precision", f"{query.gpu} does not support {query.precision}; allowed: {', '.join(gpu.precisions)}"
-        )
-    # tensor parallelism stays within one node's NVLink domain: the largest node of this GPU bounds it
-    largest = max((s.gpus_per_node for s in catalog.systems.values() if s.gpu == query.gpu), default=8)
-    if query.tp is not None and query.tp > largest:
-        raise PlannerInputError(
-            "--tp", "tp", f"TP {query.tp} spans more GPUs than the largest {query.gpu} node in the catalog "
-            f"({largest}); allowed: 1 to {largest}",
-        )  # fmt: skip
-    return query
-
-
-@dataclass(frozen=True)
-class PeakAnswer:
-    mean_rps: float
-    quantile: float
-    peak_rps: float
-
-
-def peak(mean_rps: float, quantile: float = 0.95) -> PeakAnswer:
-    """Peak requests/s at a quantile of Poisson arrivals (seed case C4)."""
-    from planner.scenario import MAX_RPS
-
-    if not (math.isfinite(mean_rps) and 0 <= mean_rps <= MAX_RPS):
-        raise PlannerInputError("--mean-rps", "mean_rps", f"must be between 0 and {MAX_RPS:,.0f} (got {mean_rps:g})")
-    if not 0 < quantile < 1:
-        raise PlannerInputError("--quantile", "quantile", f"must be strictly between 0 and 1 (got {quantile:g})")
-    return PeakAnswer(mean_rps, quantile, peak_rps_from_mean(mean_rps, quantile))
-
-
-@dataclass(frozen=True)
-class UsersAnswer:
-    rps: float
-    hours_per_day: float
-    requests_per_user: float
-    requests_per_day: float
-    daily_active_users: int
-
-
-def users(rps: float, hours_per_day: float = 8.0, requests_per_user: float = 3.0) -> UsersAnswer:
-    """Requests per working day and daily active users a sustained rate serves (seed case C2)."""
-    for flag, name, value, low in (
-        ("--rps", "rps", rps, 0.0), ("--hours", "hours", hours_per_day, 0.0), ("--requests-per-user", "requests_per_user", requests_per_user, 0.0),
-    ):  # fmt: skip
-        if not math.isfinite(value) or value < low or (name != "rps" and value == 0) or value > 1e9:
-            raise PlannerInputError(flag, name, f"must be a finite number > 0 and at most 1e9 (got {value:g})")
-    if hours_per_day > 24:
-        raise PlannerInputError("--hours", "hours", f"a day has at most 24 hours (got {hours_per_day:g})")
-    return UsersAnswer(
-        rps, hours_per_day, requests_per_user,
-        round(requests_per_day(rps, hours_per_day), 6), daily_active_users(rps, hours_per_day, requests_per_user),
-    )
-
-
-CATALOG_KINDS = ("gpus", "systems", "models", "benchmarks", "calibration")
-
-
-def catalog_entries(kind: str, catalog_dirs: CatalogDirs = None) -> list[dict]:
-    """Catalog entries of one kind as plain records (for listing)."""
-    if kind not in CATALOG_KINDS:
-        raise PlannerInputError("catalog", "kind", f"unknown kind '{kind}'; allowed: {', '.join(CATALOG_KINDS)}")
-    catalog = load_catalog(catalog_dirs)
-    if kind == "benchmarks":
-        return [row.model_dump(exclude_none=True) for row in catalog.benchmarks]
-    if kind == "calibration":
-        from planner.perf.calibration import calibration_entries
-
-        return calibration_entries(catalog)
-    entries = getattr(catalog, kind)
-    return [entries[key].model_dump(exclude_none=True) for key in sorted(entries)]
-
-
-@dataclass(frozen=True)
-class CurveAnswer:
-    """A latency-throughput curve over concurrency: measured/interpolated points, the roofline's, and the point
-    chosen under the limits."""
-
-    query: PerfQuery
-    gpus_per_node: int
-    data_points: tuple[PerfResult, ...]
-    modeled_points: tuple[PerfResult, ...]
-    chosen: PerfResult | None
-    miss_reason: str | None
-    landscape: Landscape | None = None  # every engine of the model on the GPU, when asked (planner.landscape)
-    percentile: float | None = None  # the latencies' percentile (None: means)
-
-
-def curve(query: PerfQuery, gpus_per_node: int = 8, catalog_dirs: CatalogDirs = None,
-          perf_source: str | None = None, with_landscape: bool = False, percentile: float | None = None) -> CurveAnswer:  # fmt: skip
-    """Points over concurrency for one engine (model, GPU, TP, precision, ISL/OSL) and the best under the limits;
-    `with_landscape`: also every TP x precision of the model on the GPU in throughput per GPU vs per user."""
-
-    catalog = load_catalog(catalog_dirs)
-    query = _check_query_ids(query, catalog)
-    sources = perf_layers(perf_source)
-    answer = curve_in_catalog(query, catalog, gpus_per_node, sources, percentile)
-    if not with_landscape:
-        return answer
-    return dataclasses.replace(answer, landscape=engine_landscape(query, catalog, gpus_per_node, sources, answer.chosen,
-                                                                  percentile))  # fmt: skip
-
-
-def curve_in_catalog(query: PerfQuery, catalog: Catalog, gpus_per_node: int = 8, sources: tuple[str, ...] | None = None,
-                     percentile: float | None = None) -> CurveAnswer:  # fmt: skip
-    import dataclasses
-
-    from planner.perf import modeled_curve
-    from planner.perf.tables import matching_rows, result_from_row
-
-    open_query = dataclasses.replace(query, concurrency=None, ttft_ms=None, tpot_ms=None, itl_ms=None, e2e_ms=None)
-    from planner.perf import SOURCES
-
-    sources = sources or SOURCES
-    rows = matching_rows(catalog, open_query) if "measured" in sources else []
-    data = [result_from_row(r, catalog) for r in rows]
-    if "aic" in sources and query.tp and query.precision:
-        from planner.perf import aic
-
-        if aic.available():
-            answer = aic.aic_points(open_query, catalog.gpus[query.gpu].memory_gb, query.tp, query.precision)
-            data += [] if isinstance(answer, str) else answer
-    data = tuple(sorted(data, key=lambda p: (p.concurrency or 0, p.provenance)))
-    # the roofline needs the engine's TP and precision; a row that does not state them gets no modeled curve
-    modeled = (
-        modeled_curve(open_query, catalog, percentile) if query.tp and query.precision and "modeled" in sources
-        else PerfMiss(query, "TP/precision not stated" if not (query.tp and query.precision) else "roofline not asked for")
-    )  # fmt: skip
-    # the modeled curve runs through the measured rows, which are listed once, as data
-    modeled_points = () if isinstance(modeled, PerfMiss) else tuple(p for p in modeled if p.provenance != "measured")
-    chosen = estimate(dataclasses.replace(query, concurrency=None), catalog, sources=sources, percentile=percentile)
-    miss = chosen.reason if isinstance(chosen, PerfMiss) else None
-    if not data and not modeled_points:
-        miss = modeled.reason if isinstance(modeled, PerfMiss) else miss
-    return CurveAnswer(
-        query, gpus_per_node, data, modeled_points, None if isinstance(chosen, PerfMiss) else chosen, miss,
-        percentile=percentile,
-    )
 
 
 @dataclass(frozen=True)
@@ -480,7 +298,12 @@ def simulate(
 
 def _saved_plan(document, scenario: Scenario) -> Plan:
     """A saved `planner plan --json` document as a Plan, refused when it is not one or is another scenario's."""
-    from planner.plan import configuration_key, plan_field_problems, plan_from_document, route_matches
+    from planner.plan import (
+        configuration_key,
+        plan_field_problems,
+        plan_from_document,
+        route_matches,
+    )
 
     if not isinstance(document, dict) or document.get("status") not in ("optimal", "feasible"):
         raise PlannerInputError("--plan", "plan", "not a plan of `planner plan --json` (no optimal or feasible status)")
@@ -563,78 +386,6 @@ def repair(plan: Plan, scenario_path: Path | str, catalog_dirs: CatalogDirs = No
     )  # fmt: skip
 
 
-@dataclass(frozen=True)
-class WorkloadFromTrace:
-    """`planner workload analyze`: the trace analysis and the scenario block made from it (and, with a base
-    scenario, the whole scenario with the workload in it, already checked against the catalog)."""
-
-    analysis: object  # planner.workload_analysis.TraceAnalysis
-    block: dict
-    scenario_document: dict | None
-
-
-def analyze_workload(
-    trace_path: Path | str, period: str = "hour", engines: int = 2, quantile: float | None = None,
-    name: str | None = None, model: str | None = None, mode: str = "streaming",
-    columns: tuple[str | None, str | None, str | None] = (None, None, None), time_unit: str = "auto",
-    base_scenario: Path | str | None = None, catalog_dirs: CatalogDirs = None,
-) -> WorkloadFromTrace:
-    """Rates per period, the ISL x OSL histogram and engine variants of a request trace, as a scenario block."""
-    from planner.traces import load_trace
-    from planner.workload_analysis import analyze_trace, period_seconds, workload_block
-
-    if name is not None and not (0 < len(name.strip()) <= 100):
-        raise PlannerInputError("--name", "name", "a workload name of 1 to 100 characters")
-    catalog = load_catalog(catalog_dirs) if base_scenario is None else scenario_catalog(base_scenario, catalog_dirs)
-    if model is not None:
-        model = catalog.resolve("model", model, "--model", "model")
-    if base_scenario is not None and model is None:
-        raise PlannerInputError("--model", "model", "required with --base: the workload must name a catalog model")
-    trace = load_trace(trace_path, *columns, time_unit=time_unit)
-    analysis = analyze_trace(
-        trace, period_seconds(period), engines,
-        quantile if quantile is not None else catalog.defaults.peak_quantile.value,
-    )  # fmt: skip
-    block = workload_block(analysis, name or Path(trace_path).stem, model or "set-a-model-id", mode)
-    document = None
-    if base_scenario is not None:
-        document = scenario_with_workload(base_scenario, block, catalog)
-    return WorkloadFromTrace(analysis, block, document)
-
-
-def scenario_with_workload(base_scenario: Path | str, block: dict, catalog: Catalog) -> dict:
-    """The base scenario with the block's workload added (or replacing the one of the same name) and its daily
-    profile as the scenario's periods; checked against the catalog before anything is written."""
-    from planner.loading import read_yaml, validate_model
-    from planner.scenario import ScenarioSpec, build_scenario
-
-    file = str(base_scenario)
-    document = read_yaml(Path(base_scenario))
-    if not isinstance(document, dict):
-        raise PlannerInputError(file, "", "expected a scenario (a YAML mapping)")
-    workload = block["workloads"][0]
-    workloads = [w for w in document.get("workloads") or [] if not (isinstance(w, dict) and w.get("name") == workload["name"])]
-    document = {**document, "workloads": [*workloads, workload]}
-    if "periods" in block:
-        if document.get("periods"):
-            raise PlannerInputError(
-                file, "periods",
-                "the base scenario has periods of its own; the trace's daily profile cannot be merged into them. "
-                "Paste the block by hand, or analyze with --period day",
-            )  # fmt: skip
-        document["periods"] = block["periods"]
-    build_scenario(validate_model(ScenarioSpec, document, file), catalog, file)
-    return document
-
-
-def ingest_results(
-    tool: str, paths: list[Path | str], options, table: str = "ingested", catalog_dirs: CatalogDirs = None
-):
-    """Benchmark result files of genai-perf / vLLM / GuideLLM as catalog rows (planner.ingest.IngestResult)."""
-    from planner.ingest import ingest
-
-    return ingest(tool, paths, options, load_catalog(catalog_dirs), table)
-
 
 def sensitivity(
     scenario_path: Path | str, catalog_dirs: CatalogDirs = None, throughput_scales=(1.0, 0.9, 0.8, 0.7),
@@ -650,55 +401,6 @@ def sensitivity(
                            solver, time_limit_s, progress)  # fmt: skip
 
 
-@dataclass(frozen=True)
-class SweepResult:
-    sweep: object  # planner.sweep.Sweep
-    records: tuple[dict, ...]
-    front: tuple[dict, ...]  # the Pareto front when the sweep names one
-
-
-def sweep(sweep_path: Path | str, executor: str | None = None, workers: int | None = None, progress=None) -> SweepResult:
-    """Plan every point of a sweep file (grid or Monte Carlo) in parallel; records in point order."""
-    from planner.sweep import load_sweep, pareto_front, run_sweep
-
-    loaded = load_sweep(sweep_path)
-    if workers is not None and workers < 1:
-        raise PlannerInputError("--workers", "workers", f"must be >= 1 (got {workers})")
-    records = run_sweep(loaded, executor, workers, progress)
-    front = pareto_front(records, loaded.pareto.x, loaded.pareto.y) if loaded.pareto else []
-    return SweepResult(loaded, tuple(records), tuple(front))
-
-
-@dataclass(frozen=True)
-class TablesBuild:
-    rows: tuple
-    skipped: tuple[str, ...]
-
-    def csv_text(self) -> str:
-        from planner.catalog import benchmark_csv_text
-
-        return benchmark_csv_text(self.rows)
-
-
-def tables_build(
-    models: list[str], gpus: list[str], tps=(1, 2, 4, 8), precisions=("bf16", "fp8", "fp4"), concurrencies=(1, 8, 32, 128),
-    lengths=((1024, 128), (4096, 512)), source: str = "aic", catalog_dirs: CatalogDirs = None, progress=None,
-) -> TablesBuild:
-    """Benchmark-table rows from a perf source over a grid (today: aic), so that catalogs carry them."""
-    from planner.perf import aic
-
-    if source != "aic":
-        raise PlannerInputError("--source", "source", f"unknown source '{source}'; allowed: aic")
-    perf_layers("aic")  # the clear message when the extra is not installed
-    catalog = load_catalog(catalog_dirs)
-    models = [catalog.resolve("model", model, "--models", "models") for model in models]
-    gpus = [catalog.resolve("gpu", gpu, "--gpus", "gpus") for gpu in gpus]
-    rows, skipped = aic.table_rows(catalog, models, gpus, tuple(tps), tuple(precisions), tuple(concurrencies),
-                                   tuple(lengths), progress=progress)  # fmt: skip
-    return TablesBuild(tuple(rows), tuple(skipped))
-
-
-# ---- the decision report (`planner report`): the plan with what a decision rests on ----------------------------
 
 SENSITIVITY_DEMAND_SCALES = (0.8, 1.0, 1.2, 1.5)
 SENSITIVITY_THROUGHPUT_SCALES = (1.0, 0.8)
@@ -797,3 +499,4 @@ def _named_stage(progress, name: str):
         return progress(done, total, phase)
 
     return call
+

@@ -1,0 +1,58 @@
+"""The Python API: every CLI command is one call of a function here."""
+
+from __future__ import annotations
+
+from planner.api.data import (  # noqa: F401 (re-exported)
+    TablesBuild,
+    WorkloadFromTrace,
+    analyze_workload,
+    ingest_results,
+    scenario_with_workload,
+    tables_build,
+)
+from planner.api.exploring import (  # noqa: F401 (re-exported)
+    CATALOG_KINDS,
+    CurveAnswer,
+    PeakAnswer,
+    PerfAnswer,
+    SweepResult,
+    UsersAnswer,
+    _check_query_ids,
+    catalog_entries,
+    curve,
+    curve_in_catalog,
+    peak,
+    perf_layers,
+    perf_point,
+    sweep,
+    users,
+)
+from planner.api.planning import (  # noqa: F401 (re-exported)
+    SENSITIVITY_DEMAND_SCALES,
+    SENSITIVITY_THROUGHPUT_SCALES,
+    BreakEven,
+    DecisionInputs,
+    DeploymentResult,
+    PlannedScenario,
+    _named_stage,
+    _saved_plan,
+    bom,
+    break_even,
+    compare,
+    decision_report,
+    gpu_hours_per_year,
+    output_tokens_per_year,
+    plan_file,
+    plan_in_context,
+    repair,
+    scenario_catalog,
+    sensitivity,
+    simulate,
+    solve_scenario,
+    validate_file,
+    verify,
+    with_confidence,
+    with_perf_margin,
+    with_perf_source,
+    workload_landscapes,
+)
