@@ -284,12 +284,12 @@ def test_defect_7_b200_rests_on_its_own_kernels_not_hoppers():
 
 
 def test_a_steady_state_that_does_not_solve_is_reported_as_a_defect_not_a_traceback(cli, monkeypatch):
-    import planner.perf.roofline as roofline
+    import planner.perf.closed_loop as closed_loop
 
     def broken(*args, **kwargs):
         raise SteadyStateError("steady state did not solve for test")
 
-    monkeypatch.setattr(roofline, "_root", broken)
+    monkeypatch.setattr(closed_loop, "_root", broken)
     code, out, err = cli("perf", "--model", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--tp", "1", "--precision", "bf16",
                          "--isl", "512", "--osl", "64", "--concurrency", "4", "--perf-source", "model")  # fmt: skip
     assert code == 3 and "internal error: steady state did not solve" in err and "Traceback" not in err

@@ -201,7 +201,7 @@ class ModelArch(InputModel):
     def weight_gb(self, precision: str) -> float:
         """Weight memory in GB (1e9 bytes) at the precision: params x bytes per parameter, the parts of a 4-bit
         checkpoint that stay bf16 at 2 B (`planner.perf.roofline.weight_format`)."""
-        from planner.perf.roofline import weight_format
+        from planner.catalog.weights import weight_format
 
         return weight_format(self, precision).total_bytes / 1e9
 

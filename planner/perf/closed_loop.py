@@ -1,0 +1,315 @@
+"""Stage 4 of the performance model: the closed loop, a benchmark's fixed concurrency (the open loop is
+planner/perf/open_loop.py).
+
+Steady state of in-flight batching at concurrency C (closed loop): B = min(C, KV capacity) requests run, the rest
+wait for a slot. X requests/s, r = (B-1)/B, and for one request among the B:
+
+    rho  = X r Delta                      time share of the others' prompts (Delta: what one adds to a compute-bound step)
+    n    = X r (OSL-1) ITL                others decoding at a time (Little's law on the decode phase)
+    ITL  = D(1 + n) / (1 - rho)           decode steps of the batch, stretched by the prompts fused into them
+    TTFT = t0 + [B > 1] (D(1 + n)/2 + q rho / (2 (1 - rho)) Delta) + P(n)
+                                          request overhead, the step in progress, the prompts ahead (M/D/1 with
+                                          Kingman's arrival-variability factor q), the own prompt's step
+    E2E  = TTFT + (OSL - 1) ITL,   X = B / E2E
+
+D(b) is the decode step of b sequences (linear between b = 1 and B), P(n) the own prompt's step beside n decoding
+sequences. X x E2E rises strictly with X, so the equation has exactly one root; `steady_state_curve` bisects for it
+at every concurrency at once and raises `SteadyStateError` unless X x E2E = B to 1e-9. At C = 1 it gives
+TTFT = t0 + prefill and ITL = one decode step of batch 1. Beyond the KV capacity the C - B waiting requests wait
+(C - B) / X for a slot (added to TTFT and E2E).
+
+These are means (the ITL above is a request's mean gap, TPOT). At a percentile p (50 to 99.9, planner/metrics.py)
+TTFT and TPOT are their deterministic part plus the p-quantile of a Gamma distribution with the mean and variance of
+their random part (the step in progress, the M/D/1 wait, the wait for a slot; the number of prompts fused into one
+request's decode steps), and ITL, one gap between tokens, is the decode step plus the prompt chunks the step carries
+under the engine's token budget (`TokenGaps`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner.perf.shapes import EngineShape
+from planner.perf.step import COMPUTE_BOUND_TOKENS, Efficiency, step_ms
+from planner.perf.types import DEFAULT_TOKEN_BUDGET, PrefixCache, SteadyStateError, prompt_terms
+
+
+@dataclass(frozen=True)
+class SteadyState:
+    """One operating point, each latency at the curve's percentile (means where none was asked): `tpot_ms` a
+    request's mean gap between tokens, `itl_ms` one token gap (planner/metrics.py)."""
+
+    concurrency: int
+    running: int
+    ttft_ms: float
+    tpot_ms: float
+    itl_ms: float
+    e2e_ms: float
+    request_throughput_rps: float
+    output_tokens_per_s: float
+    prefill_share: float
+    prefill_ms: float
+    decode_step_ms: float
+    decoding: float  # mean sequences in a decode step
+    slot_wait_ms: float = 0.0  # the part of TTFT spent waiting for a KV-cache slot (beyond the capacity)
+    chunks_per_step: float = 0.0  # mean prompt chunks a decode step carries (Poisson)
+    chunk_ms: float = 0.0  # what one prompt chunk adds to a step
+
+
+@dataclass(frozen=True)
+class _Steps:
+    """The step times the steady state needs at each running batch B (arrays over concurrency)."""
+
+    d1: np.ndarray  # decode step of 1
+    slope: np.ndarray  # per further decoding sequence
+    prefill: np.ndarray  # the own prompt alone
+    prefill_slope: np.ndarray  # per sequence decoding beside the own prompt
+    delta: np.ndarray  # one prompt fused into the others' step
+
+
+def _steps(shape: EngineShape, eff: Efficiency, isl: int, osl: float, running: np.ndarray, context: float,
+           cache: PrefixCache | None = None) -> _Steps:  # fmt: skip
+    n = len(running)
+    others = running - 1.0
+    per = np.maximum(others, 1.0)
+    prompts, length, _ = prompt_terms(isl, cache)  # the mean request's prefill (a cached prefix computes less)
+    # two passes over every iteration needed (one array each): first the decode of 1, the prompt alone and the batch
+    first = step_ms(shape, eff, np.concatenate([[1.0, 0.0], running]), context,
+                    np.concatenate([[0.0, prompts], np.zeros(n)]), length)  # fmt: skip
+    d1, alone, batch = first[0], first[1], first[2:]
+    # the own prompt shares its step with the others that are decoding (a share of their lives as long as the
+    # decode phase); the others' prompts cost what they add to a compute-bound step, whatever the batch (a prompt
+    # hidden under a memory-bound step's weight read is the exception at low load, and there prompts are rare)
+    decoding = others * max(osl - 1, 0) * d1 / (max(osl - 1, 0) * d1 + alone)
+    saturated = COMPUTE_BOUND_TOKENS
+    second = step_ms(shape, eff, np.array([saturated, saturated, *decoding]), context,
+                     np.array([0.0, prompts, *np.full(n, prompts)]), length)  # fmt: skip
+    delta, fused = second[1] - second[0], second[2:]
+    busy = others > 0
+    return _Steps(
+        np.full(n, d1), np.where(busy, (batch - d1) / per, 0.0), np.full(n, alone),
+        np.where(decoding > 0, (fused - alone) / np.maximum(decoding, 1e-300), 0.0), np.full(n, delta),
+    )  # fmt: skip
+
+
+def _latencies(x: np.ndarray, s: _Steps, running: np.ndarray, osl: int, eff: Efficiency):
+    """Mean latencies at throughput x (requests per ms), in closed form: with u = 1 - rho and
+    v = u - x r (OSL-1) slope, the others decoding n = x r (OSL-1) d1 / v, D(1 + n) = d1 u / v and ITL = d1 / v.
+    E2E is inf where x is beyond what the engine does (u or v <= 0)."""
+    share = (running - 1.0) / running
+    m = max(osl - 1, 0)
+    u = 1.0 - x * share * s.delta
+    v = u - x * share * m * s.slope
+    ok = (u > 0) & (v > 0)
+    safe_u, safe_v = np.where(ok, u, 1.0), np.where(ok, v, 1.0)
+    others = x * share * m * s.d1 / safe_v
+    decode = s.d1 * safe_u / safe_v
+    itl = np.where(ok, s.d1 / safe_v, np.inf)
+    wait = np.where(running > 1, decode / 2 + eff.queue_factor * (1.0 - safe_u) / (2 * safe_u) * s.delta, 0.0)
+    ttft = np.where(ok, eff.ttft_overhead_ms + wait + s.prefill + others * s.prefill_slope, np.inf)
+    return 1.0 - u, others, decode, wait, ttft, itl, ttft + m * itl
+
+
+def _root(s: _Steps, running: np.ndarray, osl: int, eff: Efficiency) -> tuple[np.ndarray, np.ndarray]:
+    """The throughput X (requests per ms) with X E2E(X) = B. Multiplied by u v, X E2E(X) - B is the cubic
+    -B + c1 X + c2 X^2 + c3 X^3, with exactly one root where u, v > 0 (X E2E rises from 0 to infinity there);
+    safeguarded Newton on it, inside the bracket (0, min(B / E2E(0), 1 / alpha, 1 / beta)), then bisection on
+    X E2E / B - 1 itself. Returns X, and where the root is pinned to the last bits of X."""
+    share = (running - 1.0) / running
+    m = max(osl - 1, 0)
+    alpha, beta = share * s.delta, share * (s.delta + m * s.slope)
+    busy = np.where(running > 1, 1.0, 0.0)
+    a0 = eff.ttft_overhead_ms + s.prefill
+    k2, k4, h = share * m * s.d1 * s.prefill_slope, busy * eff.queue_factor * share * s.delta**2 / 2, busy * s.d1 / 2
+    s0 = a0 + h + m * s.d1
+    s1 = -a0 * (alpha + beta) + k2 - 2 * h * alpha + k4 - m * s.d1 * alpha
+    s2 = a0 * alpha * beta - k2 * alpha + h * alpha**2 - k4 * beta
+    c1, c2, c3 = s0 + running * (alpha + beta), s1 - running * alpha * beta, s2
+    with np.errstate(divide="ignore"):
+        high = np.minimum(running / s0, np.minimum(np.where(alpha > 0, 1 / alpha, np.inf), np.where(beta > 0, 1 / beta, np.inf)))
+    low = np.zeros_like(high)
+    x = high / 2
+    for _ in range(200):
+        value = -running + x * (c1 + x * (c2 + x * c3))
+        # the cubic is X E2E - B times u v: hold it to 1e-13 of B u v, so that X E2E / B is within 1e-13 of 1
+        if np.all(np.abs(value) <= 1e-13 * running * np.maximum((1 - alpha * x) * (1 - beta * x), 1e-300)):
+            break
+        slope = c1 + x * (2 * c2 + 3 * x * c3)
+        above = value >= 0
+        high, low = np.where(above, x, high), np.where(above, low, x)
+        newton = x - value / np.where(slope > 0, slope, 1.0)
+        x = np.where((slope > 0) & (newton >= low) & (newton <= high), newton, (low + high) / 2)
+    # near saturation (u v -> 0) the cubic loses digits: finish on X E2E / B - 1 itself, bisecting the bracket
+    low, high = np.minimum(low, x), np.maximum(high, x)
+    for _ in range(200):
+        residual = x * _latencies(x, s, running, osl, eff)[6] / running - 1.0
+        done = (np.abs(residual) <= 1e-12) | (high - low <= 4 * np.spacing(high))
+        if np.all(done):
+            break
+        above = residual >= 0
+        high, low = np.where(above, x, high), np.where(above, low, x)
+        x = np.where(done, x, (low + high) / 2)
+    return x, high - low <= 4 * np.spacing(high)
+
+
+def closed_loop_throughput(shape: EngineShape, eff: Efficiency, isl: int, osl: int, concurrencies,
+                           max_running: int | None, cache: PrefixCache | None = None) -> np.ndarray:  # fmt: skip
+    """X, requests per ms, of the closed loop at each concurrency (steady_state_curve's throughput alone)."""
+    concurrency = np.asarray(concurrencies, dtype=float)
+    running = np.maximum(np.minimum(concurrency, max_running) if max_running else concurrency, 1.0)
+    per_step = shape.speculation.tokens_per_step if shape.speculation is not None else 1.0
+    steps_osl = 1.0 + max(osl - 1, 0) / per_step
+    return _root(_steps(shape, eff, isl, steps_osl, running, isl + osl / 2, cache), running, steps_osl, eff)[0]
+
+
+def steady_state_curve(
+    shape: EngineShape,
+    eff: Efficiency,
+    isl: int,
+    osl: int,
+    concurrencies,
+    max_running: int | None,
+    percentile: float | None = None,
+    token_budget: int = DEFAULT_TOKEN_BUDGET,
+    cache: PrefixCache | None = None,
+) -> list[SteadyState]:
+    """The steady state at each concurrency (module docstring), solved for all of them at once; latencies at
+    `percentile` (None: means). `cache`: prompts partly found in a prefix cache (types.prompt_terms)."""
+    concurrency = np.asarray(concurrencies, dtype=float)
+    running = np.maximum(np.minimum(concurrency, max_running) if max_running else concurrency, 1.0)
+    # speculative decoding: the OSL - 1 decode tokens come in (OSL - 1) / e steps of e tokens each; the equations
+    # run over steps (a fractional count is a mean), the gaps a user sees are a step / e
+    per_step = shape.speculation.tokens_per_step if shape.speculation is not None else 1.0
+    real_osl, osl = osl, 1.0 + max(osl - 1, 0) / per_step
+    s = _steps(shape, eff, isl, osl, running, isl + real_osl / 2, cache)
+    x, pinned = _root(s, running, osl, eff)
+    rho, others, decode, wait, ttft, tpot, e2e = _latencies(x, s, running, osl, eff)
+    little = x * e2e / running
+    # a root pinned to the last bit of X where E2E is that steep (prefills take all the time) is solved as well
+    # as floating point can: its TTFT is what Little's law leaves of E2E
+    steep = pinned & np.isfinite(little) & (np.abs(little - 1.0) > 1e-9) & (np.abs(little - 1.0) < 1e-3)
+    ttft = np.where(steep, running / x - max(osl - 1, 0) * tpot, ttft)
+    e2e = np.where(steep, running / x, e2e)
+    little = x * e2e / running
+    if not np.all(np.abs(little - 1.0) <= 1e-9):
+        bad = int(np.argmax(np.abs(np.nan_to_num(little, nan=np.inf) - 1.0)))
+        raise SteadyStateError(
+            f"steady state did not solve for {shape.model.id} on {shape.gpu.id} TP{shape.tp} {shape.precision} "
+            f"ISL {isl} OSL {osl} at concurrency {int(concurrency[bad])}: X x E2E / B = {little[bad]:.9g}"
+        )
+    queued = concurrency - running
+    slot_wait = np.where(queued > 0, queued / x, 0.0)
+    gaps = token_gaps(x, s, running, prompt_terms(isl, cache)[2], others, tpot, token_budget)
+    ttft_at, tpot_at, itl_at = ttft + slot_wait, tpot, gaps.quantile(decode, None)
+    if percentile is not None:
+        ttft_at, tpot_at, slot_wait = _tails(x, s, running, osl, rho, decode, wait, ttft, tpot, queued, percentile, eff)
+        itl_at = gaps.quantile(decode, percentile)
+    e2e_at = ttft_at + max(osl - 1, 0) * tpot_at
+    return [
+        SteadyState(
+            concurrency=int(concurrency[i]), running=int(running[i]), ttft_ms=float(ttft_at[i]),
+            tpot_ms=float(tpot_at[i] / per_step), itl_ms=float(itl_at[i] / per_step), e2e_ms=float(e2e_at[i]),
+            request_throughput_rps=float(x[i] * 1e3), output_tokens_per_s=float(x[i] * 1e3 * real_osl),
+            prefill_share=float(rho[i]), prefill_ms=float(s.prefill[i]), decode_step_ms=float(decode[i]),
+            decoding=float(1.0 + others[i]), slot_wait_ms=float(slot_wait[i]),
+            chunks_per_step=float(gaps.chunks_per_step[i]), chunk_ms=float(gaps.chunk_ms[i]),
+        )  # fmt: skip
+        for i in range(len(concurrency))
+    ]
+
+
+@dataclass(frozen=True)
+class TokenGaps:
+    """The gaps between one request's tokens under chunked prefill: a decode step D of the running batch, plus
+    c for each prompt chunk the step carries. An iteration takes `token_budget` tokens: one per decoding sequence,
+    the rest for prompt chunks, so a prompt of ISL tokens is cut into k = ceil(ISL / (budget - decoding)) chunks of
+    Delta / k each (Delta: what the whole prompt adds to a step). The others' prompts arrive at X (B-1)/B, so a
+    step of mean length tau (the mean gap, D / (1 - rho)) carries M ~ Poisson(mu) chunks, mu = X (B-1)/B k tau:
+
+        gap = D + c M,   c = Delta / k,   mean gap = D + rho tau = D / (1 - rho) = the mean TPOT.
+
+    Its p-th percentile is D + c x (the Poisson p-quantile of M): the decode step while fewer than 1 - p of the
+    steps carry a chunk, a step with one or more chunks beyond (the stalls vLLM's ITL percentiles show)."""
+
+    chunks_per_step: np.ndarray  # mu
+    chunk_ms: np.ndarray  # c
+
+    def quantile(self, decode: np.ndarray, percentile: float | None) -> np.ndarray:
+        """The gap at a percentile (None: the mean)."""
+        if percentile is None:
+            return decode + self.chunk_ms * self.chunks_per_step
+        from scipy.stats import poisson  # scipy.stats is slow to import: where it is used
+
+        return decode + self.chunk_ms * poisson.ppf(percentile / 100.0, np.maximum(self.chunks_per_step, 1e-300))
+
+
+def token_gaps(x, s: _Steps, running, isl: int, others, tpot, token_budget: int) -> TokenGaps:
+    """The chunks per step and their cost (`TokenGaps`) at each operating point."""
+    room = np.maximum(token_budget - (1.0 + others), 1.0)  # prompt tokens a step takes beside the decoders
+    chunks = np.ceil(isl / room)
+    rate = x * (running - 1.0) / running  # the others' prompts per ms
+    return TokenGaps(rate * chunks * tpot, s.delta / chunks)
+
+
+def gamma_quantile(mean, var, percentile: float) -> np.ndarray:
+    """The p-quantile of a Gamma distribution of this mean and variance (the mean itself where there is no spread)."""
+    from scipy.stats import gamma  # scipy.stats is slow to import: where it is used
+
+    mean, var = np.asarray(mean, dtype=float), np.asarray(var, dtype=float)
+    spread = (mean > 0) & (var > 0)
+    safe_mean, safe_var = np.where(spread, mean, 1.0), np.where(spread, var, 1.0)
+    return np.where(spread, gamma.ppf(percentile / 100, safe_mean**2 / safe_var, scale=safe_var / safe_mean), mean)
+
+
+def _tails(x, s: _Steps, running, osl, rho, decode, wait, ttft, tpot, queued, percentile, eff: Efficiency):
+    """TTFT and TPOT at a percentile: the deterministic part + the Gamma quantile of the random part; and the
+    slot wait's share of the TTFT quantile."""
+    rate = x * (running - 1.0) / running  # the others' prompts per ms
+    gap = np.maximum(1.0 - rho, 1e-300)
+    busy = running > 1
+    # TTFT: the step in progress (uniform over one step), the M/D/1 wait behind prompts, the wait for a slot (Erlang)
+    step_mean, step_var = np.where(busy, decode / 2, 0.0), np.where(busy, decode**2 / 12, 0.0)
+    md1_mean = wait - step_mean
+    md1_var = np.where(busy, md1_mean**2 + eff.queue_factor * rate * s.delta**3 / (3 * gap), 0.0)
+    slot_mean = np.where(queued > 0, queued / x, 0.0)
+    slot_var = np.where(queued > 0, queued / x**2, 0.0)
+    random_mean = step_mean + md1_mean + slot_mean
+    random_at = gamma_quantile(random_mean, step_var + md1_var + slot_var, percentile)
+    ttft_at = (ttft - wait) + random_at
+    # the slot wait's share of the quantile, in proportion to its share of the mean
+    slot_at = np.where(random_mean > 0, random_at * slot_mean / np.where(random_mean > 0, random_mean, 1.0), 0.0)
+    # TPOT of one request: prompts fused into its OSL-1 decode steps, a branching count of mean m and variance m/(1-rho)^2
+    steps = max(osl - 1, 1)
+    fused = rate * steps * tpot
+    tpot_at = decode + gamma_quantile(fused * s.delta / steps, fused / gap**2 * (s.delta / steps) ** 2, percentile)
+    return ttft_at, tpot_at, slot_at
+
+
+def steady_state(
+    shape: EngineShape,
+    eff: Efficiency,
+    isl: int,
+    osl: int,
+    concurrency: int,
+    max_running: int | None,
+    percentile: float | None = None,
+    token_budget: int = DEFAULT_TOKEN_BUDGET,
+) -> SteadyState:
+    """In-flight batching at one concurrency: see the module docstring for the equations."""
+    return steady_state_curve(shape, eff, isl, osl, [concurrency], max_running, percentile, token_budget)[0]
+
+
+def concurrency_ladder(max_running: int | None, limit: int = 4096) -> list[int]:
+    """1, 2, 3, 4, 6, 8, 12, 16, ... up to the KV-cache capacity (powers of two and the midpoints between)."""
+    top = min(max_running or limit, limit)
+    ladder = {1}
+    power = 1
+    while power <= top:
+        ladder.add(power)
+        ladder.add(power + power // 2)
+        power *= 2
+    ladder.add(top)
+    return sorted(c for c in ladder if 1 <= c <= top)
+
