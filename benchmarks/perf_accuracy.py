@@ -11,10 +11,12 @@
    - aic / auto: aiconfigurator-core's estimate and --perf-source auto, when the extra is installed.
    Max-throughput rows are compared with the best throughput the source reaches.
 4. Serving engines (other scripts, extra `.[aic]`): benchmarks/calibration/engine_classes.py fits the engine classes
-   and writes their held-out bands (leave one model out, leave one GPU out) to catalogs/engines/classes.csv;
+   and their release lines and writes their held-out bands (leave one model, GPU, publisher out) to
+   catalogs/engines/classes.csv (`--engines` here prints its validation table; `--open-loop` the open loop's
+   capacity invariant);
    benchmarks/calibration/scale_out.py the network between link domains (catalogs/engines/scale_out.csv);
    benchmarks/silicon_accuracy.py compares the model, or aiconfigurator (--source aic), with every measured row.
-Run:  python benchmarks/perf_accuracy.py [--markdown] [--no-sweep]
+Run:  python benchmarks/perf_accuracy.py [--markdown] [--no-sweep] [--engines] [--open-loop]
 """
 
 from __future__ import annotations
@@ -84,6 +86,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables (for docs/perf-model.md)")
     parser.add_argument("--no-sweep", action="store_true", help="skip the invariant sweep")
+    parser.add_argument("--engines", action="store_true",
+                        help="also refit the engine classes and print their held-out validation (extra .[aic]; minutes)")
+    parser.add_argument("--open-loop", action="store_true",
+                        help="also check that the open loop serves 90%% of the closed loop's maximum (minutes)")
     args = parser.parse_args()
     started = time.perf_counter()
     catalog = load_catalog()
@@ -115,7 +121,32 @@ def main() -> None:
             print(f"{layer:26} {source[:62]:62} {metric:10} {n:3d} {median:8.1%} {worst:8.1%}")
     if not aic.available():
         print("\n(aic and auto not shown: pip install '.[aic]')")
+    if args.open_loop:
+        from planner.perf.checks import open_loop_sweep
+
+        loop = open_loop_sweep(catalog, ("mixtral-8x7b", "qwen3-30b-a3b", "gpt-oss-120b", "deepseek-r1", "llama-3.1-8b",
+                                         "llama-3.1-70b"), ("H200-SXM-141GB", "B200-SXM-180GB"))  # fmt: skip
+        print(f"\nopen loop at 90% of the closed loop's maximum: {loop.summary()}")
+    if args.engines:
+        validation = _engine_validation()
+        print("\nengine classes, held out by model, GPU and publisher (benchmarks/calibration/engine_classes.py):")
+        print(validation)
     print(f"\n({time.perf_counter() - started:.1f} s)")
+
+
+def _engine_validation() -> str:
+    """The engine classes refitted as shipped (to a scratch file) and their held-out validation table."""
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent / "calibration" / "engine_classes.py"
+    with tempfile.TemporaryDirectory() as scratch:
+        run = subprocess.run([sys.executable, str(script), "--out", f"{scratch}/classes.csv"], capture_output=True, text=True)
+    if run.returncode != 0:
+        return run.stderr.strip() or run.stdout.strip()
+    return "\n".join(line for line in run.stdout.splitlines() if line.startswith("|"))
 
 
 if __name__ == "__main__":

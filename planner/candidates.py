@@ -34,6 +34,7 @@ from planner.perf import (
 )
 from planner.perf.disagg import stage_points
 from planner.perf.engines import DEFAULT_ENGINE
+from planner.perf.serving import EngineSpec, engine_problem
 from planner.perf.roofline import supports_roofline
 from planner.perf.tables import instance_memory
 from planner.perf.types import Layout
@@ -72,6 +73,8 @@ class Candidate:
     pp: int = 1
     speculative: bool = False
     engine: str = DEFAULT_ENGINE  # the serving engine (planner/perf/engines.py)
+    engine_version: str = ""  # the release its figures are for (its class's newest calibrated, or the pinned one)
+    pinned: bool = False  # the scenario pinned the engine's version (engine@version)
 
     @property
     def layout(self) -> Layout:
@@ -91,7 +94,7 @@ class Candidate:
     def variant(self) -> tuple:
         """The engine build: what `max_engine_variants` counts."""
         return (self.model, self.gpu, self.tp, self.precision, self.max_batch, self.engine_isl, self.engine_osl,
-                self.stage, self.dp, self.ep, self.pp, self.speculative, self.engine)  # fmt: skip
+                self.stage, self.dp, self.ep, self.pp, self.speculative, self.engine, self.engine_version)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -243,10 +246,12 @@ def unit_shape(gpus_per_instance: int, gpus_per_node: int, share_nodes: bool) ->
     return gpus_per_node, per_node
 
 
-def _key(offer: SystemOffer, model: str, point: PerfResult, batch, isl: int, osl: int, speculative: bool = False) -> str:
+def _key(offer: SystemOffer, model: str, point: PerfResult, batch, isl: int, osl: int, speculative: bool = False,
+         pinned: bool = False) -> str:  # fmt: skip
     tp_part = Layout(point.tp, point.dp, point.ep, point.pp).label.lower().replace(" ", "-") if point.tp else f"{point.gpus_per_instance}gpu"
+    engine = point.engine + (f"@{point.engine_version}" if pinned else "")
     extra = ([point.stage] if point.stage != "aggregated" else []) + (["spec"] if speculative else []) + (
-        [point.engine] if point.engine != DEFAULT_ENGINE else [])
+        [engine] if engine != DEFAULT_ENGINE else [])
     return "/".join((offer.site, offer.pricing, offer.system, model, tp_part, point.precision or "prec?",
                      f"b{batch}" if batch else "b?", f"{isl}x{osl}", *extra))  # fmt: skip
 
@@ -282,6 +287,13 @@ class _Builder:
         self.fastest: dict[str, dict[str, Fastest]] = defaultdict(dict)
         self.engine_fit: dict[tuple[str, int, str], object] = {}  # memory fit of an option's engine lengths
         self.engine = DEFAULT_ENGINE  # the serving engine of the workload being enumerated
+        self.engine_version: str | None = None  # its pinned version (engine@version), None: the newest
+
+    def use_engine(self, label: str) -> str:
+        """Enumerate for the engine a workload names ('vllm', 'vllm@0.12'); returns the engine."""
+        spec = EngineSpec.parse(label)
+        self.engine, self.engine_version = spec.engine, spec.version
+        return spec.engine
 
     def note_fastest(self, workload: Workload, offer: SystemOffer, point: PerfResult) -> None:
         label = f"{offer.system} {Layout(point.tp or 1, point.dp, point.ep, point.pp).label} {point.precision}"
@@ -303,7 +315,8 @@ class _Builder:
         if not rps_per_node:
             self.prune(workload, offer, f"no request throughput in {point.source}")
             return None
-        key = _key(offer, workload.model, point, batch, *lengths, speculative)
+        pinned = self.engine_version is not None
+        key = _key(offer, workload.model, point, batch, *lengths, speculative, pinned)
         if key not in self.candidates:
             self.candidates[key] = Candidate(
                 key=key, site=offer.site, pricing=offer.pricing, system=offer.system, gpu=system.gpu,
@@ -313,6 +326,7 @@ class _Builder:
                 **dict(zip(("gpus_per_unit", "instances_per_unit"), unit_shape(
                     point.gpus_per_instance, system.gpus_per_node, self.scenario.share_nodes_across_models))),
                 stage=point.stage, dp=point.dp, ep=point.ep, pp=point.pp, speculative=speculative, engine=point.engine,
+                engine_version=point.engine_version, pinned=pinned,
             )  # fmt: skip
         self.options[(workload.name, bucket, key)] = Option(workload.name, bucket, key, rps_per_node, instances, point)
         return key
@@ -548,7 +562,7 @@ class _Builder:
             model=workload.model, gpu=self.catalog.systems[offer.system].gpu, isl=bucket.isl_tokens,
             osl=bucket.osl_tokens, ttft_ms=workload.slo.ttft_ms, itl_ms=workload.slo.itl_ms, e2e_ms=workload.slo.e2e_ms,
             tpot_ms=workload.slo.tpot_ms, token_budget=self.scenario.token_budget, arrivals="poisson", engine=self.engine,
-            prefix_cache=workload.prefix_cache,
+            engine_version=self.engine_version, prefix_cache=workload.prefix_cache,
         )  # fmt: skip
 
     def drop_dominated(self) -> None:
@@ -643,25 +657,26 @@ def prefetch_curves(builder: _Builder, progress: Callable[..., None] | None = No
     for workload in scenario.workloads:
         if not supports_roofline(catalog.models[workload.model]) or not serves_aggregated(scenario, workload):
             continue
-        for offer, engine in itertools.product(scenario.offers, workload.engines):
-            if engine == DEFAULT_ENGINE and (workload.model, catalog.systems[offer.system].gpu) in with_rows:
+        for offer, label in itertools.product(scenario.offers, workload.engines):
+            engine = builder.use_engine(label)
+            if engine == DEFAULT_ENGINE and builder.engine_version is None and (workload.model, catalog.systems[offer.system].gpu) in with_rows:
                 continue
-            builder.engine = engine
             for bucket in workload.buckets:
                 for shape, layout, precision, speculation, hop in builder.curve_specs(offer, workload, bucket):
                     key = (shape, layout, precision, workload.slo.percentile, speculation, hop)
                     if key not in builder.memo:
                         pending[key] = None
-    builder.engine = DEFAULT_ENGINE
+    builder.use_engine(DEFAULT_ENGINE)
     workers = min(worker_count(), len(pending) // 8)
     if workers < 2 or len(pending) < PARALLEL_MIN_CURVES or not can_fork():
         return 0
     from planner.perf import open_loop  # noqa: F401 (imported once, before the fork)
     from planner.perf.calibration import fit_kernels
-    from planner.perf.engines import engine_efficiency
+    from planner.perf.engines import calibrated
 
-    for model, gpu, engine in sorted({(key[0].model, key[0].gpu, key[0].engine) for key in pending}):
-        engine_efficiency(catalog, model, gpu, engine)  # the calibration fits, kept with the catalog
+    for model, gpu, engine, version in sorted({(key[0].model, key[0].gpu, key[0].engine, key[0].engine_version or "")
+                                               for key in pending}):  # fmt: skip
+        calibrated(catalog, model, gpu, engine, version or None)  # the calibration fits, kept with the catalog
         fit_kernels(catalog, catalog.gpus[gpu].architecture)
     rest = list(pending)
     if progress is not None:
@@ -705,15 +720,19 @@ def enumerate_candidates(
             unrun = builder.precision_problem(workload, offer)
             if unrun is not None:  # said once for the pair, not once per bucket and engine
                 builder.prune(workload, offer, unrun)
-            for engine, (index, bucket) in itertools.product(workload.engines if unrun is None else (), enumerate(workload.buckets)):
+            for label, (index, bucket) in itertools.product(workload.engines if unrun is None else (), enumerate(workload.buckets)):
                 deadline.check(CANDIDATE_STAGE)
-                builder.engine = engine
+                engine = builder.use_engine(label)
+                elsewhere = engine_problem(engine, catalog.gpu_of(offer.system).architecture)
+                if elsewhere is not None:  # TensorRT-LLM on AMD, ATOM on NVIDIA: said once, not per layout
+                    builder.prune(workload, offer, elsewhere, "data")
+                    continue
                 if split:
                     builder.disaggregated(offer, workload, index, bucket)
                 if not serves_aggregated(scenario, workload):
                     continue
-                # benchmark rows are of the reference engine: another engine is the roofline's, at its class
-                answered = engine == DEFAULT_ENGINE and builder.from_data(offer, workload, index, bucket)
+                # benchmark rows are of the reference engine: another engine (or a pinned release) is the roofline's
+                answered = engine == DEFAULT_ENGINE and builder.engine_version is None and builder.from_data(offer, workload, index, bucket)
                 if not answered and "modeled" in scenario.perf_sources:
                     builder.from_model(offer, workload, index, bucket)
                 elif not answered:

@@ -35,6 +35,7 @@ class PlanLine:
     layout: str = ""  # 'TP8', 'DP8 EP8', 'TP8 PP2' ('' where the nodes run several)
     speculative: bool = False
     engine: str = "trtllm"  # the serving engine (planner/perf/engines.py); 'mixed' where the nodes run several
+    engine_version: str = ""  # the engine release its figures are for ('' where the nodes run several, or unstated)
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ class InstanceAllocation:
     layout: str = ""
     speculative: bool = False
     engine: str = "trtllm"
+    engine_version: str = ""
 
 
 def configuration_key(item, role: str | None = None) -> tuple:
@@ -91,7 +93,7 @@ def configuration_key(item, role: str | None = None) -> tuple:
     layout = item.layout_label if hasattr(item, "layout_label") else getattr(item, "layout", "")  # a candidate's, or the plan's
     return (item.site, role or item.role, item.system, item.model, item.tp, item.precision, item.max_batch,
             item.engine_isl, item.engine_osl, getattr(item, "stage", "aggregated"), layout,
-            getattr(item, "speculative", False), getattr(item, "engine", "trtllm"))  # fmt: skip
+            getattr(item, "speculative", False), getattr(item, "engine", "trtllm"), getattr(item, "engine_version", ""))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,7 @@ class Assignment:
     speculative: bool = False
     tpot_ms: float | None = None  # a request's mean gap; itl_ms is one token gap (planner/metrics.py)
     engine: str = "trtllm"
+    engine_version: str = ""
     expected_error: dict | None = None  # planner/perf/engines.py: relative errors covering 80% of its class's
 
 
@@ -149,6 +152,7 @@ class Route:
     layout: str = ""
     speculative: bool = False
     engine: str = "trtllm"
+    engine_version: str = ""
 
 
 @dataclass(frozen=True)

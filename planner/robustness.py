@@ -37,21 +37,32 @@ def derate(cset: CandidateSet, perf_margin: float) -> CandidateSet:
 
 def derate_by_band(cset: CandidateSet, catalog: Catalog, confidence: float | None) -> CandidateSet:
     """Every modeled option's rps per node / (1 + e), e the relative throughput error covering `confidence` of the
-    held-out errors of its engine class (planner/perf/engines.py): the pessimistic edge of its band. Options
-    answered by a measured row carry no band and keep their rate."""
+    held-out errors of its engine class (planner/perf/engines.py): the pessimistic edge of its band. An option whose
+    class's band is too wide to be an answer (`expected error unknown`) is left out: no confidence can be stated
+    for it. Options answered by a measured row carry no band and keep their rate."""
     if confidence is None:
         return cset
+    from planner.candidates import Pruned
     from planner.perf.engines import class_of
+    from planner.perf.serving import engine_named
 
-    options = []
+    options, left_out = [], []
     for option in cset.options:
         candidate = cset.candidate(option.candidate)
         if option.perf.expected_error is None:
             options.append(option)
             continue
-        band = class_of(catalog, candidate.model, candidate.gpu, candidate.engine).throughput_error_at(confidence)
+        version = candidate.engine_version if candidate.pinned else None
+        cls = class_of(catalog, candidate.model, candidate.gpu, candidate.engine, version)
+        if not option.perf.error_known:
+            left_out.append(Pruned(option.workload, candidate.system, (
+                f"{engine_named(candidate.engine, candidate.engine_version)} on {cls.architecture} {cls.kind} models: "
+                f"expected error unknown (80% of its held-out errors reach ±{cls.expected_error.throughput:.0%} "
+                f"throughput), so no confidence can be stated for it: --confidence leaves it out"), "data"))  # fmt: skip
+            continue
+        band = cls.throughput_error_at(confidence)
         options.append(dataclasses.replace(option, rps_per_node=option.rps_per_node / (1.0 + band)))
-    return dataclasses.replace(cset, options=tuple(options))
+    return dataclasses.replace(cset, options=tuple(options), pruned=cset.pruned + tuple(dict.fromkeys(left_out)))
 
 
 def demand_scales(scenario: Scenario) -> dict[str, float]:

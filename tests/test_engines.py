@@ -23,6 +23,7 @@ from planner.perf.engines import (
     engine_classes,
     engine_efficiency,
 )
+from planner.perf.serving import engine_problem
 from planner.perf.types import Layout
 
 runner = CliRunner()
@@ -39,8 +40,9 @@ def test_every_shipped_class_names_its_rows_and_keeps_factors_within_the_hardwar
     assert {c.engine for c in classes.values()} == set(ENGINES)
     assert {c.kind for c in classes.values()} == {"dense", "moe"}
     for (engine, architecture, kind), cls in classes.items():
-        assert ((cls.source.startswith("aiconfigurator-core ") and "silicon_sample.csv" in cls.source)
-                or cls.source.startswith("serving_amd_and_engines.csv")), cls  # fmt: skip
+        assert ("aiconfigurator-core " in cls.source and "silicon_sample.csv" in cls.source) or (
+            "of the planner's shared reference" in cls.source), cls  # fmt: skip
+        assert cls.engine_version and cls.release_line, cls
         assert cls.rows > 0 and cls.models > 0
         assert all(0 < v < 10 for v in cls.expected_error.as_dict().values()), cls  # finite, stated
         model = "llama-3.1-70b" if kind == "dense" else "deepseek-r1"
@@ -133,9 +135,12 @@ def _scenario(tmp_path, engines):
 def test_the_plan_chooses_the_engine_and_pinning_one_never_costs_less(tmp_path):
     """gpt-oss-120b (MXFP4 experts) on DGX H100 with all three engines allowed: every line names its engine, and
     a plan pinned to any one engine costs at least as much (the integer program chose among them)."""
+    on_hopper = [e for e in ENGINES if engine_problem(e, "hopper") is None]  # ATOM runs on AMD only
+    assert on_hopper == ["trtllm", "vllm", "sglang"]
     free = api.plan_file(_scenario(tmp_path, list(ENGINES)))
-    assert all(line.engine in ENGINES for line in free.lines) and all(r.engine in ENGINES for r in free.routing)
-    for engine in ENGINES:
+    assert all(line.engine in on_hopper for line in free.lines) and all(r.engine in on_hopper for r in free.routing)
+    assert any("ATOM runs on AMD GPUs only" in reason for _, _, reason in free.candidates.pruned)
+    for engine in on_hopper:
         pinned = api.plan_file(_scenario(tmp_path, [engine]))
         assert {line.engine for line in pinned.lines} == {engine}
         assert pinned.totals.annual_cost_usd >= free.totals.annual_cost_usd - 1e-6, engine
@@ -152,15 +157,24 @@ def test_an_unknown_engine_is_refused(tmp_path):
 
 def test_confidence_sizes_each_modeled_line_at_the_edge_of_its_band(tmp_path):
     """--confidence 0.8 derates each modeled option by its own class's 80% band: never cheaper than the nominal
-    plan, and the summary says so; a share outside (0, 1) is refused."""
-    path = _scenario(tmp_path, ["vllm"])
+    plan, and the summary says so; a share outside (0, 1) is refused. Every route of the robust plan runs at its
+    configuration's nominal rate / (1 + band)."""
+    path = _scenario(tmp_path, ["sglang"])
     nominal = api.plan_file(path)
     robust = api.plan_file(path, confidence=0.8)
     assert robust.totals.annual_cost_usd >= nominal.totals.annual_cost_usd
     assert robust.robustness is not None and robust.robustness.confidence == 0.8
     assert robust.robustness.nominal_objective_usd_per_year == pytest.approx(nominal.objective_usd_per_year)
-    capacity = sum(r.rps_per_node for r in robust.routing)
-    assert capacity < sum(r.rps_per_node for r in nominal.routing)  # every modeled rate derated
+    band = engine_class("sglang", "hopper", "moe").throughput_error_at(0.8)
+    context = api.plan_in_context(path)
+    from planner.candidates import enumerate_candidates
+
+    cset = enumerate_candidates(context.scenario, context.catalog)
+    rate = {(o.workload, cset.candidate(o.candidate).layout_label, cset.candidate(o.candidate).precision,
+             cset.candidate(o.candidate).max_batch): o.rps_per_node for o in cset.options}  # fmt: skip
+    for route in robust.routing:
+        nominal_rate = rate[(route.workload, route.layout or f"TP{route.tp}", route.precision, route.max_batch)]
+        assert route.rps_per_node == pytest.approx(nominal_rate / (1 + band), rel=1e-6)
     bad = runner.invoke(app, ["plan", str(path), "--confidence", "1.5"])
     assert bad.exit_code == 2 and "--confidence" in bad.output and "Traceback" not in bad.output
 

@@ -164,14 +164,31 @@ def test_without_a_percentile_perf_gives_means_and_little_holds(cli_json):
 
 
 def test_a_smaller_token_budget_cuts_the_longest_gaps():
-    """A prompt cut into more chunks stalls each step less: the P99 gap falls with the budget, the mean stays."""
+    """A prompt cut into more chunks stalls each step less: the P99 gap falls with the budget, the mean stays while
+    the budget still holds what the steps carry (about 700 tokens a step here: 32 decoders and the prompts)."""
     at = {}
-    for budget in (8192, 2048, 512):
+    for budget in (8192, 2048, 1024):
         query = PerfQuery("llama-3.3-70b", "H100-SXM-80GB", 8000, 400, tp=4, precision="fp8", concurrency=32,
                           token_budget=budget)  # fmt: skip
         at[budget] = estimate(query, CATALOG, sources=("modeled",), percentile=99), estimate(query, CATALOG, sources=("modeled",))
-    assert at[8192][0].itl_ms > at[2048][0].itl_ms > at[512][0].itl_ms
-    assert at[8192][1].itl_ms == pytest.approx(at[512][1].itl_ms, rel=1e-9)
+    assert at[8192][0].itl_ms > at[2048][0].itl_ms > at[1024][0].itl_ms
+    assert at[8192][1].itl_ms == pytest.approx(at[1024][1].itl_ms, rel=1e-9)
+
+
+def test_a_budget_below_what_the_steps_carry_throttles_the_prompts():
+    """At 512 tokens a step the same engine cannot take the prompts its 32 requests bring (planner/perf/closed_loop.py,
+    "Token budget"): every step is full, fewer sequences decode, the throughput falls and the prompts wait."""
+    def point(budget):
+        query = PerfQuery("llama-3.3-70b", "H100-SXM-80GB", 8000, 400, tp=4, precision="fp8", concurrency=32,
+                          token_budget=budget)  # fmt: skip
+        return estimate(query, CATALOG, sources=("modeled",))
+
+    free, full = point(8192), point(512)
+    decoders = 399 * 512 / (399 + 8000)  # m b / (m + L)
+    assert full.request_throughput_rps < free.request_throughput_rps
+    assert full.ttft_ms > free.ttft_ms
+    tokens_per_step = decoders + full.request_throughput_rps / 1e3 * 8000 * full.itl_ms
+    assert tokens_per_step == pytest.approx(512, rel=1e-6)  # every step holds the whole budget
 
 
 def _compared(seed: int):

@@ -77,9 +77,10 @@ def test_absent_file(tmp_path):
 
 
 def test_amd_engine_classes_bring_the_mi300x_rows_within_reach(loaded):
-    """The shipped CDNA 3 classes were fitted to these rows (no package has AMD rows): against them the roofline
-    with its class has a signed median within 10% and a median |error| under 25% of output tokens/s per GPU,
-    where the roofline alone (Hopper's factors on MI300X) was 1.7x (dense) to 4x (MoE) optimistic."""
+    """The shipped CDNA 3 classes were fitted to these rows (no package has AMD rows), each on its current release
+    line (engine versions: planner/perf/engines.py): against that line's rows the roofline with its class has a
+    signed median within 10% and a median |error| under 25% of output tokens/s per GPU, where the roofline alone
+    (borrowed factors on MI300X) was 1.5x (dense) to 3.5x (MoE) optimistic."""
     import statistics
 
     from planner.perf.calibration import efficiency_for
@@ -87,17 +88,26 @@ def test_amd_engine_classes_bring_the_mi300x_rows_within_reach(loaded):
 
     spec = importlib.util.spec_from_file_location("engine_classes", ROOT / "benchmarks" / "calibration" / "engine_classes.py")
     fitting = importlib.util.module_from_spec(spec)
+    import sys
+
+    sys.modules["engine_classes"] = fitting
     spec.loader.exec_module(fitting)
     _, catalog, _, _ = loaded
     found, _ = fitting.reference_cases(catalog)
-    amd = [c for c in found if c.architecture == "cdna3"]
+    amd = [c for c in found if c.architecture == "cdna3" and c.line is not None]
     assert len(amd) >= 50
     base = efficiency_for(catalog, "cdna3")
+    checked = 0
     for key in sorted({(c.engine, c.kind) for c in amd}):
-        group = [c for c in amd if (c.engine, c.kind) == key]
         cls = engine_class(key[0], "cdna3", key[1])
-        assert cls.basis == "measured" and cls.rows == len(group), key
+        if cls.basis != "measured":
+            continue  # too few rows of any release line: borrowed (atom from CDNA 4)
+        rows = [c for c in amd if (c.engine, c.kind) == key]
+        lines = dict(fitting.line_groups(rows))  # the class's release lines, grouped as the fit grouped them
+        group = [c for c in rows if c.line in lines.get(cls.release_line, ())]
         before = [e["throughput"] for c in group if (e := c.errors(base)) and "throughput" in e]
         after = [e["throughput"] for c in group if (e := c.errors(scaled(base, cls))) and "throughput" in e]
-        assert statistics.median(before) > 0.5, key  # what the borrowed factors said
+        assert statistics.median(before) > 0.4, key  # what the borrowed factors said
         assert abs(statistics.median(after)) <= 0.10 and statistics.median(map(abs, after)) <= 0.25, key
+        checked += 1
+    assert checked >= 3

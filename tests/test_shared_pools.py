@@ -129,13 +129,15 @@ def test_chat_and_code_at_p90_runs_on_the_whole_shared_pool(tmp_path, monkeypatc
 # Recorded again when fp4 weights got their block scales and bf16 embeddings (docs/perf-model.md, "Precisions"): the
 # B200 fp4 engines' steps are up to 2% longer, the same engines and requests. Recorded again when power-of-two
 # compared the wait a new prompt would see instead of the work left (issue 32, planner/simulate/balance.py), and
-# again when round-robin became the default balancer (issue 32: same requests, TTFT P50 34.9 -> 34.4 and 262 -> 260).
+# again when round-robin became the default balancer (issue 32: same requests, TTFT P50 34.9 -> 34.4 and 262 -> 260),
+# and again when the engines took TensorRT-LLM's admission and per-rank limits (issue 45: same engines and requests,
+# TTFT P50 34.4 -> 34.1 and 259.8 -> 259.2).
 BEFORE = [
-    ("chat", 4, 20445, 9203, 9203, 34.438444892700204, 16.333669152622754, 10.913838670598, 1928.628256822898, 0,
-     (("TTFT", 34.78836157133358, 30.395727777350437, 39.171858473123216, "holds"),)),
-    ("summarize", 8, 2415, 1091, 1091, 259.8090573601901, 235.9039403434318, 44.16494786528814, 18629.982387937438, 0,
-     (("TTFT", 261.6387682526664, 238.49398308922753, 284.76580282200314, "holds"),
-      ("TPOT", 41.7069789912273, 0.0, 84.53080615100697, "inconclusive"))),
+    ("chat", 4, 20445, 9203, 9203, 34.10119225868158, 16.2786839822792, 10.856108477913246, 1911.5620311638627, 0,
+     (("TTFT", 34.47522889602084, 29.729447170506926, 39.2198480983255, "holds"),)),
+    ("summarize", 8, 2415, 1091, 1091, 259.1788749321289, 235.72972842054125, 44.115289069638095, 18591.636343141756, 0,
+     (("TTFT", 261.2558065039998, 233.57393121240472, 289.15841217670396, "holds"),
+      ("TPOT", 41.60178819872874, 0.0, 84.5083971281122, "inconclusive"))),
 ]  # fmt: skip
 
 

@@ -40,16 +40,33 @@ from pathlib import Path
 
 from planner.errors import PlannerInputError
 
-DEFAULT_PATH = Path(__file__).resolve().parents[3] / "shared" / "reference" / "benchmarks" / "serving_amd_and_engines.csv"
+REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference" / "benchmarks"
+DEFAULT_PATH = REFERENCE / "serving_amd_and_engines.csv"
+PATH_2026 = REFERENCE / "serving_2026.csv"  # 2025-H2 / 2026 runs, same columns (SOURCES_2026.md)
 
-ENGINES = {"vllm": "vllm", "vllm (rocm fork)": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm"}
+ENGINES = {"vllm": "vllm", "vllm (rocm fork)": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm", "atom": "atom",
+           "vllm (llm-d v0.5.0 on openshift)": "vllm", "vllm (via nvidia dynamo backend)": "vllm",
+           "vllm (via llm-d wide-ep)": "vllm"}  # fmt: skip
+# the share of a run's tokens its prompts may be for a throughput labelled without saying total or output to be read
+# as output tokens/s (it is then at most this much high)
+AMBIGUOUS_LABEL_SHARE = 0.05
 PRECISIONS = ("bf16", "fp8", "fp4", "w4a16")
 RUNS = ("closed", "batch", "rate")
 KEYS = (
     "row_id", "source", "engine", "gpu", "model", "precision", "tp", "dp", "ep", "gpus", "instances", "isl", "osl",
     "run", "concurrency", "rate_rps", "output_tokens_per_s", "request_throughput_rps", "ttft_ms", "tpot_ms", "itl_ms",
-    "e2e_ms", "statistic",
+    "e2e_ms", "statistic", "engine_version", "origin", "token_budget",
 )  # fmt: skip
+# an engine version in free text: the engine's name (or a container tag) then the version; a version at the start;
+# "version ... X.Y"; ATOM has no releases: its version is the date of the main commit the run used (YYYY.MM.DD)
+_VERSION = r"v?(\d+\.\d+(?:\.\d+)*(?:rc\d+|\.post\d+)?)"
+_VERSION_PATTERNS = tuple(re.compile(p, re.IGNORECASE) for p in (
+    r"(?:vllm|sglang|tensorrt-llm|trtllm)[\s_:-]*" + _VERSION,
+    r"(?:openai(?:-rocm)?|sglang):" + _VERSION,
+    r"^\s*" + _VERSION,
+    r"(?:version|as online)[^\d]{0,12}" + _VERSION,
+))  # fmt: skip
+_DATE = re.compile(r"(20\d\d)-(\d\d)(?:-(\d\d))?")
 
 # the GPU named in the free-text column, most specific first (GB200 before B200); H100 PCIe by its form factor
 _GPU = re.compile(r"(?<![A-Z0-9])(GB200|B300|B200|MI355X|MI325X|MI300X|H200|H100|A100|L40S|L4)(?![A-Z0-9])", re.IGNORECASE)
@@ -95,20 +112,51 @@ def _case(catalog, row: dict, file_name: str) -> dict:
     engine = _engine(text)
     _source_caveats(text)
     isl, osl = _lengths(text)
-    figures = _figures(text)
     model = _model(catalog, text)
     gpu = _gpu(catalog, text)
     precision = _precision(text["precision"], catalog.gpus[gpu])
     tp, dp, ep, gpus, instances = _layout(text)
     run, concurrency, rate = _run(text)
+    figures = _figures(text, isl, osl)
     return {
         "row_id": int(text["row_id"]),
         "source": f"{file_name} row {text['row_id']}: {text['source']}",
         "engine": engine, "gpu": gpu, "model": model, "precision": precision,
         "tp": tp, "dp": dp, "ep": ep, "gpus": gpus, "instances": instances,
         "isl": isl, "osl": osl, "run": run, "concurrency": concurrency, "rate_rps": rate,
-        **figures,
+        **figures, "engine_version": engine_version(engine, text["engine_version"]),
+        "token_budget": _token_budget(text),
+        "origin": source_group(text["source"]),
     }  # fmt: skip
+
+
+def _token_budget(text: dict) -> int | None:
+    """The run's tokens per iteration where its launch command states them (vLLM/ATOM --max-num-batched-tokens,
+    SGLang --chunked-prefill-size, TensorRT-LLM --max_num_tokens), else None (the engine's default)."""
+    found = re.search(r"(?:max-num-batched-tokens|chunked-prefill-size|max_num_tokens)[ =](\d+)",
+                      f"{text['deployment']} {text['notes']}", re.IGNORECASE)  # fmt: skip
+    return int(found.group(1)) if found else None
+
+
+def engine_version(engine: str, text: str) -> str | None:
+    """The version label of the engine a row ran (module docstring of planner/perf/serving.py orders them), or None
+    where the row does not state one."""
+    if engine == "atom":
+        found = _DATE.search(text)
+        return ".".join(part for part in found.groups() if part) if found else None
+    for pattern in _VERSION_PATTERNS:
+        found = pattern.search(text)
+        if found:
+            return found.group(1)
+    return None
+
+
+def source_group(source: str) -> str:
+    """The publisher of a row, for leave-one-source-out validation: 'MLPerf' for every MLPerf submission, else the
+    source's name up to its first ':' or '(' ("ROCm/ATOM recipe", "GPUStack performance lab")."""
+    if source.lower().startswith("mlperf"):
+        return "MLPerf"
+    return re.split(r"[:(]", source, maxsplit=1)[0].strip()
 
 
 def _engine(text: dict) -> str:
@@ -123,7 +171,12 @@ def _engine(text: dict) -> str:
 
 
 def _source_caveats(text: dict) -> None:
-    dataset, notes = text["dataset"].lower(), text["notes"].lower()
+    dataset, notes, deployment = text["dataset"].lower(), text["notes"].lower(), text["deployment"].lower()
+    if "--method mtp" in deployment or "speculative decoding: mtp" in notes:
+        raise _Skip("speculative decoding (MTP) run: calibration rows decode one token a step")
+    memory = re.search(r"gpu-memory-utilization[ =]([0-9.]+)", deployment)
+    if memory and float(memory.group(1)) < 0.8:
+        raise _Skip("engine memory fraction set far below its default (a flag ablation, not a deployment)")
     if "shared-prefix" in dataset or "prefix caching on" in dataset or "prefix caching benefits" in notes:
         raise _Skip("prefix-caching run (generated-shared-prefix dataset)")
     if text["source"].lower().startswith("saienduri/vllm-docs"):
@@ -148,9 +201,11 @@ def _lengths(text: dict) -> tuple[int, int]:
     raise _Skip("lengths not stated")
 
 
-def _figures(text: dict) -> dict:
+def _figures(text: dict, isl: int, osl: int) -> dict:
     output = _number(text, "output_throughput_tok_s")
-    if output is None and text["throughput_as_labelled"] and _label_is_output(text["throughput_label"]):
+    if output is None and text["throughput_as_labelled"] and (
+            _label_is_output(text["throughput_label"]) or isl / (isl + osl) <= AMBIGUOUS_LABEL_SHARE):
+        # a throughput that does not say total or output: read as output where the prompts are a small share
         output = _number(text, "throughput_as_labelled")
     mean = any(text[f"{name}_mean_ms"] for name in ("ttft", "tpot", "itl", "e2e"))
     median = any(text[f"{name}_median_ms"] for name in ("ttft", "tpot", "itl", "e2e"))
@@ -247,7 +302,7 @@ def _layout(text: dict) -> tuple[int, int, int, int, int]:
 def _run(text: dict) -> tuple[str, int | None, float | None]:
     mode, rate = text["mode"].lower(), text["request_rate"].lower()
     if "offline" in mode or "burst" in mode or (rate.startswith("inf") and not text["concurrency"]):
-        prompts = _plain_int(text["num_prompts"])
+        prompts = _plain_int(text["num_prompts"]) or _plain_int(text["completed"])  # a burst: every prompt at once
         if not prompts:
             raise _Skip("batch run without a number of prompts")
         return "batch", prompts, None

@@ -251,6 +251,9 @@ class BenchmarkRow(StrictModel):
     output_tokens_per_s: float | None = Field(default=None, gt=0, le=1e9)
     per: Literal["instance", "node"]
     notes: str = ""
+    # the serving engine's release the row measured, as its source states it ('' where it does not: the row then
+    # answers as 'version not stated'; planner/perf/engines.py)
+    engine_version: str = Field(default="", max_length=80)
     # empty: a measurement. 'aic:<package>:<backend>:<db>': an estimate of NVIDIA's operator-level database
     # materialized by `planner tables build` (never used to calibrate the roofline)
     provenance: str | None = Field(default=None, pattern=r"^(measured|aic:[^,]+)$")

@@ -39,12 +39,6 @@ files = _OnFirstUse("planner.report.files")
 text = _OnFirstUse("planner.report.text")
 
 
-class Engine(str, Enum):
-    trtllm = "trtllm"
-    vllm = "vllm"
-    sglang = "sglang"
-
-
 PRECISION_HELP = "bf16 | fp16 | fp8 | fp4 | w4a16 | w4a8 (4-bit weights, bf16 / fp8 compute)."
 
 

@@ -17,7 +17,6 @@ from planner.cli.common import (
     CatalogOption,
     DebugOption,
     E2eOption,
-    Engine,
     ItlOption,
     JsonOption,
     PercentileOption,
@@ -45,6 +44,7 @@ from planner.cli.common import (
     text,
 )
 from planner.errors import PlannerInputError
+from planner.perf.serving import EngineSpec
 from planner.perf.types import DEFAULT_TOKEN_BUDGET, Layout, PerfQuery
 
 
@@ -60,7 +60,7 @@ def perf(
     osl: Annotated[int | None, typer.Option("--osl", min=1, max=100_000_000, help="Output tokens.")] = None,
     tp: Annotated[int | None, typer.Option("--tp", min=1, help="Tensor parallelism.")] = None,
     layout: Annotated[str | None, typer.Option("--layout", help="TP4 | DEP8 (attention DP 8 with EP 8) | TP2EP4 | TP4PP2: the instance's layout (instead of --tp).")] = None,
-    engine: Annotated[Engine, typer.Option("--engine", help="Serving engine: its calibrated class (docs/perf-model.md).")] = Engine.trtllm,
+    engine: Annotated[str, typer.Option("--engine", help="Serving engine: trtllm | vllm | sglang | atom, optionally pinned to a calibrated release as engine@version (vllm@0.12); without one, the newest (docs/perf-model.md).")] = "trtllm",
     precision: Annotated[str | None, typer.Option("--precision", help=PRECISION_HELP)] = None,
     concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, max=1_000_000, help="Requests in flight (closed loop, as a benchmark runs).")] = None,
     rate_rps: Annotated[float | None, typer.Option("--rate", min=1e-9, max=1e9, help="Requests/s arriving at random (Poisson, open loop): the engine as a plan sizes it.")] = None,
@@ -88,8 +88,13 @@ def perf(
             raise PlannerInputError("--rate", "rate", "give --concurrency (closed loop) or --rate (open loop), not both")
         parsed = _parse_layout(layout, tp)
         beyond_tp = parsed if parsed is not None and parsed.beyond_tp else None  # plain TP is --tp's
+        try:
+            spec = EngineSpec.parse(engine)
+        except ValueError as error:
+            raise PlannerInputError("--engine", "engine", str(error)) from None
         query = PerfQuery(model, gpu, isl, osl, parsed.tp if parsed else tp, precision, concurrency, ttft_ms, itl_ms,
-                          e2e_ms, tpot_ms, token_budget, rate_rps=rate_rps, engine=engine.value, layout=beyond_tp)  # fmt: skip
+                          e2e_ms, tpot_ms, token_budget, rate_rps=rate_rps, engine=spec.engine,
+                          engine_version=spec.version, layout=beyond_tp)  # fmt: skip
         answer = api.perf_point(query, catalog, perf_source, percentile)
         if json:
             sys.stdout.write(json_out.dumps(json_out.perf_document(answer, gpus_per_node)))

@@ -7,7 +7,7 @@ from collections import defaultdict
 
 from planner.candidates import Candidate, CandidateSet
 from planner.optimize.model import FleetModel, Hardware
-from planner.perf.engines import engine_label
+from planner.perf.serving import DEFAULT_ENGINE, engine_named
 from planner.plan import PlanLine
 
 _ROLE = {"capex": "bought", "reserved": "reserved", "on-demand": "on-demand", "spot": "spot"}
@@ -88,7 +88,9 @@ def _groups(schedules: list[tuple]) -> list[tuple[tuple, int]]:
 
 
 def _engine_label(c: Candidate) -> str:
-    parts = [c.model, c.layout_label, c.precision or "", engine_label(c.engine),
+    engine = engine_named(c.engine, c.engine_version)
+    engine = "" if engine == engine_named(DEFAULT_ENGINE) else engine  # the reference engine, its release unstated
+    parts = [c.model, c.layout_label, c.precision or "", engine,
              f"b{c.max_batch}" if c.max_batch else "", "speculative" if c.speculative else "",
              c.stage if c.stage != "aggregated" else ""]  # fmt: skip
     return " ".join(p for p in parts if p) + f" {c.engine_isl}/{c.engine_osl}"
@@ -145,5 +147,5 @@ def _node_line(scenario, cset: CandidateSet, hardware: Hardware, schedule: tuple
         power_kw=round(hardware.power_kw * nodes, 6), cost_note=hardware.cost_note,
         runs=_runs(cset, schedule, periods, hardware.gpus_per_node),
         stage=common("stage", "mixed"), layout=next(iter(layouts)) if len(layouts) == 1 else "", speculative=common("speculative", False),
-        engine=common("engine", "mixed"),
+        engine=common("engine", "mixed"), engine_version=common("engine_version", ""),
     )  # fmt: skip

@@ -13,7 +13,7 @@ from planner.infrastructure import BREAKDOWN_OF_KIND, infrastructure_lines
 from planner.optimize.model import _TOLERANCE, FleetModel, spare_policy
 from planner.optimize.packing import _ROLE, node_lines
 from planner.optimize.solve import SolveOutcome
-from planner.perf.engines import ENGINE_NAMES
+from planner.perf.serving import engine_named
 from planner.plan import (
     PER_PERIOD_ROLES,
     Assignment,
@@ -120,9 +120,9 @@ def shared_engine_warnings(routing) -> tuple[str, ...]:
     for key, names in sorted(sharing.items(), key=lambda kv: kv[0]):
         if len(names) < 2:
             continue
-        site, role, system, _, _, precision, batch, isl, osl, stage, layout, _, engine = key
+        site, role, system, _, _, precision, batch, isl, osl, stage, layout, _, engine, version = key
         warnings.append(
-            f"{', '.join(sorted(names))} share {system} {layout or ''} {precision} {ENGINE_NAMES.get(engine, engine)} "
+            f"{', '.join(sorted(names))} share {system} {layout or ''} {precision} {engine_named(engine, version)} "
             f"engines (batch <= {batch}, built "
             f"for {isl}/{osl}{'' if stage == 'aggregated' else ', ' + stage}): each workload's latencies are modeled "
             "at its own requests alone; in the mix one's prompt chunks lengthen the other's token gaps and its "
@@ -156,7 +156,7 @@ def _instances(scenario, cset: CandidateSet, units: dict, routed: dict) -> tuple
                 tp=c.tp, precision=c.precision, max_batch=c.max_batch, engine_isl=c.engine_isl, engine_osl=c.engine_osl,
                 gpus_per_instance=c.gpus_per_instance, instances=instances, gpus=instances * c.gpus_per_instance,
                 rps=round(rps[(c.key, period.name)], 9), stage=c.stage, layout=c.layout_label, speculative=c.speculative,
-                engine=c.engine,
+                engine=c.engine, engine_version=c.engine_version,
             ))  # fmt: skip
     return tuple(out)
 
@@ -176,7 +176,7 @@ def _routing(scenario: Scenario, cset: CandidateSet, routed: dict) -> tuple[Rout
             tp=c.tp, precision=c.precision, max_batch=c.max_batch, engine_isl=c.engine_isl, engine_osl=c.engine_osl,
             rps=round(rps, 9), rps_per_node=rate[(workload, bucket, key)].rps_per_node,
             rps_per_instance=rate[(workload, bucket, key)].rps_per_instance, stage=c.stage, layout=c.layout_label,
-            speculative=c.speculative, engine=c.engine,
+            speculative=c.speculative, engine=c.engine, engine_version=c.engine_version,
         ))  # fmt: skip
     return tuple(routes)
 
@@ -312,8 +312,10 @@ def _assignment(option: Option, candidate: Candidate, workload, rps: float) -> A
         f"{rps:.4g} rps of {bucket.isl_tokens}/{bucket.osl_tokens} on {candidate.system} ({candidate.pricing}) at "
         f"{option.rps_per_node:.4g} rps/node = {rps / option.rps_per_node:.2f} nodes of load "
         f"[{point}; {perf.provenance}"
-        + (f"; {ENGINE_NAMES.get(candidate.engine, candidate.engine)}, expected error ±{perf.expected_error['throughput']:.0%} "
-           "throughput" if perf.expected_error else "") + "]"
+        + (f"; {engine_named(candidate.engine, candidate.engine_version)}, "
+           + (f"expected error ±{perf.expected_error['throughput']:.0%} throughput" if perf.error_known else
+              f"expected error unknown (held-out throughput band ±{perf.expected_error['throughput']:.0%})")
+           if perf.expected_error else "") + "]"
     )
     return Assignment(
         system=candidate.system, site=candidate.site, pricing=candidate.pricing, tp=candidate.tp,
@@ -325,7 +327,8 @@ def _assignment(option: Option, candidate: Candidate, workload, rps: float) -> A
         tpot_ms=None if perf.tpot_ms is None else round(perf.tpot_ms, 3),
         e2e_ms=None if perf.e2e_ms is None else round(perf.e2e_ms, 3),
         provenance=perf.provenance, source=perf.source, why=why, stage=candidate.stage, layout=candidate.layout_label,
-        speculative=candidate.speculative, engine=candidate.engine, expected_error=perf.expected_error,
+        speculative=candidate.speculative, engine=candidate.engine, engine_version=candidate.engine_version,
+        expected_error=perf.expected_error,
     )  # fmt: skip
 
 

@@ -8,6 +8,7 @@ batch-1 decode getting faster as TP grows from 1 to 8.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -163,3 +164,73 @@ def _check_percentiles(curves: dict, report: SweepReport, label: str) -> None:
                         f"{label} c{a.concurrency}: {LABELS[metric]} P{high:g} {getattr(b, metric):.4g} below "
                         f"P{low:g} {getattr(a, metric):.4g}"
                     )
+
+
+OPEN_LOOP_LOAD = 0.9  # the share of the closed loop's highest throughput the open loop must serve
+OPEN_LOOP_LAYOUTS = (Layout(1), Layout(2), Layout(4), Layout(8), Layout(1, 8, 8), Layout(4, pp=2))
+OPEN_LOOP_LENGTHS = ((512, 128), (1000, 1000), (2000, 200), (4000, 500), (1000, 8000))
+LATENCY_TOLERANCE = 0.02  # the open loop's mean latencies may sit this much below the closed loop's (model error)
+
+
+def _closed_at(curve: list[PerfResult], throughput: float, metric: str, at) -> float | None:
+    """The closed loop's mean `metric` at `throughput`: the two concurrencies of the curve that surround it,
+    narrowed by bisection to neighbours (`at(c)`: the closed loop's point at concurrency c), then linear between
+    them (None beyond the curve)."""
+    ordered = sorted(curve, key=lambda p: p.request_throughput_rps)
+    for low, high in zip(ordered, ordered[1:]):
+        if low.request_throughput_rps <= throughput <= high.request_throughput_rps:
+            while high.concurrency - low.concurrency > 1:
+                middle = at((low.concurrency + high.concurrency) // 2)
+                if middle is None:
+                    break
+                low, high = (middle, high) if middle.request_throughput_rps <= throughput else (low, middle)
+            span = high.request_throughput_rps - low.request_throughput_rps
+            share = (throughput - low.request_throughput_rps) / span if span > 0 else 0.0
+            return getattr(low, metric) + share * (getattr(high, metric) - getattr(low, metric))
+    return None
+
+
+def open_loop_sweep(catalog: Catalog, models: tuple[str, ...] | None = None, gpus: tuple[str, ...] | None = None,
+                    layouts=OPEN_LOOP_LAYOUTS, lengths=OPEN_LOOP_LENGTHS, engines: tuple[str, ...] | None = None,
+                    load: float = OPEN_LOOP_LOAD) -> SweepReport:  # fmt: skip
+    """The open loop (Poisson arrivals, what a plan sizes with) serves what the closed loop serves: for every
+    engine x layout x precision x lengths that fits, the open loop answers at `load` of the closed loop's highest
+    throughput when no limit is given, and its mean TTFT, TPOT and E2E there are no lower than the closed loop's
+    at the same throughput (random arrivals only add waiting). Violations: `open_loop_refused`,
+    `open_loop_faster`."""
+    from planner.perf.engines import ENGINES
+
+    report = SweepReport()
+    models = models or tuple(m for m in sorted(catalog.models) if supports_roofline(catalog.models[m]))
+    gpus = gpus or tuple(sorted(catalog.gpus))
+    for model, gpu, engine in itertools.product(models, gpus, engines or ENGINES):
+        moe = catalog.models[model].moe is not None
+        for precision, layout, (isl, osl) in itertools.product(model_precisions(catalog, gpu, model), layouts, lengths):
+            if layout.ep > 1 and not moe:
+                continue
+            query = PerfQuery(model, gpu, isl, osl, engine=engine)
+            closed = modeled_points(query, catalog, layout.tp, precision, layout=layout)
+            if isinstance(closed, str):
+                continue
+            report.curves += 1
+            top = max(p.request_throughput_rps for p in closed)
+            rate = load * top
+            label = f"{model} {gpu} {engine} {layout.label} {precision} {isl}/{osl} at {rate:.4g} rps"
+            opened = modeled_points(dataclasses.replace(query, rate_rps=rate), catalog, layout.tp, precision,
+                                    layout=layout)  # fmt: skip
+            report.points += 1
+            if isinstance(opened, str) or not opened:
+                report.violations["open_loop_refused"].append(f"{label} ({load:.0%} of {top:.4g}): {opened}")
+                continue
+            def at(concurrency, query=query, layout=layout, precision=precision):
+                point = modeled_points(dataclasses.replace(query, concurrency=concurrency), catalog, layout.tp,
+                                       precision, layout=layout)  # fmt: skip
+                return None if isinstance(point, str) or not point else point[0]
+
+            for metric in ("ttft_ms", "tpot_ms", "e2e_ms"):
+                reference = _closed_at(closed, opened[0].request_throughput_rps, metric, at)
+                value = getattr(opened[0], metric)
+                if reference is not None and value < reference * (1 - LATENCY_TOLERANCE):
+                    report.violations["open_loop_faster"].append(
+                        f"{label}: {LABELS[metric]} {value:.4g} ms below the closed loop's {reference:.4g} ms")
+    return report

@@ -23,6 +23,13 @@ TTFT and TPOT are their deterministic part plus the p-quantile of a Gamma distri
 their random part (the step in progress, the M/D/1 wait, the wait for a slot; the number of prompts fused into one
 request's decode steps), and ITL, one gap between tokens, is the decode step plus the prompt chunks the step carries
 under the engine's token budget (`TokenGaps`).
+
+Token budget. An iteration takes at most b tokens (planner/perf/serving.py: the engine's per-rank budget x its
+attention-DP ranks): one per decoding sequence (k + 1 when speculative), the rest prompt chunks. Where the steady
+state above would put more into a step, every step is full (`budget_bound`): the decoders settle at
+n = m b / (e m + L) (m decode steps per request, L computed prompt tokens, e tokens per decoder), the throughput at
+X = (b - e n) / (L tau) and the prompts beyond wait their turn (TTFT = B / X - m tau). The same budget caps the
+open loop's prompts per step (planner/perf/open_loop.py) and the simulator's iterations.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from planner.perf.serving import instance_budget
 from planner.perf.shapes import EngineShape
 from planner.perf.step import COMPUTE_BOUND_TOKENS, Efficiency, step_ms
 from planner.perf.types import DEFAULT_TOKEN_BUDGET, PrefixCache, SteadyStateError, prompt_terms
@@ -155,13 +163,57 @@ def _root(s: _Steps, running: np.ndarray, osl: int, eff: Efficiency) -> tuple[np
 
 
 def closed_loop_throughput(shape: EngineShape, eff: Efficiency, isl: int, osl: int, concurrencies,
-                           max_running: int | None, cache: PrefixCache | None = None) -> np.ndarray:  # fmt: skip
+                           max_running: int | None, cache: PrefixCache | None = None,
+                           token_budget: int = DEFAULT_TOKEN_BUDGET) -> np.ndarray:  # fmt: skip
     """X, requests per ms, of the closed loop at each concurrency (steady_state_curve's throughput alone)."""
     concurrency = np.asarray(concurrencies, dtype=float)
     running = np.maximum(np.minimum(concurrency, max_running) if max_running else concurrency, 1.0)
     per_step = shape.speculation.tokens_per_step if shape.speculation is not None else 1.0
     steps_osl = 1.0 + max(osl - 1, 0) / per_step
-    return _root(_steps(shape, eff, isl, steps_osl, running, isl + osl / 2, cache), running, steps_osl, eff)[0]
+    x = _root(_steps(shape, eff, isl, steps_osl, running, isl + osl / 2, cache), running, steps_osl, eff)[0]
+    bound = budget_bound(shape, eff, isl, steps_osl, running, isl + osl / 2, token_budget, cache)
+    return np.where(bound.binds(x), bound.x, x)
+
+
+@dataclass(frozen=True)
+class BudgetBound:
+    """The steady state where the token budget binds (module docstring, "Token budget"), per running batch: its
+    throughput x (requests per ms; inf where the budget cannot bind), step tau, decoders n, their decode step and
+    the prompt tokens each step carries."""
+
+    x: np.ndarray
+    tau: np.ndarray
+    decoders: np.ndarray
+    decode: np.ndarray
+    prompt_tokens: np.ndarray
+
+    def binds(self, x_free: np.ndarray) -> np.ndarray:
+        """Where the budget holds the throughput below what the engine would do without it."""
+        return self.x < x_free
+
+
+def budget_bound(shape: EngineShape, eff: Efficiency, isl: int, osl_steps: float, running: np.ndarray, context: float,
+                 token_budget: int, cache: PrefixCache | None = None) -> BudgetBound:  # fmt: skip
+    """Every iteration full: n decoders take e tokens each (e = 1, or the k + 1 a speculative step verifies), the
+    rest of the instance's budget b (per attention-DP rank x DP) goes to prompts of L computed tokens. A request
+    decodes m steps after its prompt, so n = X m tau (Little) and X L tau = b - e n: n = m b / (e m + L),
+    X = (b - e n) / (L tau), tau the step of n decoders and b - e n prompt tokens. The budget binds only where the
+    running batch holds more than those n decoders and the prompt being filled."""
+    b = float(instance_budget(token_budget, shape.dp))
+    e = float(shape.speculation.draft_tokens + 1) if shape.speculation is not None else 1.0
+    prompts, length, computed = prompt_terms(isl, cache)
+    m = max(osl_steps - 1.0, 0.0)
+    decoders = m * b / (e * m + computed)
+    room = b - e * decoders
+    # each prompt costs what it adds to a compute-bound step (Delta, as the steady state and the open loop price it)
+    saturated = step_ms(shape, eff, np.array([COMPUTE_BOUND_TOKENS, COMPUTE_BOUND_TOKENS]), 0.0, np.array([0.0, prompts]), length)
+    delta = float(saturated[1] - saturated[0])
+    decode = float(step_ms(shape, eff, decoders, context))
+    tau = decode + delta * room / computed
+    x = room / (computed * tau)
+    can_bind = np.asarray(running, dtype=float) > decoders + 1.0
+    full = lambda value: np.full(len(np.atleast_1d(running)), value)  # noqa: E731
+    return BudgetBound(np.where(can_bind, x, np.inf), full(tau), full(decoders), full(decode), full(room))
 
 
 def steady_state_curve(
@@ -201,11 +253,32 @@ def steady_state_curve(
         )
     queued = concurrency - running
     slot_wait = np.where(queued > 0, queued / x, 0.0)
-    gaps = token_gaps(x, s, running, prompt_terms(isl, cache)[2], others, tpot, token_budget)
+    computed = prompt_terms(isl, cache)[2]
+    gaps = token_gaps(x, s, running, computed, others, tpot, token_budget, shape)
     ttft_at, tpot_at, itl_at = ttft + slot_wait, tpot, gaps.quantile(decode, None)
     if percentile is not None:
         ttft_at, tpot_at, slot_wait = _tails(x, s, running, osl, rho, decode, wait, ttft, tpot, queued, percentile, eff)
         itl_at = gaps.quantile(decode, percentile)
+    # where the token budget binds, every step is full: the same step for every token, prompts queue for their turn
+    bound = budget_bound(shape, eff, isl, osl, running, isl + real_osl / 2, token_budget, cache)
+    binds = bound.binds(x)
+    if binds.any():
+        m = max(osl - 1, 0)
+        x = np.where(binds, bound.x, x)
+        slot_wait = np.where(binds, np.where(queued > 0, queued / x, 0.0), slot_wait)
+        engine_ttft = running / x - m * bound.tau  # Little's law on the running batch, less its decode
+        if percentile is None:
+            ttft_at = np.where(binds, engine_ttft + slot_wait, ttft_at)
+            tpot_at, itl_at = np.where(binds, bound.tau, tpot_at), np.where(binds, bound.tau, itl_at)
+        else:  # full steps are all alike; a tail no lighter than the free engine's at that batch (conservative)
+            ttft_at = np.where(binds, np.maximum(engine_ttft + slot_wait, ttft_at), ttft_at)
+            tpot_at = np.where(binds, np.maximum(bound.tau, tpot_at), tpot_at)
+            itl_at = np.where(binds, np.maximum(bound.tau, itl_at), itl_at)
+        rho = np.where(binds, 1.0 - bound.decode / bound.tau, rho)
+        decode, others = np.where(binds, bound.decode, decode), np.where(binds, bound.decoders - 1.0, others)
+        chunks = np.maximum(np.ceil(bound.prompt_tokens / computed), 1.0)
+        gaps = TokenGaps(np.where(binds, chunks, gaps.chunks_per_step),
+                         np.where(binds, (bound.tau - bound.decode) / chunks, gaps.chunk_ms))  # fmt: skip
     e2e_at = ttft_at + max(osl - 1, 0) * tpot_at
     return [
         SteadyState(
@@ -245,9 +318,12 @@ class TokenGaps:
         return decode + self.chunk_ms * poisson.ppf(percentile / 100.0, np.maximum(self.chunks_per_step, 1e-300))
 
 
-def token_gaps(x, s: _Steps, running, isl: int, others, tpot, token_budget: int) -> TokenGaps:
-    """The chunks per step and their cost (`TokenGaps`) at each operating point."""
-    room = np.maximum(token_budget - (1.0 + others), 1.0)  # prompt tokens a step takes beside the decoders
+def token_gaps(x, s: _Steps, running, isl: int, others, tpot, token_budget: int, shape: EngineShape | None = None) -> TokenGaps:
+    """The chunks per step and their cost (`TokenGaps`) at each operating point. A prompt is chunked by its own
+    attention-DP rank's budget, beside that rank's share of the decoders (e tokens each, k + 1 when speculative)."""
+    dp = float(shape.dp) if shape is not None else 1.0
+    e = float(shape.speculation.draft_tokens + 1) if shape is not None and shape.speculation is not None else 1.0
+    room = np.maximum(token_budget - e * (1.0 + others) / dp, 1.0)  # prompt tokens a rank's step takes beside its decoders
     chunks = np.ceil(isl / room)
     rate = x * (running - 1.0) / running  # the others' prompts per ms
     return TokenGaps(rate * chunks * tpot, s.delta / chunks)

@@ -33,8 +33,11 @@ import numpy as np
 
 from planner.catalog import Catalog
 from planner.metrics import percentile_label
-from planner.perf.engines import engine_efficiency, engine_error
-from planner.perf.roofline import Efficiency, EngineShape, Speculation, gamma_quantile, step_ms
+from planner.perf.engines import calibrated, engine_error
+from planner.perf.closed_loop import gamma_quantile
+from planner.perf.serving import instance_batch
+from planner.perf.shapes import EngineShape, Speculation
+from planner.perf.step import Efficiency, step_ms
 from planner.perf.tables import instance_memory
 from planner.perf.types import SLOT_PERCENTILE, Layout, PerfQuery, PerfResult
 
@@ -186,7 +189,10 @@ def stage_points(query: PerfQuery, catalog: Catalog, layout: Layout, precision: 
         why = f"{layout.label} {precision}: does not fit: {memory.reason}"
         return why, why
     shape = engine_shape(catalog, model, gpu, layout, precision, speculation, hop_bytes_per_s)
-    eff = engine_efficiency(catalog, query.model, query.gpu, query.engine)
+    found = calibrated(catalog, query.model, query.gpu, query.engine, query.engine_version)
+    if isinstance(found, str):
+        return found, found
+    eff, engine_cls = found
     provenance, why = _provenance(catalog, shape, eff, query.isl)
     transfer = kv_transfer_ms(shape, query.isl, network_bytes_per_s, eff)
     # a decode-only step carries no prompt: one request's gaps are the steps of its batch, so TPOT and ITL are both
@@ -205,8 +211,9 @@ def stage_points(query: PerfQuery, catalog: Catalog, layout: Layout, precision: 
     common = dict(model=query.model, gpu=query.gpu, tp=layout.tp, precision=precision, isl=query.isl, osl=query.osl,
                   gpus_per_instance=layout.gpus, ttft_ms_bound=None, itl_ms_bound=None, provenance=provenance,
                   memory=memory, dp=layout.dp, ep=layout.ep, pp=layout.pp, engine=query.engine,
-                  expected_error=engine_error(catalog, query.model, query.gpu, query.engine,
-                                               shape.crosses_domain).as_dict())  # fmt: skip
+                  expected_error=engine_error(catalog, query.model, query.gpu, query.engine, shape.crosses_domain,
+                                              query.engine_version).as_dict(),
+                  engine_version=engine_cls.engine_version, error_known=engine_cls.known)  # fmt: skip
     extra = (f"extrapolated: {why}",) if why else ()
     source = f"roofline ({eff.source})"
     prefill = prefill_capacity(shape, eff, query.isl, transfer, query.ttft_ms, percentile)
@@ -222,8 +229,9 @@ def stage_points(query: PerfQuery, catalog: Catalog, layout: Layout, precision: 
                 f"{gpu.architecture} factors: {eff.describe()}", *extra,
             ),
         )  # fmt: skip
-    running = memory.running_limit(query.isl, query.osl) or 1
-    decode = decode_capacity(shape, eff, query.isl, query.osl, itl_limit, min(running, max_batch), percentile)
+    # the batch cap is per attention-DP rank (planner/perf/serving.py)
+    cap = min(memory.running_limit(query.isl, query.osl, query.engine) or 1, instance_batch(max_batch, layout.dp))
+    decode = decode_capacity(shape, eff, query.isl, query.osl, itl_limit, cap, percentile)
     if not isinstance(decode, str):
         decode = PerfResult(
             **common, concurrency=max(1, round(decode["batch"])), ttft_ms=None, itl_ms=decode["itl_ms"], e2e_ms=None,
@@ -232,7 +240,7 @@ def stage_points(query: PerfQuery, catalog: Catalog, layout: Layout, precision: 
             source=f"{source}, decode-only instance"
             + (f"; speculative decoding, acceptance {speculation.acceptance:g} assumed" if speculation else ""),
             derivations=(
-                f"decode-only: mean batch {decode['batch']:.1f} (cap {min(running, max_batch)}), step {decode['step_ms']:.2f} ms, "
+                f"decode-only: mean batch {decode['batch']:.1f} (cap {cap}), step {decode['step_ms']:.2f} ms, "
                 f"ITL and TPOT: the step at {percentile_label(percentile)} of the batch (birth-death law)",
                 *([speculation.describe()] if speculation else []),
                 f"{gpu.architecture} factors: {eff.describe()}", *extra,

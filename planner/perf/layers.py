@@ -25,7 +25,8 @@ from planner.catalog import PRECISION_SPECS, WEIGHT_ONLY_PRECISIONS, Catalog
 from planner.metrics import LABELS, percentile_label
 from planner.metrics import limits as metric_limits
 from planner.perf.anchor import AnchorSet, anchor_rows, build_anchors
-from planner.perf.engines import DEFAULT_ENGINE, engine_efficiency, engine_error
+from planner.perf.engines import DEFAULT_ENGINE, calibrated, engine_error
+from planner.perf.serving import instance_batch
 from planner.perf.interpolate import concurrency_grid, over_concurrency, over_lengths
 from planner.perf.roofline import (
     EngineShape,
@@ -286,6 +287,10 @@ def _curve(
     gpu = catalog.gpus[query.gpu]
     if precision not in gpu.precisions:
         return f"{gpu.id} does not support {precision}"
+    found = calibrated(catalog, query.model, query.gpu, query.engine, query.engine_version)
+    if isinstance(found, str):
+        return found
+    eff, engine_cls = found
     # an engine built for longer sequences must fit one of them; its paged KV cache then runs as many of the
     # query's sequences as their tokens fill
     engine_isl, engine_osl = engine_lengths or (query.isl, query.osl)
@@ -294,14 +299,13 @@ def _curve(
     if not memory.fits:
         return f"{layout.label} {precision}: does not fit: {memory.reason}"
     shape = engine_shape(catalog, model, gpu, layout, precision, speculation, hop_bytes_per_s)
-    eff = engine_efficiency(catalog, query.model, query.gpu, query.engine)
     anchors = _anchors(catalog, shape, eff) if anchored else None
     measured = anchor_rows(catalog, shape) if anchored else []
     # a row stands in for the model at its concurrency where its statistic is the percentile asked for
     exact = {r.concurrency: r for r in measured  # rows measured cold prefills: none stands for a cached workload
              if (r.isl, r.osl) == (query.isl, query.osl) and r.concurrency and answers_at(r, percentile)
              and query.prefix_cache is None}  # fmt: skip
-    capacity = memory.running_limit(query.isl, query.osl)
+    capacity = memory.running_limit(query.isl, query.osl, query.engine)
     if query.open_loop:
         states, means = _open_loop_states(query, shape, eff, capacity, percentile)
         if not states:
@@ -318,7 +322,7 @@ def _curve(
                  if anchors and percentile is not None else states)  # the anchors correct means
     factors = _anchor_factors(anchors, shape, eff, query, means)
     provenance, why = _provenance(catalog, shape, eff, query.isl)
-    error = engine_error(catalog, query.model, query.gpu, query.engine, shape.crosses_domain).as_dict()
+    error = engine_error(catalog, query.model, query.gpu, query.engine, shape.crosses_domain, query.engine_version).as_dict()
     notes = (
         f"{gpu.architecture} factors: {eff.describe()}",
         ("requests arriving at random at the point's rate (open loop, planner/perf/open_loop.py); its concurrency is "
@@ -339,7 +343,7 @@ def _curve(
         f"; {_cache_assumed(query)}" if query.prefix_cache is not None else "")
     modeled = [
         _modeled_result(query, state, mean, factors[i] if factors else None, anchors, provenance, why, source,
-                        notes, memory, tp, precision, layout, percentile, error)
+                        notes, memory, tp, precision, layout, percentile, error, engine_cls)
         for i, (state, mean) in enumerate(zip(states, means))
     ]  # fmt: skip
     if query.rate_rps is not None and factors:
@@ -356,7 +360,7 @@ def _curve(
                 return f"{layout.label} {precision}: {asked:g} requests/s is beyond what the engine serves under Poisson arrivals"
             factors = _anchor_factors(anchors, shape, eff, query, means)
             modeled = [_modeled_result(query, states[0], means[0], factors[0], anchors, provenance, why, source, notes,
-                                       memory, tp, precision, layout, percentile, error)]  # fmt: skip
+                                       memory, tp, precision, layout, percentile, error, engine_cls)]  # fmt: skip
     if query.open_loop:  # rows are closed-loop measurements: they stand beside the open-loop points, not for them
         rows = [] if query.rate_rps is not None else [
             _row_point(row, min(modeled, key=lambda p: abs(p.concurrency - row.concurrency)), catalog)
@@ -427,7 +431,8 @@ def _anchor_factors(anchors: AnchorSet | None, shape: EngineShape, eff, query: P
 
 
 def _modeled_result(query, state, mean, factors, anchors, provenance, why, source, notes, memory, tp, precision,
-                    layout: Layout | None = None, percentile: float | None = None, error: dict | None = None) -> PerfResult:  # fmt: skip
+                    layout: Layout | None = None, percentile: float | None = None, error: dict | None = None,
+                    engine_cls=None) -> PerfResult:  # fmt: skip
     """One roofline point as a PerfResult, corrected by the anchors' (TTFT, TPOT) factors if any (the TPOT factor
     corrects the decode step, so it moves the token gaps, ITL, too)."""
     decode_tokens = max(query.osl - 1, 0)
@@ -452,7 +457,7 @@ def _modeled_result(query, state, mean, factors, anchors, provenance, why, sourc
            if state.concurrency > state.running and not query.open_loop else "")
         + (f", {state.running} sequences in flight on average, a batch of {state.concurrency} at P99"
            + (" (the KV cache is full more than 1% of the time: waits for memory come in bursts the model "
-              "underestimates)" if memory.max_concurrency_by_memory and state.concurrency >= memory.running_limit(query.isl, query.osl) else "")
+              "underestimates)" if memory.max_concurrency_by_memory and state.concurrency >= memory.running_limit(query.isl, query.osl, query.engine) else "")
            if query.open_loop else ""),
         *notes,
     ]
@@ -469,7 +474,8 @@ def _modeled_result(query, state, mean, factors, anchors, provenance, why, sourc
         dp=layout.dp if layout else 1, ep=layout.ep if layout else 1, pp=layout.pp if layout else 1,
         tpot_ms=float(tpot), percentile=percentile,
         statistic="mean" if percentile is None else "median" if percentile == 50 else f"p{percentile:g}",
-        engine=query.engine, expected_error=error,
+        engine=query.engine, expected_error=error, engine_version=engine_cls.engine_version if engine_cls else "",
+        error_known=engine_cls.known if engine_cls else True,
     )  # fmt: skip
 
 
@@ -508,6 +514,12 @@ def modeled_points(
     return _aic_instead(query, catalog, tp, precision, curve) if aic_where_extrapolated and plain else curve
 
 
+def within_cap(point: PerfResult, cap: int) -> bool:
+    """Whether a point's batch is within a cap of `cap` sequences per attention-DP rank (planner/perf/serving.py:
+    engines cap each rank's scheduler; an instance of DP ranks runs cap x DP)."""
+    return (point.concurrency or 0) <= instance_batch(cap, point.dp)
+
+
 def best_points_by_cap(points: list[PerfResult], query: PerfQuery, caps) -> dict[int, PerfResult | str]:
     """best_point for every batch cap at once: each point's limits are checked once (candidate enumeration asks
     for every cap of the ladder on the same curve)."""
@@ -515,21 +527,22 @@ def best_points_by_cap(points: list[PerfResult], query: PerfQuery, caps) -> dict
     meets = [limit_violation(p, query) is None for p in usable]
     out: dict[int, PerfResult | str] = {}
     for cap in caps:
-        within = [p for p in usable if (p.concurrency or 0) <= cap]
+        within = [p for p in usable if within_cap(p, cap)]
         if not within:
             out[cap] = best_point(points, query, cap)  # says why, in the same words
             continue
-        meeting = [p for p, ok in zip(usable, meets) if ok and (p.concurrency or 0) <= cap]
+        meeting = [p for p, ok in zip(usable, meets) if ok and within_cap(p, cap)]
         out[cap] = max(meeting, key=lambda r: (throughput_key(r), -(r.concurrency or 0))) if meeting else _best(within, query)
     return out
 
 
 def best_point(points: list[PerfResult], query: PerfQuery, max_concurrency: int | None = None) -> PerfResult | str:
-    """The highest-throughput point meeting the query's limits, at concurrency <= max_concurrency."""
+    """The highest-throughput point meeting the query's limits, at concurrency <= max_concurrency per attention-DP
+    rank."""
     if max_concurrency is not None:
-        points = [p for p in points if (p.concurrency or 0) <= max_concurrency]
+        points = [p for p in points if within_cap(p, max_concurrency)]
         if not points:
-            return f"no point at concurrency <= {max_concurrency}"
+            return f"no point at concurrency <= {max_concurrency} per rank"
     return _best(points, query)
 
 

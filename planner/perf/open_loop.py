@@ -43,20 +43,15 @@ from collections import OrderedDict
 import numpy as np
 
 from planner.perf.laws import bisect, compress, count_ppf, count_sf, gap_quantile, weighted_quantile, window_law
-from planner.perf.roofline import (
-    COMPUTE_BOUND_TOKENS,
-    DEFAULT_TOKEN_BUDGET,
-    Efficiency,
-    EngineShape,
-    SteadyState,
-    closed_loop_throughput,
-    fixed_ms,
-    step_ms,
-)
+from planner.perf.closed_loop import SteadyState, closed_loop_throughput
+from planner.perf.serving import instance_budget
+from planner.perf.shapes import EngineShape
+from planner.perf.step import COMPUTE_BOUND_TOKENS, Efficiency, fixed_ms, step_ms
 from planner.perf.step_chain import batch_given_state, chain_gap_mean, grid_size, poisson_pmf, step_chains, window_prompts
-from planner.perf.types import SLOT_PERCENTILE, prompt_terms  # a point's batch: the running count's P99
+from planner.perf.types import DEFAULT_TOKEN_BUDGET, SLOT_PERCENTILE, prompt_terms  # SLOT_PERCENTILE: a point's batch
 CACHE_SIZE = 4096  # open-loop solves kept (open_loop_states)
 MAX_PROMPTS_PER_STEP = 256.0  # prompts one step admits at most (vLLM's default max_num_seqs)
+MAX_DECODING = 1e6  # sequences decoding at once beyond which no engine is asked to run (the fluid batch's bracket)
 CHAIN_ROUNDS = 8  # rounds of chain and pace before a point that has not settled is given up
 PACE_TOLERANCE = 0.03  # the chain's pace and the batch it gives agree to this share (figures move < 1% within it)
 ATOM_FLOOR = 1e-12  # an atom of TTFT's law lighter than this share of the whole is left out (its mass ~1e-9 in all)
@@ -65,14 +60,15 @@ _U_NODES, _U_WEIGHTS = np.polynomial.legendre.leggauss(4)
 _U_NODES, _U_WEIGHTS = (_U_NODES + 1) / 2, _U_WEIGHTS / 2  # Gauss-Legendre on [0, 1]
 
 
-def _slots(shape: EngineShape, eff: Efficiency, isl: int, osl: int, rate, limit: int, cache=None):
+def _slots(shape: EngineShape, eff: Efficiency, isl: int, osl: int, rate, limit: int, cache=None,
+           token_budget: int = DEFAULT_TOKEN_BUDGET):  # fmt: skip
     """The wait for one of `limit` sequence slots, with the requests in the engine a birth-death chain: arrivals at
     lambda, departures at X(N), the closed loop's throughput at N in flight (its flow-equivalent server: when more
     run, each runs slower, and all of them together). pi(N) ~ prod_{i <= N} lambda / X(i) up to the limit K, then
     geometric with ratio lambda / X(K) for the requests waiting. Returns, per rate, the probability that an arrival
     waits (PASTA: pi(N >= K)), the rate (per ms) at which a wait ends, X(K) - lambda (exponential waits; <= 0
     where the engine cannot keep up), and the batch that holds SLOT_PERCENTILE of the time."""
-    throughput = closed_loop_throughput(shape, eff, isl, osl, np.arange(1, limit + 1), limit, cache)
+    throughput = closed_loop_throughput(shape, eff, isl, osl, np.arange(1, limit + 1), limit, cache, token_budget)
     drain = throughput[-1] - rate
     ratio = rate[:, None] / throughput[None, :]  # rates x N = 1..K
     log_pi = np.concatenate([np.zeros((len(rate), 1)), np.cumsum(np.log(np.maximum(ratio, 1e-300)), axis=1)], axis=1)
@@ -85,6 +81,43 @@ def _slots(shape: EngineShape, eff: Efficiency, isl: int, osl: int, rate, limit:
     below = np.cumsum(pi[:, :-1], axis=1) / total[:, None]
     needed = np.array([min(int(np.searchsorted(b, SLOT_PERCENTILE / 100)), limit) for b in below])
     return waits, drain, needed.astype(float)
+
+
+def _decoding(decode, rate, m: float, u, ok):
+    """The others decoding at a time, the fluid n = lambda m D(1 + n) / u (Little's law on the decode phase, its
+    steps stretched by the prompts' share of time), at each rate: the least root of G(n) = lambda m D(1 + n) / u - n,
+    where G falls through 0 (the stable batch: one above it drains, one below it fills).
+
+    D is increasing but neither convex nor concave: a mixture of experts reads more of its experts with every
+    sequence at first (a slope of milliseconds per sequence at batch 1), none more past a few dozen, and a dense
+    step bends from memory- to compute-bound. Newton from n = 0 stops on the local slope where it is steep (the
+    first step of a mixture of experts asks lambda m D' / u > 1 at any load), so the root is bracketed on a
+    geometric grid of batches first (D on the grid does not depend on the rate: one pass), bisected, and polished
+    by Newton. Returns (n, the slope D(2 + n) - D(1 + n), ok: a root within MAX_DECODING where G's fall is real,
+    lambda m slope / u < 1)."""
+    grid = np.concatenate([[0.0], np.geomspace(1e-3, MAX_DECODING, 160)])
+    steps = np.asarray(decode(1.0 + grid), dtype=float)
+    excess = (rate * m / u)[:, None] * steps[None, :] - grid[None, :]  # G on the grid, rates x batches
+    falls = excess <= 0
+    ok = ok & falls.any(axis=1)
+    first = np.where(ok, np.argmax(falls, axis=1), 1)
+    low, high = grid[np.maximum(first - 1, 0)], grid[first]
+    for _ in range(64):  # the bracket shrinks to the last bits of n (1.07^-64)
+        middle = (low + high) / 2
+        below = rate * m * decode(1.0 + middle) / u - middle > 0
+        low, high = np.where(below, middle, low), np.where(below, high, middle)
+        if np.all(high - low <= 1e-13 * np.maximum(high, 1e-300)):
+            break
+    n = np.where(ok, (low + high) / 2, 0.0)
+    for _ in range(3):  # Newton within the bracket: the last digits, where D is smooth
+        d0 = decode(1.0 + n)
+        slope = decode(2.0 + n) - d0
+        gain = rate * m * slope / u
+        step = np.where(ok & (gain < 1.0), (rate * m * d0 / u - n) / np.where(gain < 1.0, 1.0 - gain, 1.0), 0.0)
+        n = np.clip(n + step, low, high)
+    slope = decode(2.0 + n) - decode(1.0 + n)
+    ok = ok & (rate * m * slope / u < 1.0)
+    return np.where(ok, n, 0.0), slope, ok
 
 
 def _token_mean(decode, rate, m: float, u, slope, batch_var, start, ok):
@@ -207,6 +240,10 @@ def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_b
     rate = np.asarray(rates_rps, dtype=float) / 1e3  # per ms
     per_token = shape.speculation.tokens_per_step if shape.speculation is not None else 1.0
     real_osl, steps_osl = osl, 1.0 + max(osl - 1, 0) / per_token
+    # an iteration's tokens: the instance's budget (per attention-DP rank x its ranks), a decoder taking the k + 1
+    # tokens a speculative step verifies (planner/perf/serving.py)
+    budget = float(instance_budget(token_budget, shape.dp))
+    verified = float(shape.speculation.draft_tokens + 1) if shape.speculation is not None else 1.0
     m = steps_osl - 1.0
     context = isl + real_osl / 2
     limit = float(max_running) if max_running else np.inf
@@ -223,18 +260,7 @@ def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_b
     u = 1.0 - rho
     ok = u > 0
     safe_u = np.where(ok, u, 1.0)
-    # Newton on n = lambda m D(1 + n) / u (D piecewise smooth in the batch: a few steps settle it)
-    n, slope = np.zeros_like(rate), np.zeros_like(rate)
-    for _ in range(50):
-        d0 = decode(1.0 + n)
-        slope = decode(2.0 + n) - d0
-        gain = rate * m * slope / safe_u
-        ok = ok & (gain < 1.0)
-        new = np.where(ok, rate * m * (d0 - slope * n) / safe_u / np.where(ok, 1.0 - gain, 1.0), 0.0)
-        close = np.isclose(new, n, rtol=1e-12, atol=1e-12)
-        n = np.where(close, n, new)  # each point stops where it settles, whatever the others do
-        if np.all(close):
-            break
+    n, slope, ok = _decoding(decode, rate, m, safe_u, ok)
     tpot_plain = np.where(ok, decode(1.0 + n) / safe_u, 1.0)
     # the spread of one request's TPOT (a Poisson functional of the others' arrivals, module docstring)
     feedback = np.maximum(u - rate * m * slope, 1e-300)
@@ -257,7 +283,7 @@ def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_b
     active, settled = ok.copy(), np.zeros(len(rate), dtype=bool)
     last_n, last_f = np.full(len(rate), np.nan), np.full(len(rate), np.nan)
     for _ in range(CHAIN_ROUNDS):
-        room = np.maximum(token_budget - n_time, 1.0)
+        room = np.maximum(budget - verified * n_time, 1.0)
         # prompts a step runs: as many as the budget holds, at most a step's admissions (prompts of a few tokens, or
         # almost all cached, would otherwise ask for a chain of thousands of states)
         per_step = np.where(active, np.minimum(room / computed, MAX_PROMPTS_PER_STEP), per_step)
@@ -324,7 +350,7 @@ def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_b
     engine_s = np.where(ok, engine_ttft + m * tpot, np.inf)
     offered = rate * engine_s
     if np.isfinite(limit):
-        waits, drain, needed = _slots(shape, eff, isl, osl, rate, int(limit), cache)
+        waits, drain, needed = _slots(shape, eff, isl, osl, rate, int(limit), cache, token_budget)
         ok = ok & (drain > 0)
         # the chain's occupancy is too narrow where prompts slow every sequence at once: the requests in the
         # engine are also Poisson about `offered`, spread by the slow-downs all of them share

@@ -117,5 +117,5 @@ def result_from_row(row: BenchmarkRow, catalog: Catalog) -> PerfResult:
         percentile=statistic_percentile(row.statistic), statistic=row.statistic,
         request_throughput_rps=rps, output_tokens_per_s=tokens_per_s,
         provenance=row.provenance or "measured", source=row.citation,
-        memory=fit, derivations=tuple(derivations),
+        memory=fit, derivations=tuple(derivations), engine_version=row.engine_version or "not stated",
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from planner.perf.serving import DEFAULT_ENGINE, running_limit
+
 DEFAULT_TOKEN_BUDGET = 8192  # tokens per iteration (vLLM's max_num_batched_tokens, TensorRT-LLM's max_num_tokens)
 # an engine's batch is sized to stay within its KV cache this often, whatever the SLO's percentile (fewer than 1% of
 # arrivals wait for a slot): the open-loop model's point (perf/open_loop.py) and a decode pool's (perf/disagg.py)
@@ -39,6 +41,8 @@ class PerfQuery:
     # the serving engine (planner/perf/engines.py): trtllm, vllm or sglang; measured rows without an engine are of
     # the reference TensorRT-LLM-class engine and answer or anchor only its queries
     engine: str = "trtllm"
+    # the engine's release pinned (`engine@version`, planner/perf/engines.py pinned); None: its newest calibrated one
+    engine_version: str | None = None
     layout: Layout | None = None  # attention DP, expert parallelism, pipeline stages: None is TP `tp` alone
     prefix_cache: PrefixCache | None = None  # prompts partly served from the engine's prefix cache (modeled only)
 
@@ -144,11 +148,12 @@ class MemoryFit:
     reason: str
     kv_token_capacity: float | None = None  # tokens the instance's KV cache holds (all GPUs)
 
-    def running_limit(self, isl: int, osl: int) -> int | None:
-        """Sequences a paged KV cache keeps running: each holds its prompt and, on average, half its output."""
+    def running_limit(self, isl: int, osl: int, engine: str = DEFAULT_ENGINE) -> int | None:
+        """Sequences of ISL + OSL the KV cache keeps running under the engine's admission (planner/perf/serving.py:
+        TensorRT-LLM reserves ISL + OSL each, paged engines hold ISL + OSL/2 on average)."""
         if not self.kv_token_capacity:
             return self.max_concurrency_by_memory
-        return max(int(self.kv_token_capacity // (isl + osl / 2)), self.max_concurrency_by_memory or 0, 1)
+        return running_limit(self.kv_token_capacity, isl, osl, engine, self.max_concurrency_by_memory or 0)
 
 
 @dataclass(frozen=True)
@@ -193,6 +198,10 @@ class PerfResult:
     # the relative error that covers 80% of the held-out errors of the point's class (engine x GPU generation x
     # dense/MoE; planner/perf/engines.py): {"throughput", "ttft", "tpot", "itl"}; None for a measured row
     expected_error: dict | None = None
+    # the engine version the answer is for: its class's newest calibrated release (or the pinned one), a row's own;
+    # "not stated" where the row does not say
+    engine_version: str = ""
+    error_known: bool = True  # False: the class's held-out band is too wide to be an answer (planner/perf/engines.py)
 
     def instances_per_node(self, gpus_per_node: int) -> float:
         """Whole instances a node holds; an instance over several whole nodes (pipeline stages) is a fraction."""

@@ -18,7 +18,7 @@ from planner.api import (
 )
 from planner.metrics import LABELS, LATENCY_METRICS, percentile_label
 from planner.metrics import limits as metric_limits
-from planner.perf.engines import ENGINE_NAMES
+from planner.perf.serving import engine_named
 from planner.perf.types import Layout
 from planner.plan import PER_PERIOD_ROLES, Plan
 from planner.scenario import Scenario
@@ -185,7 +185,7 @@ def print_perf(answer: PerfAnswer, gpus_per_node: int, console: Console) -> None
         return
     console.print(
         f"{result.model} on {result.gpu}, {_layout_text(result)}, {result.precision or 'precision not stated'}, "
-        f"{ENGINE_NAMES.get(result.engine, result.engine)}, "
+        f"{engine_named(result.engine, result.engine_version)}, "
         f"ISL {result.isl} / OSL {result.osl}, "
         + (f"{answer.query.rate_rps:,.4g} requests/s arriving at random (a batch of {result.concurrency} at P99)"
            if answer.query.rate_rps is not None else f"concurrency {result.concurrency or 'not stated'}")
@@ -203,8 +203,12 @@ def print_perf(answer: PerfAnswer, gpus_per_node: int, console: Console) -> None
     console.print(escape(f"provenance: {result.provenance} - {result.source}"), soft_wrap=True)
     if result.expected_error:
         error = result.expected_error
-        console.print(f"expected error (80% of held-out errors of its class): throughput ±{error['throughput']:.0%}, "
-                      f"TTFT ±{error['ttft']:.0%}, TPOT ±{error['tpot']:.0%}")  # fmt: skip
+        bands = f"throughput ±{error['throughput']:.0%}, TTFT ±{error['ttft']:.0%}, TPOT ±{error['tpot']:.0%}"
+        if result.error_known:
+            console.print(f"expected error (80% of held-out errors of its class): {bands}")
+        else:
+            console.print(f"expected error: unknown (80% of its class's held-out errors reach {bands}: too wide to be an "
+                          "answer; --confidence leaves such engines out of a plan)")  # fmt: skip
     for note in result.derivations:
         console.print(escape(f"  ({note})"), soft_wrap=True)
 

@@ -441,13 +441,22 @@ def apply_overrides(spec: ScenarioSpec, overrides: ScenarioOverrides | None, cat
     if not overrides:
         return spec
     from planner.catalog import PRECISIONS
-    from planner.perf.engines import ENGINES
+    from planner.perf.serving import ENGINES, EngineSpec as EngineChoice
+
+    def engine_ok(value: str) -> bool:
+        try:
+            EngineChoice.parse(value)
+        except ValueError:
+            return False
+        return True
 
     update: dict = {}
-    for option, values, allowed in (("--precisions", overrides.precisions, PRECISIONS), ("--engines", overrides.engines, tuple(ENGINES))):
-        wrong = [v for v in values or () if v not in allowed]
+    for option, values, ok, allowed in (
+            ("--precisions", overrides.precisions, lambda v: v in PRECISIONS, ", ".join(PRECISIONS)),
+            ("--engines", overrides.engines, engine_ok, f"{', '.join(ENGINES)}, each optionally pinned as engine@version")):
+        wrong = [v for v in values or () if not ok(v)]
         if wrong or values == ():
-            raise PlannerInputError(file, option, f"one or more of {', '.join(allowed)} (got {', '.join(wrong) or 'nothing'})")
+            raise PlannerInputError(file, option, f"one or more of {allowed} (got {', '.join(wrong) or 'nothing'})")
     if overrides.deployment is not None:
         if overrides.deployment not in ("on-prem", "cloud", "hybrid"):
             raise PlannerInputError(file, "--deployment", f"on-prem, cloud or hybrid (got {overrides.deployment!r})")

@@ -12,6 +12,7 @@ from planner.catalog import InputModel, Name, Precision, clean_name, default_bou
 from planner.cloud import CommitmentSpec, SpotSpec, SystemOffer, cloud_offers  # noqa: F401 (SystemOffer: read as scenario.SystemOffer)
 from planner.metrics import MAX_PERCENTILE, MIN_PERCENTILE, percentile_problem
 from planner.metrics import limits as slo_limits
+from planner.perf.serving import EngineSpec as EngineChoice
 from planner.perf.types import DEFAULT_TOKEN_BUDGET
 
 # Sane ranges for every number a scenario gives: beyond them a value is a typo or an attack, and the arithmetic
@@ -37,6 +38,14 @@ SolverName = Literal["cbc", "highs", "ortools"]
 # a workload's, period's, forecast's or scenario's name: in the one normal form of catalog names (NFKC, no
 # invisible characters, whitespace collapsed: catalog.normalize_name), so that look-alikes are one name
 LabelName = Annotated[str, Field(min_length=1, max_length=100), AfterValidator(clean_name)]
+
+
+def _engine_label(text: str) -> str:
+    """A serving engine, optionally pinned to a release ('vllm', 'vllm@0.19'; planner/perf/serving.py EngineSpec)."""
+    return EngineChoice.parse(text).label
+
+
+EngineLabel = Annotated[str, Field(min_length=1, max_length=80), AfterValidator(_engine_label)]
 
 
 class SloSpec(InputModel):
@@ -114,7 +123,8 @@ class WorkloadSpec(InputModel):
     precisions: list[Precision] | None = Field(default=None, min_length=1)  # [] would allow nothing
     # serving engines the plan may run this workload on (planner/perf/engines.py); the integer program picks among
     # them with everything else. Default: the reference TensorRT-LLM-class engine the catalog's rows measured
-    engines: list[Literal["trtllm", "vllm", "sglang"]] = Field(default_factory=lambda: ["trtllm"], min_length=1)
+    # `engine@version` pins a calibrated release line (planner/perf/engines.py pinned); without one, the newest
+    engines: list[EngineLabel] = Field(default_factory=lambda: ["trtllm"], min_length=1)
     prefix_cache: PrefixCacheSpec | None = None  # None: every prompt prefilled whole (a cold cache)
 
     @model_validator(mode="after")

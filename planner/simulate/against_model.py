@@ -19,7 +19,11 @@ from planner.metrics import LATENCY_METRICS
 from planner.perf import engine_shape
 from planner.perf.calibration import efficiency_for
 from planner.perf.open_loop import open_loop_states
-from planner.perf.roofline import DEFAULT_TOKEN_BUDGET, Efficiency, EngineShape, SteadyState, steady_state_curve
+from planner.perf.closed_loop import SteadyState, steady_state_curve
+from planner.perf.serving import DEFAULT_ENGINE, instance_budget, kv_admission
+from planner.perf.shapes import EngineShape
+from planner.perf.step import Efficiency
+from planner.perf.types import DEFAULT_TOKEN_BUDGET
 from planner.perf.tables import instance_memory
 from planner.perf.types import Layout
 from planner.simulate.balance import run
@@ -55,7 +59,8 @@ def model_at_rate(shape: EngineShape, eff: Efficiency, isl: int, osl: int, capac
 
 def simulate_engine(shape: EngineShape, eff: Efficiency, isl: int, osl: int, capacity: int, kv_tokens: float | None,
                     rate_rps: float, percentile: float, seed: int = 0, token_budget: int = DEFAULT_TOKEN_BUDGET,
-                    requests_wanted: float = 15_000, intervals: bool = False, cache=None):  # fmt: skip
+                    requests_wanted: float = 15_000, intervals: bool = False, cache=None,
+                    kv_admission: str = "paged"):  # fmt: skip
     """(percentile, mean) of each metric (ttft_ms, tpot_ms, itl_ms, e2e_ms) of one engine simulated under Poisson
     arrivals at `rate_rps`, the first tenth of the run left out (the means also hold `completed_rps`: requests
     finished per second in that window); with `intervals`, also the batch-means 95%
@@ -66,8 +71,9 @@ def simulate_engine(shape: EngineShape, eff: Efficiency, isl: int, osl: int, cap
     arrivals = poisson_arrivals(rate_rps, duration, rng)
     requests = Requests(arrivals, np.full(len(arrivals), isl), np.full(len(arrivals), osl),
                         cached_prefixes(np.full(len(arrivals), isl), cache, rng))  # fmt: skip
-    engine = ServingEngine(RooflineSteps(shape, eff), capacity, kv_tokens, token_budget, eff.ttft_overhead_ms,
-                           speculation=shape.speculation, seed=seed)  # fmt: skip
+    engine = ServingEngine(RooflineSteps(shape, eff), capacity, kv_tokens, instance_budget(token_budget, shape.dp),
+                           eff.ttft_overhead_ms, speculation=shape.speculation, seed=seed,
+                           kv_admission=kv_admission)  # fmt: skip
     run([engine], requests, "round-robin", seed)
     window = (0.1 * duration, duration)
     done = (requests.arrival_s >= window[0]) & ~np.isnan(requests.finish_s)
@@ -97,9 +103,10 @@ class EngineCase:
     eff: Efficiency
     isl: int
     osl: int
-    capacity: int  # sequences the KV cache runs at once (ISL + OSL / 2 tokens each)
+    capacity: int  # sequences the KV cache runs at once under the engine's admission (planner/perf/serving.py)
     kv_tokens: float | None
     token_budget: int = DEFAULT_TOKEN_BUDGET
+    kv_admission: str = "reserve"  # the reference engine's (TensorRT-LLM)
 
     @classmethod
     def build(cls, catalog: Catalog, model: str, gpu: str, tp: int, precision: str, isl: int, osl: int,
@@ -123,7 +130,9 @@ class EngineCase:
             f" budget {token_budget}" if token_budget != DEFAULT_TOKEN_BUDGET else "") + (
             f" speculative {speculation.draft_tokens}@{speculation.acceptance:g}" if speculation else "") + (
             f" {engine}" if engine else "")  # fmt: skip
-        return cls(label, shape, eff, isl, osl, memory.running_limit(isl, osl), memory.kv_token_capacity, token_budget)
+        serving = engine or DEFAULT_ENGINE
+        return cls(label, shape, eff, isl, osl, memory.running_limit(isl, osl, serving), memory.kv_token_capacity,
+                   token_budget, kv_admission(serving))  # fmt: skip
 
     def usable_rate_rps(self) -> float:
         return usable_rate_rps(self.shape, self.eff, self.isl, self.osl, self.capacity, self.token_budget)
@@ -171,7 +180,8 @@ def compare(case: EngineCase, load: float, percentile: float, seed: int = 0,
     slack = percentile_slack(percentile)
     modeled, below, above = model(percentile), model(percentile - slack), model(percentile + slack)
     at, _, bounds = simulate_engine(case.shape, case.eff, case.isl, case.osl, case.capacity, case.kv_tokens, rate,
-                                    percentile, seed, case.token_budget, requests_wanted, intervals=True)  # fmt: skip
+                                    percentile, seed, case.token_budget, requests_wanted, intervals=True,
+                                    kv_admission=case.kv_admission)  # fmt: skip
     return {m: MetricCheck(getattr(modeled, m), at[m], bounds[m], (getattr(below, m), getattr(above, m)))
             for m in LATENCY_METRICS}  # fmt: skip
 
@@ -194,6 +204,6 @@ def random_engine(catalog: Catalog, rng: np.random.Generator, min_capacity: int 
         budget = int(rng.choice(RANDOM_BUDGETS))
         for tp in (1, 2, 4, 8):
             memory = instance_memory(catalog, str(model), str(gpu), tp, precision, isl, osl)
-            if memory.fits and memory.running_limit(isl, osl) >= min_capacity:
+            if memory.fits and memory.running_limit(isl, osl, DEFAULT_ENGINE) >= min_capacity:
                 case = EngineCase.build(catalog, str(model), str(gpu), tp, precision, isl, osl, budget)
                 return case, float(rng.uniform(0.3, 0.85)), float(rng.choice((50.0, 90.0, 95.0, 99.0)))

@@ -5,7 +5,8 @@
   requests are admitted FIFO while seats (the batch cap) and KV cache remain; the KV cache holds each sequence's
   prompt and the tokens generated so far and grows as they decode; when it is full the most recently admitted
   sequence is preempted (its cache freed, recomputed later as a prefill of prompt + generated tokens, like vLLM's
-  recompute preemption). Step times come from a `steps` model (planner/simulate/steps.py).
+  recompute preemption). With `kv_admission='reserve'` (TensorRT-LLM, planner/perf/serving.py) a request is
+  admitted only while its whole ISL + OSL fits beside the reservations of those admitted, and none is preempted. Step times come from a `steps` model (planner/simulate/steps.py).
 - `BatchingEngine`: the simpler engine of the seeds' notebook lesson, in-flight or static batching, whole prompts
   prefilled in one iteration and KV reserved for ISL + OSL at admission (no preemption).
 - `SlotEngine`: C parallel slots of a fixed service time with a FIFO queue in front (an M/D/C queue).
@@ -282,7 +283,7 @@ class ServingEngine:
 
     def __init__(self, steps, max_batch: int, kv_tokens: float | None = None, token_budget: int = 8192,
                  request_overhead_ms: float = 0.0, classes: list[int] | None = None, speculation=None, seed: int = 0,
-                 continues: bool = False):  # fmt: skip
+                 continues: bool = False, kv_admission: str = "paged"):  # fmt: skip
         if max_batch < 1 or token_budget < 1 or not request_overhead_ms >= 0:
             raise ValueError("max_batch and token_budget must be >= 1, request_overhead_ms >= 0")
         self.steps, self.max_batch, self.token_budget = steps, int(max_batch), int(token_budget)
@@ -295,6 +296,11 @@ class ServingEngine:
         # it is added to the first token's and the finish time and changes nothing else
         self.request_overhead_s = request_overhead_ms / 1e3
         self.kv_capacity = math.inf if kv_tokens is None else float(kv_tokens)
+        # admission (planner/perf/serving.py): 'paged' admits a prompt while its tokens fit and preempts when the
+        # cache fills; 'reserve' admits a request only while its whole ISL + OSL fits beside the others' (TensorRT-LLM's
+        # GUARANTEED_NO_EVICT), so that nothing is ever preempted
+        self.reserves = kv_admission == "reserve"
+        self.reserved = 0  # tokens reserved by the requests admitted (reserve admission)
         self.book: Book | None = None
         self.clock = 0.0
         self.iteration = 0
@@ -431,6 +437,10 @@ class ServingEngine:
             return False
         if len(self.running) >= self.token_budget:
             return False
+        if self.reserves:
+            request = self.queue[0]
+            need = self.book.isl[request] + self.book.osl[request]
+            return self.reserved + need <= self.kv_capacity or not (self.running or self.prefilling)
         return self._kv_used() + self._prompt_tokens(self.queue[0]) <= self.kv_capacity or not (self.running or self.prefilling)
 
     def _first_end(self) -> int:
@@ -455,6 +465,8 @@ class ServingEngine:
                 generated = min(book.osl[victim] - 1, max(floor, estimate))
             self.tokens_done -= book.isl[victim] + generated  # its cache is gone: prompt and tokens are prefilled again
             self.resume[victim] = (generated, self.clock)
+            if self.reserves:  # its reservation is released with its cache, taken again when it is readmitted
+                self.reserved -= book.isl[victim] + book.osl[victim]
             self.prompt_tokens_left += book.isl[victim] + generated  # recomputed whole
             self.queue.appendleft(victim)
             self.preemptions += 1
@@ -500,14 +512,17 @@ class ServingEngine:
         while queue and budget > 0 and decoding + len(self.prefilling) < self.max_batch:
             request = queue[0]
             tokens = self._prompt_tokens(request)
-            if self._kv_used() + tokens > self.kv_capacity:
+            need = book.isl[request] + book.osl[request] if self.reserves else tokens
+            if (self.reserved if self.reserves else self._kv_used()) + need > self.kv_capacity:
                 if self.running or self.prefilling:
                     break
-                if tokens > self.kv_capacity:
+                if need > self.kv_capacity:
                     queue.popleft()
                     self._reject(request)
                     continue
             queue.popleft()
+            if self.reserves:
+                self.reserved += need
             if book.admitted[request] != book.admitted[request]:  # NaN: first admission
                 book.admitted[request] = self.clock
             self.prefill_reserved += tokens
@@ -610,6 +625,8 @@ class ServingEngine:
 
     def _finish(self, request: int) -> None:
         book = self.book
+        if self.reserves:
+            self.reserved -= book.isl[request] + book.osl[request]
         book.finish[request] = self.clock + self.request_overhead_s
         self.requests_outstanding -= 1
         self.tokens_outstanding -= book.isl[request] + book.osl[request]

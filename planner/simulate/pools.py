@@ -187,7 +187,8 @@ def _run_group(pool: _Pool, g: int, view, seed: int, options: SimulationOptions,
     budget = setup.token_budget or options.token_budget or DEFAULT_TOKEN_BUDGET
     engines = [ServingEngine(setup.steps, setup.max_batch, setup.kv_tokens, budget, setup.request_overhead_ms,
                              classes=classes, speculation=setup.speculation, seed=[seed, g, k],
-                             continues=setup.stage == "decode") for k in range(setup.count)]  # fmt: skip
+                             continues=setup.stage == "decode", kv_admission=setup.kv_admission)
+               for k in range(setup.count)]  # fmt: skip
     if len(requests):
         run(engines, requests, options.balancer, seed)
     if position is not None:  # back to each route's own requests

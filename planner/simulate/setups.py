@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 
 from planner.catalog import compute_precision
+from planner.perf.serving import ADMISSION_TEXT, ENGINE_NAMES, instance_batch, instance_budget, kv_admission, release_line
 from planner.perf.types import Layout
 from planner.simulate.steps import PointSteps, RooflineSteps, saturated_rps
 
@@ -26,12 +27,19 @@ class EngineSetup:
     description: str
     request_overhead_ms: float = 0.0  # the performance model's per-request overhead t0, added to TTFT and E2E
     stage: str = "aggregated"  # aggregated | prefill | decode (a disaggregated pool: `_hand_over`)
-    token_budget: int | None = None  # None: the run's (a prefill pool's steps hold whole prompts)
+    token_budget: int | None = None  # None: the run's (a prefill pool's steps hold whole prompts; DP ranks: x DP)
     speculation: object | None = None  # planner.perf.roofline.Speculation of a speculative engine
     network_bytes_per_s: float = 0.0  # an instance's share of its node's scale-out NICs (KV transfers)
+    kv_admission: str = "paged"  # how the engine admits into its KV cache (planner/perf/serving.py)
 
 
 # ----------------------------------------------------------------------------------------------- engines
+def _pinned(route) -> str | None:
+    """The release the route's figures are for, where it names one (a row's 'not stated' is the class's current)."""
+    version = getattr(route, "engine_version", "")  # plans saved before engine versions have none
+    return version if release_line(route.engine, version) is not None else None
+
+
 def _instances_per_node(route, gpus_per_node: int) -> int:
     return gpus_per_node // route.tp if route.tp else 1  # rows of a whole system: one instance per node
 
@@ -95,12 +103,15 @@ def engine_setup(route, assignment, instances: int, share: float, catalog, token
         shape = engine_shape(catalog, catalog.models[route.model], gpu, layout, precision, speculation, hop)
     else:
         shape = engine_shape(catalog, catalog.models[route.model], gpu, Layout(tp), precision, speculation)
-    efficiency = engine_efficiency(catalog, route.model, gpu.id, route.engine)
+    efficiency = engine_efficiency(catalog, route.model, gpu.id, route.engine, _pinned(route))
     base = RooflineSteps(shape, efficiency)
     overhead = efficiency.ttft_overhead_ms
+    admission = kv_admission(route.engine)
     if route.stage in ("prefill", "decode"):  # a disaggregated pool's engines (perf/disagg.py)
         prefill = route.stage == "prefill"
-        batch = route.max_batch or (1 if prefill else memory.running_limit(route.bucket_isl, route.bucket_osl) or 1)
+        kv_batch = memory.running_limit(route.bucket_isl, route.bucket_osl, route.engine) or 1
+        batch = (route.max_batch if prefill else min(instance_batch(route.max_batch, layout.dp), kv_batch)) if route.max_batch \
+            else (1 if prefill else kv_batch)
         budget = max(PREFILL_TOKEN_BUDGET, route.engine_isl) if prefill else None
         count = max(1, round(instances * share))
         label = layout.label if layout.beyond_tp else f"TP{tp}"
@@ -111,11 +122,12 @@ def engine_setup(route, assignment, instances: int, share: float, catalog, token
             base, batch, memory.kv_token_capacity or None, count,
             f"{count} x {label} {precision} {route.stage} engine{'s' if count != 1 else ''}{shared}, roofline steps, {what}"
             + (f"; {speculation.describe()}" if speculation else ""),
-            overhead if prefill else 0.0, route.stage, budget, speculation,
-            system.network_bytes_per_s(layout.gpus) or 0.0,
+            overhead if prefill else 0.0, route.stage, budget or instance_budget(token_budget, layout.dp), speculation,
+            system.network_bytes_per_s(layout.gpus) or 0.0, admission,
         )  # fmt: skip
     kv_tokens = memory.kv_token_capacity or (memory.max_concurrency_by_memory * (route.engine_isl + route.engine_osl))
-    kv_batch = memory.running_limit(route.bucket_isl, route.bucket_osl) or 1
+    kv_batch = memory.running_limit(route.bucket_isl, route.bucket_osl, route.engine) or 1
+    budget = instance_budget(token_budget, layout.dp)  # the per-rank budget of every attention-DP rank
     per_node = system.gpus_per_node // tp if route.tp is None else 1  # engines per plan instance
     count = max(1, round(instances * per_node * share))
     label = layout.label if layout.beyond_tp else f"TP{tp}"
@@ -125,10 +137,12 @@ def engine_setup(route, assignment, instances: int, share: float, catalog, token
     if speculation is not None:
         engine += f"; {speculation.describe()}"
     if is_modeled(assignment.provenance):
-        batch = route.max_batch or kv_batch
+        # the plan's cap is per attention-DP rank (planner/perf/serving.py)
+        batch = instance_batch(route.max_batch, layout.dp) if route.max_batch else kv_batch
         return EngineSetup(base, batch, kv_tokens, count,
-                           f"{count} x {engine}, roofline steps, batch <= {batch}, budget {token_budget} tokens",
-                           overhead, speculation=speculation)  # fmt: skip
+                           f"{count} x {engine}, roofline steps, batch <= {batch}, budget {budget} tokens, "
+                           f"{ENGINE_NAMES.get(route.engine, route.engine)} {ADMISSION_TEXT[admission]}",
+                           overhead, token_budget=budget, speculation=speculation, kv_admission=admission)  # fmt: skip
     rps = _rps_per_engine(route, system, per_node)
     isl, osl = route.bucket_isl, route.bucket_osl
     batch, how = _point_batch(assignment, rps, osl, per_node)
@@ -138,8 +152,8 @@ def engine_setup(route, assignment, instances: int, share: float, catalog, token
     scale = saturated_rps(base, batch, isl, osl) / rps
     return EngineSetup(base.scaled(scale), batch, kv_tokens, count, (
         f"{count} x {engine}, roofline steps x{scale:.3g} to deliver the {assignment.provenance} "
-        f"{rps:.4g} rps per engine at batch {batch} ({how}), budget {token_budget} tokens"), overhead,
-        speculation=speculation)  # fmt: skip
+        f"{rps:.4g} rps per engine at batch {batch} ({how}), budget {budget} tokens"), overhead,
+        token_budget=budget, speculation=speculation, kv_admission=admission)  # fmt: skip
 
 
 def _rps_per_engine(route, system, engines_per_instance: int) -> float:
@@ -178,7 +192,7 @@ def _point_setup(route, assignment, instances: int, share: float, catalog, token
         return f"the {assignment.provenance} point of {route.model} records neither TPOT/ITL nor concurrency: no step times"
     gpus = route.tp or system.gpus_per_node
     precision = route.precision or "bf16"
-    efficiency = engine_efficiency(catalog, route.model, gpu.id, route.engine)
+    efficiency = engine_efficiency(catalog, route.model, gpu.id, route.engine, _pinned(route))
     rate = gpu.tflops_by_precision.get(compute_precision(precision), gpu.tflops_by_precision["bf16"])
     steps = PointSteps.fitted(model.params_b, gpus, rate * 1e12,
                               efficiency.gemm(precision), batch, rps, route.bucket_isl, route.bucket_osl)  # fmt: skip
