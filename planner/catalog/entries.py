@@ -72,6 +72,19 @@ class InputModel(StrictModel):
     """What users write in catalogs and scenarios: a StrictModel (booleans are never numbers there either)."""
 
 
+class MeasuredKernels(InputModel):
+    """Microbenchmarks of one GPU on one harness: what its kernels reach, beside the datasheet's peaks. A generation
+    without timed serving kernels borrows another's fitted fractions of peak, rescaled by how this GPU's measured
+    fractions compare with the donor GPU's on the same harness (planner/perf/transfer.py)."""
+
+    harness: str = Field(min_length=1)  # rows compare only within one harness (same tool, same sizes)
+    gemm_fp8_tflops: float | None = Field(default=None, gt=0, le=1e6)  # large square FP8 GEMMs (median of sizes)
+    hbm_tb_per_s: float | None = Field(default=None, gt=0, le=1e3)  # STREAM-like kernels (median of kernels)
+    attention_bf16_tflops: float | None = Field(default=None, gt=0, le=1e6)  # Flash Attention 2 forward
+    notes: str = ""
+    source: str = Field(min_length=1)
+
+
 class Gpu(InputModel):
     id: Name
     # other names the field uses for it: short names (A100, H100), aiconfigurator systems (h200_sxm),
@@ -92,6 +105,7 @@ class Gpu(InputModel):
     # traffic crosses it (None: not known; such layouts are then modeled as if the domain held them, and say so)
     domain_gpus: int | None = Field(default=None, ge=1, le=100_000)
     scale_out_gb_per_s: float | None = Field(default=None, gt=0, le=1e5)
+    measured_kernels: MeasuredKernels | None = None
     notes: str = ""
     source: str = Field(min_length=1)
 

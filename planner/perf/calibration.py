@@ -53,6 +53,7 @@ from planner.perf.roofline import (
     supports_roofline,
 )
 from planner.perf.tables import running_capacity
+from planner.perf.transfer import kernel_transfer
 
 # Bounds and starting points of the kernel factors (fractions of peak; latencies in us; sharpness k of smoothmax)
 KERNEL_BOUNDS = {
@@ -442,6 +443,12 @@ def kernel_efficiency(catalog: Catalog, architecture: str) -> tuple[Efficiency, 
             donor, borrowed = max(donors, key=lambda d: (len(needed & set(d[1].precisions)), d[1].iterations, d[0]))
             kernel_factors = borrowed.factors
             notes.append(f"no {architecture} iterations timed: {donor} kernel factors")
+            transfer = kernel_transfer(catalog, architecture, donor)
+            if transfer is not None:
+                kernel_factors = transfer.factors(kernel_factors)
+                notes.append(transfer.note())
+            else:
+                notes.append(f"no {architecture} microbenchmarks beside {donor}'s: its fractions of peak unchanged")
         else:
             kernel_factors = {n: getattr(PRIOR, n) for n in KERNEL_FACTORS}
             notes.append("no iterations timed: microbenchmark prior")

@@ -30,6 +30,11 @@ state above would put more into a step, every step is full (`budget_bound`): the
 n = m b / (e m + L) (m decode steps per request, L computed prompt tokens, e tokens per decoder), the throughput at
 X = (b - e n) / (L tau) and the prompts beyond wait their turn (TTFT = B / X - m tau). The same budget caps the
 open loop's prompts per step (planner/perf/open_loop.py) and the simulator's iterations.
+
+Capacity. The steady state charges a request the others' prompts (what it waits for), not its own; at a small batch
+of long prompts that would let X exceed what the GPU computes. X is held to 1 / (Delta + (OSL - 1) slope), every
+request's prompt and decode tokens at their marginal cost, and to the budget's full-step throughput (`ceiling`) below
+the batch at which the budget binds; where either binds, TTFT is what Little's law leaves.
 """
 
 from __future__ import annotations
@@ -102,6 +107,15 @@ def _steps(shape: EngineShape, eff: Efficiency, isl: int, osl: float, running: n
     )  # fmt: skip
 
 
+def _capacity(s: _Steps, osl: float) -> np.ndarray:
+    """The engine's capacity (requests per ms): every request's prompt costs Delta and its OSL - 1 decode tokens the
+    marginal slope, its own included. The steady state charges a request only the others' prompts (what it waits
+    for), which at a small batch of long prompts would let X exceed what the GPU computes."""
+    per_request = s.delta + max(osl - 1, 0) * s.slope
+    with np.errstate(divide="ignore"):
+        return np.where(per_request > 0, 1.0 / per_request, np.inf)
+
+
 def _latencies(x: np.ndarray, s: _Steps, running: np.ndarray, osl: int, eff: Efficiency):
     """Mean latencies at throughput x (requests per ms), in closed form: with u = 1 - rho and
     v = u - x r (OSL-1) slope, the others decoding n = x r (OSL-1) d1 / v, D(1 + n) = d1 u / v and ITL = d1 / v.
@@ -170,9 +184,10 @@ def closed_loop_throughput(shape: EngineShape, eff: Efficiency, isl: int, osl: i
     running = np.maximum(np.minimum(concurrency, max_running) if max_running else concurrency, 1.0)
     per_step = shape.speculation.tokens_per_step if shape.speculation is not None else 1.0
     steps_osl = 1.0 + max(osl - 1, 0) / per_step
-    x = _root(_steps(shape, eff, isl, steps_osl, running, isl + osl / 2, cache), running, steps_osl, eff)[0]
+    s = _steps(shape, eff, isl, steps_osl, running, isl + osl / 2, cache)
+    x = _root(s, running, steps_osl, eff)[0]
     bound = budget_bound(shape, eff, isl, steps_osl, running, isl + osl / 2, token_budget, cache)
-    return np.where(bound.binds(x), bound.x, x)
+    return np.where(bound.binds(x), bound.x, np.minimum(x, np.minimum(_capacity(s, steps_osl), bound.ceiling)))
 
 
 @dataclass(frozen=True)
@@ -186,6 +201,7 @@ class BudgetBound:
     decoders: np.ndarray
     decode: np.ndarray
     prompt_tokens: np.ndarray
+    ceiling: np.ndarray  # x wherever the batch runs: no batch puts more prompts through the budget than full steps
 
     def binds(self, x_free: np.ndarray) -> np.ndarray:
         """Where the budget holds the throughput below what the engine would do without it."""
@@ -213,7 +229,7 @@ def budget_bound(shape: EngineShape, eff: Efficiency, isl: int, osl_steps: float
     x = room / (computed * tau)
     can_bind = np.asarray(running, dtype=float) > decoders + 1.0
     full = lambda value: np.full(len(np.atleast_1d(running)), value)  # noqa: E731
-    return BudgetBound(np.where(can_bind, x, np.inf), full(tau), full(decoders), full(decode), full(room))
+    return BudgetBound(np.where(can_bind, x, np.inf), full(tau), full(decoders), full(decode), full(room), full(x))
 
 
 def steady_state_curve(
@@ -237,7 +253,18 @@ def steady_state_curve(
     real_osl, osl = osl, 1.0 + max(osl - 1, 0) / per_step
     s = _steps(shape, eff, isl, osl, running, isl + real_osl / 2, cache)
     x, pinned = _root(s, running, osl, eff)
+    bound = budget_bound(shape, eff, isl, osl, running, isl + real_osl / 2, token_budget, cache)
+    binds = bound.binds(x)
+    # where the engine's own capacity, or the budget's ceiling below a batch that fills it, binds, Little's law
+    # leaves the rest of E2E to TTFT
+    m = max(osl - 1, 0)
+    capacity = np.minimum(_capacity(s, osl), bound.ceiling)
+    full = (x > capacity) & ~binds & np.isfinite(_latencies(x, s, running, osl, eff)[-1])  # a root that solved
+    x = np.where(full, capacity, x)
     rho, others, decode, wait, ttft, tpot, e2e = _latencies(x, s, running, osl, eff)
+    ttft = np.where(full, running / x - m * tpot, ttft)
+    e2e = np.where(full, running / x, e2e)
+    pinned = pinned & ~full
     little = x * e2e / running
     # a root pinned to the last bit of X where E2E is that steep (prefills take all the time) is solved as well
     # as floating point can: its TTFT is what Little's law leaves of E2E
@@ -260,20 +287,20 @@ def steady_state_curve(
         ttft_at, tpot_at, slot_wait = _tails(x, s, running, osl, rho, decode, wait, ttft, tpot, queued, percentile, eff)
         itl_at = gaps.quantile(decode, percentile)
     # where the token budget binds, every step is full: the same step for every token, prompts queue for their turn
-    bound = budget_bound(shape, eff, isl, osl, running, isl + real_osl / 2, token_budget, cache)
-    binds = bound.binds(x)
     if binds.any():
         m = max(osl - 1, 0)
         x = np.where(binds, bound.x, x)
         slot_wait = np.where(binds, np.where(queued > 0, queued / x, 0.0), slot_wait)
         engine_ttft = running / x - m * bound.tau  # Little's law on the running batch, less its decode
+        # one output token (m = 0) has no gap to time: TPOT and ITL stay the free engine's reading of a step
+        gapped = binds & (m > 0)
         if percentile is None:
             ttft_at = np.where(binds, engine_ttft + slot_wait, ttft_at)
-            tpot_at, itl_at = np.where(binds, bound.tau, tpot_at), np.where(binds, bound.tau, itl_at)
+            tpot_at, itl_at = np.where(gapped, bound.tau, tpot_at), np.where(gapped, bound.tau, itl_at)
         else:  # full steps are all alike; a tail no lighter than the free engine's at that batch (conservative)
             ttft_at = np.where(binds, np.maximum(engine_ttft + slot_wait, ttft_at), ttft_at)
-            tpot_at = np.where(binds, np.maximum(bound.tau, tpot_at), tpot_at)
-            itl_at = np.where(binds, np.maximum(bound.tau, itl_at), itl_at)
+            tpot_at = np.where(gapped, np.maximum(bound.tau, tpot_at), tpot_at)
+            itl_at = np.where(gapped, np.maximum(bound.tau, itl_at), itl_at)
         rho = np.where(binds, 1.0 - bound.decode / bound.tau, rho)
         decode, others = np.where(binds, bound.decode, decode), np.where(binds, bound.decoders - 1.0, others)
         chunks = np.maximum(np.ceil(bound.prompt_tokens / computed), 1.0)
