@@ -29,7 +29,7 @@ from importlib import resources
 
 from planner.catalog import load_catalog
 from planner.errors import PlannerInputError
-from planner.perf import PerfQuery, PerfResult, _curve
+from planner.perf import PerfQuery, PerfResult, _curve, engines
 from planner.perf.types import Layout
 
 PRECISION = {"fp8": "fp8", "fp4": "fp4", "bf16": "bf16", "int4": "w4a16"}
@@ -58,7 +58,7 @@ def layout_of(row: dict) -> Layout:
     return Layout(tp, dp, tp * dp if ep > 1 else 1, pp)
 
 
-def ask(row: dict, catalog, source: str = "model") -> dict | str:
+def ask(row: dict, catalog, source: str = "model", own_version: bool = True) -> dict | str:
     try:
         model = catalog.resolve("model", row["model_path"])
         gpu = catalog.resolve("gpu", row["system"])
@@ -71,6 +71,16 @@ def ask(row: dict, catalog, source: str = "model") -> dict | str:
     isl, osl, concurrency = int(row["isl"]), int(row["osl"]), concurrency_of(row)
     query = PerfQuery(model, gpu, isl, osl, tp=layout.tp, precision=precision, concurrency=concurrency,
                       engine=row["backend"])  # each row at its engine's class (planner/perf/engines.py)
+    version = (row.get("backend_version") or "").strip()
+    if source == "model" and own_version and version:  # the row's own release line, through its fitted factor
+        pinned_query = dataclasses.replace(query, engine_version=version)
+        try:
+            engines.calibrated(catalog, model, gpu, row["backend"], version)
+            query = pinned_query
+        except engines.VersionNotCalibrated:
+            pass  # a line no calibration covers: asked at the class's current line, as before
+        except (ValueError, KeyError):
+            pass
     try:
         if source == "aic":  # aiconfigurator's own estimate of the row, as `--perf-source aic` asks it
             from planner.perf import aic
@@ -115,6 +125,9 @@ def main() -> int:
     parser.add_argument("--engine", help="only this serving engine (trtllm, vllm, sglang)")
     parser.add_argument("--model", help="only this catalog model id")
     parser.add_argument("--csv", help="write every compared row here")
+    parser.add_argument("--current-line", action="store_true",
+                        help="ask every row at its class's current release line (default: at the row's own version, "
+                             "through its fitted time factor, where a calibration covers it)")
     parser.add_argument("--worst", type=int, default=0, help="print the N rows with the largest throughput error")
     parser.add_argument("--source", choices=("model", "aic"), default="model",
                         help="model: the planner's roofline with its engine classes; aic: aiconfigurator's estimate")
@@ -128,7 +141,7 @@ def main() -> int:
     for row in rows:
         if row["mode"] != "agg" or (args.engine and row["backend"] != args.engine):
             continue
-        answer = ask(row, catalog, args.source)
+        answer = ask(row, catalog, args.source, not args.current_line)
         if isinstance(answer, str):
             skipped[answer] += 1
         elif not args.model or answer["model"] == args.model:
