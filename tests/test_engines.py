@@ -162,7 +162,8 @@ def test_confidence_sizes_each_modeled_line_at_the_edge_of_its_band(tmp_path):
     path = _scenario(tmp_path, ["sglang"])
     nominal = api.plan_file(path)
     robust = api.plan_file(path, confidence=0.8)
-    assert robust.totals.annual_cost_usd >= nominal.totals.annual_cost_usd
+    # never cheaper, to the cent the totals are rounded to (equal fleets may route, and so draw power, differently)
+    assert robust.totals.annual_cost_usd >= nominal.totals.annual_cost_usd - 0.01
     assert robust.robustness is not None and robust.robustness.confidence == 0.8
     assert robust.robustness.nominal_objective_usd_per_year == pytest.approx(nominal.objective_usd_per_year)
     band = engine_class("sglang", "hopper", "moe").throughput_error_at(0.8)

@@ -63,15 +63,14 @@ from planner.perf.engines import (
     ExpectedError,
     scaled,
 )
-from planner.perf.serving import release_line, version_key
 from planner.perf.roofline import (
     SteadyStateError,
     steady_state_curve,
     supports_roofline,
 )
+from planner.perf.serving import release_line, version_key
 from planner.perf.tables import instance_memory
-from planner.perf.types import DEFAULT_TOKEN_BUDGET
-from planner.perf.types import Layout
+from planner.perf.types import DEFAULT_TOKEN_BUDGET, Layout
 
 PRECISION = {"fp8": "fp8", "fp4": "fp4", "bf16": "bf16"}
 MAX_GPUS = 8
@@ -94,6 +93,14 @@ def aic_version() -> str | None:
     except metadata.PackageNotFoundError:
         print("aiconfigurator-core is not installed: pip install '.[aic]'", file=sys.stderr)
         return None
+
+
+def _silicon_accuracy():
+    """benchmarks/silicon_accuracy.py (one reading of the silicon rows for the fit and the accuracy report)."""
+    spec = importlib.util.spec_from_file_location("silicon_accuracy", Path(__file__).resolve().parents[1] / "silicon_accuracy.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def silicon_rows() -> list[dict]:
@@ -128,6 +135,8 @@ class Case:
         self.source, self.publisher = source, publisher  # the file, and who published the row (leave one out)
         self.measured = {k: v for k, v in measured.items() if v}
         arch = catalog.models[model]
+        # models of one architecture (DeepSeek-V3 and -R1) are one model to hold out
+        self.model_family = repr(arch.model_dump(exclude={"id", "name", "aliases", "notes", "source"}))
         self.kind = "moe" if arch.moe is not None else "dense"
         self.architecture = catalog.gpus[gpu].architecture
         self.shape = engine_shape(catalog, arch, catalog.gpus[gpu], layout, precision)
@@ -196,7 +205,10 @@ def usable(case: Case, catalog) -> str | None:
 def cases(catalog) -> tuple[list[Case], dict[str, int]]:
     """aiconfigurator-core's measured rows (silicon_sample.csv, aggregated serving)."""
     out, skipped = [], defaultdict(int)
-    for row in silicon_rows():
+    rows, duplicates = _silicon_accuracy().unique_measurements(silicon_rows())
+    if duplicates:  # runs listed twice (DeepSeek-V3 and -R1 as two names): counted once, or a held-out model leaks
+        skipped["the same measurement listed again (same model, or another name of it)"] = duplicates
+    for row in rows:
         if row["mode"] != "agg":
             continue
         if row["precision"] not in PRECISION:
@@ -388,14 +400,15 @@ def held_out(group: list[Case], by: str, reference: bool, bases: dict, rows_out:
     TensorRT-LLM MoE row at +500%, predicted B200's 292 rows 64% low). A validation with one value only (a class of
     one model, GPU or publisher) has nothing to hold out against and is skipped."""
     held = defaultdict(list)
-    for value in sorted({getattr(c, by) for c in group}):
-        train = [c for c in group if getattr(c, by) != value]
+    key = "model_family" if by == "model" else by  # one architecture under two names is one model
+    for value in sorted({getattr(c, key) for c in group}):
+        train = [c for c in group if getattr(c, key) != value]
         scales = Scales(current=full.current) if len(train) < MIN_TRAIN_ROWS else fit(train, bases, reference, order, full)
         # a line the held-out rows alone carry keeps its factor from the whole class (a property of the version)
         scales.factors = {**{line: f for line, f in full.factors.items() if line != scales.current}, **scales.factors}
         if scales.current != full.current and scales.current in full.factors:
             scales.factors[full.current] = 1.0 / full.factors[scales.current]
-        for case in (c for c in group if getattr(c, by) == value):
+        for case in (c for c in group if getattr(c, key) == value):
             eff = case_efficiency(case, bases, scales)
             errors = case.errors(eff) if eff is not None else None
             if errors is None:
