@@ -92,15 +92,11 @@ def ask(row: dict, catalog, source: str = "model", own_version: bool = True) -> 
     query = PerfQuery(model, gpu, isl, osl, tp=layout.tp, precision=precision, concurrency=concurrency,
                       engine=row["backend"])  # each row at its engine's class (planner/perf/engines.py)
     version = (row.get("backend_version") or "").strip()
-    if source == "model" and own_version and version:  # the row's own release line, through its fitted factor
-        pinned_query = dataclasses.replace(query, engine_version=version)
-        try:
-            engines.calibrated(catalog, model, gpu, row["backend"], version)
-            query = pinned_query
-        except engines.VersionNotCalibrated:
-            pass  # a line no calibration covers: asked at the class's current line, as before
-        except (ValueError, KeyError):
-            pass
+    # the row's own release line, through its fitted factor; a line no calibration covers (calibrated() says why, as
+    # a string) is asked at the class's current line
+    if source == "model" and own_version and version and not isinstance(
+            engines.calibrated(catalog, model, gpu, row["backend"], version), str):  # fmt: skip
+        query = dataclasses.replace(query, engine_version=version)
     try:
         if source == "aic":  # aiconfigurator's own estimate of the row, as `--perf-source aic` asks it
             from planner.perf import aic

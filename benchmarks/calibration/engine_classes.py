@@ -47,7 +47,7 @@ import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from importlib import metadata, resources
+from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -95,18 +95,21 @@ def aic_version() -> str | None:
         return None
 
 
-def _silicon_accuracy():
-    """benchmarks/silicon_accuracy.py (one reading of the silicon rows for the fit and the accuracy report)."""
-    spec = importlib.util.spec_from_file_location("silicon_accuracy", Path(__file__).resolve().parents[1] / "silicon_accuracy.py")
+def _script(path: Path):
+    """A benchmark script loaded as a module: reference_rows.py beside this file, ../silicon_accuracy.py (one reading
+    of the silicon rows for the fit and the accuracy report)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
+def _silicon_accuracy():
+    return _script(Path(__file__).resolve().parents[1] / "silicon_accuracy.py")
+
+
 def silicon_rows() -> list[dict]:
-    path = resources.files("aiconfigurator_core") / "systems" / "silicon_sample.csv"
-    with path.open() as handle:
-        return list(csv.DictReader(handle))
+    return _silicon_accuracy().silicon_rows()
 
 
 def layout_of(row: dict) -> Layout:
@@ -205,7 +208,8 @@ def usable(case: Case, catalog) -> str | None:
 def cases(catalog) -> tuple[list[Case], dict[str, int]]:
     """aiconfigurator-core's measured rows (silicon_sample.csv, aggregated serving)."""
     out, skipped = [], defaultdict(int)
-    rows, duplicates = _silicon_accuracy().unique_measurements(silicon_rows())
+    silicon = _silicon_accuracy()
+    rows, duplicates = silicon.unique_measurements(silicon.silicon_rows())
     if duplicates:  # runs listed twice (DeepSeek-V3 and -R1 as two names): counted once, or a held-out model leaks
         skipped["the same measurement listed again (same model, or another name of it)"] = duplicates
     for row in rows:
@@ -219,20 +223,23 @@ def cases(catalog) -> tuple[list[Case], dict[str, int]]:
         except PlannerInputError:
             skipped["model or GPU not in the catalog"] += 1
             continue
-        why = usable(case, catalog)
-        if why:
-            skipped[why] += 1
-        else:
-            out.append(case)
+        _keep(case, catalog, out, skipped)
     return out, dict(skipped)
+
+
+def _keep(case: Case, catalog, out: list[Case], skipped: dict[str, int]) -> None:
+    """The case into `out` where the planner can replay it, else its reason counted in `skipped`."""
+    why = usable(case, catalog)
+    if why:
+        skipped[why] += 1
+    else:
+        out.append(case)
 
 
 def reference_cases(catalog) -> tuple[list[Case], dict[str, int]]:
     """The public rows of ../shared/reference/benchmarks (serving_amd_and_engines.csv, serving_2026.csv) through
     reference_rows.py (beside this file); rows EXCLUDED_REFERENCE_ROWS are left out (their reason beside them)."""
-    spec = importlib.util.spec_from_file_location("reference_rows", Path(__file__).resolve().parent / "reference_rows.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _script(Path(__file__).resolve().parent / "reference_rows.py")
     out, skipped = [], defaultdict(int)
     for path in (module.DEFAULT_PATH, module.PATH_2026):
         found, left = module.reference_cases(catalog, path)
@@ -242,12 +249,7 @@ def reference_cases(catalog) -> tuple[list[Case], dict[str, int]]:
             if path == module.DEFAULT_PATH and record["row_id"] in EXCLUDED_REFERENCE_ROWS:
                 skipped[EXCLUDED_REFERENCE_ROWS[record["row_id"]]] += 1
                 continue
-            case = Case.from_reference(record, catalog)
-            why = usable(case, catalog)
-            if why:
-                skipped[why] += 1
-            else:
-                out.append(case)
+            _keep(Case.from_reference(record, catalog), catalog, out, skipped)
     return out, dict(skipped)
 
 

@@ -107,13 +107,14 @@ def _steps(shape: EngineShape, eff: Efficiency, isl: int, osl: float, running: n
     )  # fmt: skip
 
 
-def _capacity(s: _Steps, osl: float) -> np.ndarray:
-    """The engine's capacity (requests per ms): every request's prompt costs Delta and its OSL - 1 decode tokens the
-    marginal slope, its own included. The steady state charges a request only the others' prompts (what it waits
-    for), which at a small batch of long prompts would let X exceed what the GPU computes."""
+def _capacity(s: _Steps, osl: float, bound: BudgetBound) -> np.ndarray:
+    """The engine's capacity (requests per ms) where the token budget does not bind: every request's prompt costs
+    Delta and its OSL - 1 decode tokens the marginal slope, its own included (the steady state charges a request only
+    the others' prompts, what it waits for, which at a small batch of long prompts would let X exceed what the GPU
+    computes), and no more than the budget's full steps put through (`BudgetBound.ceiling`)."""
     per_request = s.delta + max(osl - 1, 0) * s.slope
     with np.errstate(divide="ignore"):
-        return np.where(per_request > 0, 1.0 / per_request, np.inf)
+        return np.minimum(np.where(per_request > 0, 1.0 / per_request, np.inf), bound.ceiling)
 
 
 def _latencies(x: np.ndarray, s: _Steps, running: np.ndarray, osl: int, eff: Efficiency):
@@ -187,7 +188,7 @@ def closed_loop_throughput(shape: EngineShape, eff: Efficiency, isl: int, osl: i
     s = _steps(shape, eff, isl, steps_osl, running, isl + osl / 2, cache)
     x = _root(s, running, steps_osl, eff)[0]
     bound = budget_bound(shape, eff, isl, steps_osl, running, isl + osl / 2, token_budget, cache)
-    return np.where(bound.binds(x), bound.x, np.minimum(x, np.minimum(_capacity(s, steps_osl), bound.ceiling)))
+    return np.where(bound.binds(x), bound.x, np.minimum(x, _capacity(s, steps_osl, bound)))
 
 
 @dataclass(frozen=True)
@@ -216,7 +217,7 @@ def budget_bound(shape: EngineShape, eff: Efficiency, isl: int, osl_steps: float
     X = (b - e n) / (L tau), tau the step of n decoders and b - e n prompt tokens. The budget binds only where the
     running batch holds more than those n decoders and the prompt being filled."""
     b = float(instance_budget(token_budget, shape.dp))
-    e = float(shape.speculation.draft_tokens + 1) if shape.speculation is not None else 1.0
+    e = shape.tokens_per_decoder
     prompts, length, computed = prompt_terms(isl, cache)
     m = max(osl_steps - 1.0, 0.0)
     decoders = m * b / (e * m + computed)
@@ -258,7 +259,7 @@ def steady_state_curve(
     # where the engine's own capacity, or the budget's ceiling below a batch that fills it, binds, Little's law
     # leaves the rest of E2E to TTFT
     m = max(osl - 1, 0)
-    capacity = np.minimum(_capacity(s, osl), bound.ceiling)
+    capacity = _capacity(s, osl, bound)
     full = (x > capacity) & ~binds & np.isfinite(_latencies(x, s, running, osl, eff)[-1])  # a root that solved
     x = np.where(full, capacity, x)
     rho, others, decode, wait, ttft, tpot, e2e = _latencies(x, s, running, osl, eff)
@@ -288,7 +289,6 @@ def steady_state_curve(
         itl_at = gaps.quantile(decode, percentile)
     # where the token budget binds, every step is full: the same step for every token, prompts queue for their turn
     if binds.any():
-        m = max(osl - 1, 0)
         x = np.where(binds, bound.x, x)
         slot_wait = np.where(binds, np.where(queued > 0, queued / x, 0.0), slot_wait)
         engine_ttft = running / x - m * bound.tau  # Little's law on the running batch, less its decode
@@ -345,12 +345,10 @@ class TokenGaps:
         return decode + self.chunk_ms * poisson.ppf(percentile / 100.0, np.maximum(self.chunks_per_step, 1e-300))
 
 
-def token_gaps(x, s: _Steps, running, isl: int, others, tpot, token_budget: int, shape: EngineShape | None = None) -> TokenGaps:
+def token_gaps(x, s: _Steps, running, isl: int, others, tpot, token_budget: int, shape: EngineShape) -> TokenGaps:
     """The chunks per step and their cost (`TokenGaps`) at each operating point. A prompt is chunked by its own
     attention-DP rank's budget, beside that rank's share of the decoders (e tokens each, k + 1 when speculative)."""
-    dp = float(shape.dp) if shape is not None else 1.0
-    e = float(shape.speculation.draft_tokens + 1) if shape is not None and shape.speculation is not None else 1.0
-    room = np.maximum(token_budget - e * (1.0 + others) / dp, 1.0)  # prompt tokens a rank's step takes beside its decoders
+    room = np.maximum(token_budget - shape.tokens_per_decoder * (1.0 + others) / shape.dp, 1.0)  # prompt tokens a rank's step takes beside its decoders
     chunks = np.ceil(isl / room)
     rate = x * (running - 1.0) / running  # the others' prompts per ms
     return TokenGaps(rate * chunks * tpot, s.delta / chunks)

@@ -243,7 +243,7 @@ def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_b
     # an iteration's tokens: the instance's budget (per attention-DP rank x its ranks), a decoder taking the k + 1
     # tokens a speculative step verifies (planner/perf/serving.py)
     budget = float(instance_budget(token_budget, shape.dp))
-    verified = float(shape.speculation.draft_tokens + 1) if shape.speculation is not None else 1.0
+    verified = shape.tokens_per_decoder
     m = steps_osl - 1.0
     context = isl + real_osl / 2
     limit = float(max_running) if max_running else np.inf

@@ -45,6 +45,11 @@ class EngineShape:
     def gpus(self) -> int:
         return self.tp * self.dp * self.pp
 
+    @property
+    def tokens_per_decoder(self) -> float:
+        """Tokens one decoding sequence puts into an iteration: the k + 1 a speculative step verifies, else 1."""
+        return float(self.speculation.draft_tokens + 1) if self.speculation is not None else 1.0
+
     @cached_property
     def draft(self) -> EngineShape | None:
         """The engine that proposes the draft tokens: the draft model on the same GPUs, or the target's own

@@ -23,9 +23,8 @@ from planner.perf.closed_loop import SteadyState, steady_state_curve
 from planner.perf.serving import DEFAULT_ENGINE, instance_budget, kv_admission
 from planner.perf.shapes import EngineShape
 from planner.perf.step import Efficiency
-from planner.perf.types import DEFAULT_TOKEN_BUDGET
 from planner.perf.tables import instance_memory
-from planner.perf.types import Layout
+from planner.perf.types import DEFAULT_TOKEN_BUDGET, Layout
 from planner.simulate.balance import run
 from planner.simulate.engines import ServingEngine
 from planner.simulate.stats import batch_interval, gap_arrays, request_latencies, weighted_percentile
