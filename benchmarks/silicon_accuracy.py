@@ -64,9 +64,12 @@ def _concurrency_text(row: dict) -> str:
     return found.group(1) if found else row["batch_size"]
 
 
-def concurrency_of(row: dict) -> int:
+def concurrency_of(row: dict) -> int | None:
+    """The benchmark's concurrency as its data source states it; None where it does not (12 rows of one gap
+    analysis, whose `batch_size` is the engine's per-rank batch setting, not the clients in flight: DeepSeek-R1 at
+    "batch 28" with a 40 s TTFT)."""
     found = re.search(r"silicon_concurrency=(\d+)", row["silicon_data_source"])
-    return int(found.group(1)) if found else int(float(row["batch_size"]))
+    return int(found.group(1)) if found else None
 
 
 def layout_of(row: dict) -> Layout:
@@ -89,6 +92,8 @@ def ask(row: dict, catalog, source: str = "model", own_version: bool = True) -> 
         return f"precision {row['precision'] or 'unstated'}"
     layout = layout_of(row)
     isl, osl, concurrency = int(row["isl"]), int(row["osl"]), concurrency_of(row)
+    if concurrency is None:
+        return "concurrency not stated"
     query = PerfQuery(model, gpu, isl, osl, tp=layout.tp, precision=precision, concurrency=concurrency,
                       engine=row["backend"])  # each row at its engine's class (planner/perf/engines.py)
     version = (row.get("backend_version") or "").strip()

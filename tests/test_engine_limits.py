@@ -130,3 +130,21 @@ def test_mixtral_on_vllm_is_answered_near_its_closed_loop_maximum():
     closed = max(p.request_throughput_rps for p in modeled_points(query, CATALOG, 2, "fp8"))
     opened = modeled_points(dataclasses.replace(query, rate_rps=0.9 * closed), CATALOG, 2, "fp8")
     assert not isinstance(opened, str) and opened[0].request_throughput_rps == pytest.approx(0.9 * closed)
+
+
+# --- tensor splits engines accept ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("model, gpu, tp, answered", [
+    ("deepseek-r1", "GB200-186GB", 36, False),  # 128 heads over 36 GPUs (aiconfigurator's sample labels runs so)
+    ("deepseek-r1", "GB200-186GB", 32, True),
+    ("llama-4-scout", "GB200-186GB", 16, False),  # 40 heads over 16
+    ("llama-4-scout", "GB200-186GB", 8, True),
+    ("qwen3-235b-a22b", "H100-SXM-80GB", 8, True),  # 4 KV heads replicated twice over 8 GPUs
+])  # fmt: skip
+def test_a_tensor_split_engines_refuse_is_refused_naming_the_heads(model, gpu, tp, answered):
+    query = PerfQuery(model, gpu, 1024, 256, concurrency=16)
+    points = modeled_points(query, CATALOG, tp, "fp8", layout=Layout(tp))
+    if answered:
+        assert not isinstance(points, str), points
+    else:
+        heads = CATALOG.models[model].heads
+        assert isinstance(points, str) and f"{heads} attention heads" in points and f"over {tp} GPUs" in points

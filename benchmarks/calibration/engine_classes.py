@@ -69,6 +69,7 @@ from planner.perf.roofline import (
     supports_roofline,
 )
 from planner.perf.serving import release_line, version_key
+from planner.perf.shapes import tensor_split_refusal
 from planner.perf.tables import instance_memory
 from planner.perf.types import DEFAULT_TOKEN_BUDGET, Layout
 
@@ -112,13 +113,6 @@ def silicon_rows() -> list[dict]:
     return _silicon_accuracy().silicon_rows()
 
 
-def layout_of(row: dict) -> Layout:
-    """Attention TP x DP; experts whole on every GPU when the MoE is split by EP at all, else by TP."""
-    tp, dp = int(float(row["tp_size"])), max(1, int(float(row["attention_dp_size"] or 1)))
-    ep = int(float(row["moe_ep_size"] or 1))
-    return Layout(tp, dp, tp * dp if ep > 1 else 1, int(float(row["pp_size"] or 1)))
-
-
 class Case:
     """One measured serving run and the engine that ran it, ready to ask the roofline: a closed loop at
     `concurrency` (an offline or burst batch of N prompts is asked as a closed loop of N: the same work in flight);
@@ -148,9 +142,11 @@ class Case:
 
     @classmethod
     def from_silicon(cls, row: dict, catalog) -> Case:
-        found = re.search(r"silicon_concurrency=(\d+)", row["silicon_data_source"])
-        concurrency = int(found.group(1)) if found else int(float(row["batch_size"]))
-        layout, isl, osl = layout_of(row), int(row["isl"]), int(row["osl"])
+        silicon = _silicon_accuracy()  # one reading of a row's layout and concurrency, shared with the report
+        concurrency = silicon.concurrency_of(row)
+        if concurrency is None:
+            raise _Unusable("concurrency not stated")
+        layout, isl, osl = silicon.layout_of(row), int(row["isl"]), int(row["osl"])
         ttft, tpot = float(row["silicon_ttft_ms"]), float(row["silicon_tpot_ms"])
         tokens = concurrency * osl / ((ttft + (osl - 1) * tpot) / 1e3) / layout.gpus  # Little's law on its closed loop
         return cls(catalog, id=row["id"], engine=row["backend"], model=catalog.resolve("model", row["model_path"]),
@@ -192,10 +188,16 @@ class Case:
         return {names[k]: model[k] / v - 1 for k, v in self.measured.items()}
 
 
+class _Unusable(ValueError):
+    """A measured row the planner cannot replay, and why."""
+
+
 def usable(case: Case, catalog) -> str | None:
     """Why a case cannot be asked, or None."""
     if case.layout.gpus > MAX_GPUS or case.layout.pp > 1:
         return "beyond one node"
+    if tensor_split_refusal(catalog.models[case.model], case.layout.tp):
+        return "a tensor split engines refuse (mislabelled layout)"
     if not supports_roofline(catalog.models[case.model]) or case.precision not in catalog.gpus[case.gpu].precisions:
         return "precision not on the GPU"
     if not case.capacity:
@@ -222,6 +224,9 @@ def cases(catalog) -> tuple[list[Case], dict[str, int]]:
             case = Case.from_silicon(row, catalog)
         except PlannerInputError:
             skipped["model or GPU not in the catalog"] += 1
+            continue
+        except _Unusable as why:
+            skipped[str(why)] += 1
             continue
         _keep(case, catalog, out, skipped)
     return out, dict(skipped)

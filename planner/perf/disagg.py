@@ -36,7 +36,7 @@ from planner.metrics import percentile_label
 from planner.perf.engines import calibrated, engine_error
 from planner.perf.closed_loop import gamma_quantile
 from planner.perf.serving import instance_batch
-from planner.perf.shapes import EngineShape, Speculation
+from planner.perf.shapes import EngineShape, Speculation, tensor_split_refusal
 from planner.perf.step import Efficiency, step_ms
 from planner.perf.tables import instance_memory
 from planner.perf.types import SLOT_PERCENTILE, Layout, PerfQuery, PerfResult
@@ -183,6 +183,9 @@ def stage_points(query: PerfQuery, catalog: Catalog, layout: Layout, precision: 
     from planner.perf import _provenance, engine_shape  # the package's own helpers, shared with aggregated curves
 
     model, gpu = catalog.models[query.model], catalog.gpus[query.gpu]
+    refusal = tensor_split_refusal(model, layout.tp)
+    if refusal is not None:
+        return refusal, refusal
     memory = instance_memory(catalog, query.model, query.gpu, layout.tp, precision, *engine_lengths,
                              layout.dp, layout.ep, layout.pp)  # fmt: skip
     if not memory.fits:

@@ -36,6 +36,7 @@ from planner.perf.roofline import (
     steady_state_curve,
     supports_roofline,
 )
+from planner.perf.shapes import tensor_split_refusal
 from planner.perf.tables import (
     answers_at,
     group_by_engine,
@@ -287,6 +288,9 @@ def _curve(
     gpu = catalog.gpus[query.gpu]
     if precision not in gpu.precisions:
         return f"{gpu.id} does not support {precision}"
+    refusal = tensor_split_refusal(model, layout.tp)
+    if refusal is not None:
+        return refusal
     found = calibrated(catalog, query.model, query.gpu, query.engine, query.engine_version)
     if isinstance(found, str):
         return found

@@ -198,3 +198,20 @@ def kv_bytes_for(precision: str) -> float:
     return PRECISION_SPECS[precision].kv_bytes
 
 
+
+
+def tensor_split_refusal(model: ModelArch, tp: int) -> str | None:
+    """Why engines refuse to split this model's attention over `tp` GPUs, or None: the tensor-parallel size must
+    divide the attention heads, and the KV heads either split evenly or are replicated a whole number of times
+    (vLLM, SGLang and TensorRT-LLM check both when they load a model). A model whose heads are not published is
+    not checked."""
+    if tp <= 1 or model.heads is None:
+        return None
+    if model.heads % tp:
+        return (f"TP{tp}: the {model.heads} attention heads of {model.id} do not split evenly over {tp} GPUs "
+                "(engines require the tensor-parallel size to divide the attention heads)")  # fmt: skip
+    kv = model.kv_heads
+    if kv is not None and kv % tp and tp % kv:
+        return (f"TP{tp}: the {kv} KV heads of {model.id} neither split evenly over {tp} GPUs nor replicate a whole "
+                "number of times across them")  # fmt: skip
+    return None
