@@ -32,6 +32,7 @@ from planner.perf import (
     operating_points,
     plan_precisions,
 )
+from planner.perf.curve_cache import curve_cache
 from planner.perf.disagg import stage_points
 from planner.perf.engines import DEFAULT_ENGINE
 from planner.perf.serving import EngineSpec, engine_problem
@@ -288,6 +289,12 @@ class _Builder:
         self.engine_fit: dict[tuple[str, int, str], object] = {}  # memory fit of an option's engine lengths
         self.engine = DEFAULT_ENGINE  # the serving engine of the workload being enumerated
         self.engine_version: str | None = None  # its pinned version (engine@version), None: the newest
+        # priced curves kept between runs (planner/perf/curve_cache.py), None with PLANNER_CACHE_DIR=off
+        self.store = curve_cache(catalog, "aic" in scenario.perf_sources)
+        # engine curves, shared by every enumeration of this catalog in the process (a plan's fp4 and cold-prefix
+        # re-plans ask for the same ones): pure functions of their keys, the catalog and whether aic answers
+        self.curves: dict[tuple, list[PerfResult] | str] = catalog.derived.setdefault(
+            ("engine curves", "aic" in scenario.perf_sources), {})  # fmt: skip
 
     def use_engine(self, label: str) -> str:
         """Enumerate for the engine a workload names ('vllm', 'vllm@0.12'); returns the engine."""
@@ -549,13 +556,25 @@ class _Builder:
               hop_bytes_per_s: float = 0.0) -> list[PerfResult] | str:  # fmt: skip
         """The modeled curve of an engine at the lengths of `shape` (a query without limits), computed once."""
         key = (shape, layout, precision, percentile, speculation, hop_bytes_per_s)
-        if key not in self.memo:
-            self.memo[key] = modeled_points(
+        if key not in self.curves and not self.kept_curve(key):
+            self.curves[key] = modeled_points(
                 shape, self.catalog, layout.tp, precision, percentile,
                 aic_where_extrapolated="aic" in self.scenario.perf_sources, layout=layout, speculation=speculation,
                 hop_bytes_per_s=hop_bytes_per_s,
             )  # fmt: skip
-        return self.memo[key]
+            self.keep_curve(key)
+        return self.curves[key]
+
+    def kept_curve(self, key: tuple) -> bool:
+        """Whether the curve of `key` was priced by an earlier run (now among the curves)."""
+        found = self.store.get(key) if self.store is not None else None
+        if found is not None:
+            self.curves[key] = found
+        return found is not None
+
+    def keep_curve(self, key: tuple) -> None:
+        if self.store is not None:
+            self.store.put(key, self.curves[key])
 
     def query(self, workload: Workload, offer: SystemOffer, bucket: Bucket) -> PerfQuery:
         return PerfQuery(
@@ -664,7 +683,7 @@ def prefetch_curves(builder: _Builder, progress: Callable[..., None] | None = No
             for bucket in workload.buckets:
                 for shape, layout, precision, speculation, hop in builder.curve_specs(offer, workload, bucket):
                     key = (shape, layout, precision, workload.slo.percentile, speculation, hop)
-                    if key not in builder.memo:
+                    if key not in builder.curves and not builder.kept_curve(key):
                         pending[key] = None
     builder.use_engine(DEFAULT_ENGINE)
     workers = min(worker_count(), len(pending) // 8)
@@ -680,7 +699,8 @@ def prefetch_curves(builder: _Builder, progress: Callable[..., None] | None = No
         fit_kernels(catalog, catalog.gpus[gpu].architecture)
     rest = list(pending)
     if progress is not None:
-        progress(0, len(rest), f"pricing {len(rest)} engine curves on {workers} processes")
+        kept = f" ({builder.store.hits} kept from earlier runs)" if builder.store is not None and builder.store.hits else ""
+        progress(0, len(rest), f"pricing {len(rest)} engine curves on {workers} processes{kept}")
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
@@ -692,7 +712,8 @@ def prefetch_curves(builder: _Builder, progress: Callable[..., None] | None = No
                 if deadline.remaining_s() is not None and deadline.remaining_s() <= 0:
                     pool.shutdown(wait=False, cancel_futures=True)  # the workers stop at their next curve
                     deadline.check(CANDIDATE_STAGE)
-                builder.memo[key] = points
+                builder.curves[key] = points
+                builder.keep_curve(key)
                 if progress is not None:
                     progress(done, len(rest))
     except (BrokenProcessPool, OSError):  # a worker killed (memory) or no process to start: price the rest here
@@ -745,6 +766,8 @@ def enumerate_candidates(
             if progress is not None:
                 progress(done, total)
     builder.drop_dominated()
+    if builder.store is not None:
+        builder.store.trim()
     ordered = tuple(builder.candidates[k] for k in sorted(builder.candidates))
     options = tuple(builder.options[k] for k in sorted(builder.options))
     pruned = tuple(dict.fromkeys(builder.pruned))  # same reason for several batch caps: once

@@ -29,6 +29,7 @@ SCENARIO = {
 
 def enumerate_with(workers: int, path, monkeypatch, progress=None):
     monkeypatch.setenv("PLANNER_WORKERS", str(workers))
+    monkeypatch.setenv("PLANNER_CACHE_DIR", "off")  # every curve priced: none kept from another run on disk
     catalog = load_catalog()  # a fresh catalog: no calibration fit or curve kept from the other run
     scenario = load_scenario(path, catalog)
     return enumerate_candidates(scenario, catalog, progress), scenario, catalog

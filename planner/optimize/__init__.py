@@ -49,7 +49,6 @@ equality makes x the requests/s actually sent to each configuration, which the r
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable
 
 from planner import deadline as command_deadline
@@ -108,18 +107,25 @@ def plan(
     limit = time_limit_s if time_limit_s is not None else scenario.time_limit_s
     cached = price_alternatives and any(w.prefix_cache is not None for w in scenario.workloads)
     lower = lower_formats(scenario, catalog) if price_alternatives else {}
-    # the cold and lower-precision re-plans get what is left of the time limit
-    started = time.monotonic() if cached or lower else 0.0
     cset = enumerate_candidates(scenario, catalog, progress)
     if progress is not None:
         left = command_deadline.remaining_s()
         progress(0, None, f"solving the integer program ({solver}, at most {limit if left is None else max(0.0, min(limit, left)):.3g} s)")
     result = solve_candidates(scenario, cset, catalog, solver, time_limit_s)
+    # the cold and lower-precision re-plans: each solve under the solver's limit, as the plan's own, and all of it
+    # within the command's --time-limit where one is given (never cut by how long pricing took: the same plan says
+    # the same on a slower machine)
     if cached:
-        result = _prefix_cache_saving(scenario, catalog, solver, limit - (time.monotonic() - started), result)
+        result = _prefix_cache_saving(scenario, catalog, solver, limit, result)
     if lower:
-        result = _precision_saving(scenario, catalog, solver, limit - (time.monotonic() - started), result, lower)
+        result = _precision_saving(scenario, catalog, solver, limit, result, lower)
     return result
+
+
+def _no_time_left() -> bool:
+    """Whether the command's --time-limit leaves under a second (never without one)."""
+    left = command_deadline.remaining_s()
+    return left is not None and left < 1.0
 
 
 def _joined(precisions) -> str:
@@ -197,18 +203,19 @@ def precision_decisions(scenario: Scenario, catalog: Catalog, result: Plan) -> d
     return out
 
 
-def _precision_saving(scenario: Scenario, catalog: Catalog, solver: str, time_left_s: float, result: Plan,
+def _precision_saving(scenario: Scenario, catalog: Catalog, solver: str, time_limit_s: float, result: Plan,
                       lower: dict[str, tuple[str, ...]]) -> Plan:  # fmt: skip
     """What the formats the default leaves out (fp4) would save: the scenario planned again with them allowed to
-    every workload that names no `precisions:` (one more enumeration and solve, in what is left of the time limit).
+    every workload that names no `precisions:` (one more enumeration, its curves mostly kept from the plan's, and a
+    solve under the solver's time limit, within the command's).
     A figure and a note, never a plan: the quality trade is the user's to make (`precisions:`)."""
     allowed = dataclasses.replace(scenario, lower_precisions=True)
     formats = _joined(_in_order(p for formats in lower.values() for p in formats))
     what = f"allowing {formats} ({', '.join(lower)})"
-    if time_left_s < 1.0:
+    if _no_time_left():
         return dataclasses.replace(result, precision_note=f"{what}: no time left to plan with it")
     try:
-        cheaper = solve_candidates(allowed, enumerate_candidates(allowed, catalog), catalog, solver, time_left_s)
+        cheaper = solve_candidates(allowed, enumerate_candidates(allowed, catalog), catalog, solver, time_limit_s)
     except InfeasiblePlanError:
         return dataclasses.replace(result, precision_note=f"{what}: no plan meets the limits with it either")
     except (SolverStoppedError, command_deadline.TimeLimitError):
@@ -228,15 +235,15 @@ def _precision_saving(scenario: Scenario, catalog: Catalog, solver: str, time_le
     return dataclasses.replace(result, precision_saving_usd_per_year=round(saving, 2), precision_note=note)
 
 
-def _prefix_cache_saving(scenario: Scenario, catalog: Catalog, solver: str, time_left_s: float, result: Plan) -> Plan:
+def _prefix_cache_saving(scenario: Scenario, catalog: Catalog, solver: str, time_limit_s: float, result: Plan) -> Plan:
     """What the workloads' prefix caches save: the scenario planned again with every prompt prefilled whole (one
-    more enumeration and solve, in what is left of the time limit)."""
+    more enumeration, and a solve under the solver's time limit, within the command's)."""
     cold = dataclasses.replace(scenario, workloads=tuple(dataclasses.replace(w, prefix_cache=None) for w in scenario.workloads))
     names = ", ".join(w.name for w in scenario.workloads if w.prefix_cache is not None)
-    if time_left_s < 1.0:
+    if _no_time_left():
         return dataclasses.replace(result, prefix_cache_note=f"prefix caching of {names}: no time left to plan without it")
     try:
-        without = solve_candidates(cold, enumerate_candidates(cold, catalog), catalog, solver, time_left_s)
+        without = solve_candidates(cold, enumerate_candidates(cold, catalog), catalog, solver, time_limit_s)
     except InfeasiblePlanError:
         return dataclasses.replace(result, prefix_cache_note=(
             f"prefix caching of {names}: without it no plan meets the limits (the cache's hit rate is what makes the "

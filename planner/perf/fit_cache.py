@@ -7,7 +7,12 @@ A fit is stored under a key that is the SHA-256 of everything it depends on: the
 tables, layers) and the fit's own arguments. A catalog or code change is a new key, never a stale answer; a file
 that cannot be read is fitted again. Files are JSON (no code runs on load), written whole (a temporary file
 renamed). `PLANNER_CACHE_DIR` names the folder (default `$XDG_CACHE_HOME/planner` or `~/.cache/planner`); `off`
-turns the cache off. Nothing is written where the folder cannot be created."""
+turns the cache off. Nothing is written where the folder cannot be created.
+
+A cache file is untrusted input (`read_entry`): only a regular file within a size bound is read (planner/loading.py's
+bounded reader: a FIFO or a link to /dev/zero is refused at once), JSON nested within bounds, carrying its own key
+and the SHA-256 of its key and content (a damaged or hand-edited file does not match), then validated into the
+fit's own types with every number finite. Anything else is a miss: fitted again and written over."""
 
 from __future__ import annotations
 
@@ -15,9 +20,13 @@ import dataclasses
 import functools
 import hashlib
 import json
+import math
 import os
 from collections.abc import Callable
 from pathlib import Path
+
+from planner.errors import PlannerInputError
+from planner.loading import parse_json, read_bounded_text
 
 CACHE_ENV = "PLANNER_CACHE_DIR"
 OFF = ("", "0", "off", "none", "false")
@@ -53,24 +62,73 @@ def catalog_fingerprint(catalog) -> str:
     return derived["fingerprint"]
 
 
+MAX_ENTRY_BYTES = 8 * 1024 * 1024  # a fit is ~1 KB, a priced curve ~50 KB (planner/perf/curve_cache.py)
+
+
+def _sealed(key_text: str, payload) -> str:
+    return hashlib.sha256((key_text + "\0" + json.dumps(payload, sort_keys=True)).encode()).hexdigest()
+
+
+def read_entry(path: Path, key_text: str, what: str):
+    """The payload kept at `path` for `key_text`, or None: not kept, not a regular file, over the size bound, not
+    JSON, nested too deep, another key's, or its content not what was written (the seal)."""
+    try:
+        document = parse_json(read_bounded_text(path, what, MAX_ENTRY_BYTES), str(path))
+        if not isinstance(document, dict) or document.get("key") != key_text:
+            return None
+        payload = document.get("payload")
+        return payload if document.get("sha256") == _sealed(key_text, payload) else None
+    except (PlannerInputError, ValueError, TypeError, RecursionError, MemoryError):
+        return None
+
+
+def write_entry(path: Path, key_text: str, payload) -> bool:
+    """Keep `payload` at `path` under `key_text`, sealed; False where it could not be written (a read-only home)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        document = {"key": key_text, "sha256": _sealed(key_text, payload), "payload": payload}
+        temporary.write_text(json.dumps(document), encoding="utf-8")
+        os.replace(temporary, path)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def finite_numbers(value) -> bool:
+    """Whether every number in a dataclass (or list, dict or tuple of them) is finite (booleans aside)."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if dataclasses.is_dataclass(item) and not isinstance(item, type):
+            pending.extend(getattr(item, f.name) for f in dataclasses.fields(item))
+        elif isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            pending.extend(item)
+        elif isinstance(item, float) and not math.isfinite(item):
+            return False
+    return True
+
+
 def cached_dataclass(catalog, name: tuple, kind: type, compute: Callable[[], object]):
     """`compute()` (a dataclass of `kind` whose fields are numbers and strings), from the disk cache when a fit with
     this catalog, code and `name` was kept, else computed and kept."""
     directory = cache_directory()
     if directory is None:
         return compute()
-    key = hashlib.sha256((catalog_fingerprint(catalog) + repr(name)).encode()).hexdigest()
-    path = directory / f"fit-{key}.json"
-    try:
-        return kind(**json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, TypeError):
-        pass  # not kept yet, or unreadable: fit again
+    key_text = catalog_fingerprint(catalog) + repr(name)
+    path = directory / f"fit-{hashlib.sha256(key_text.encode()).hexdigest()}.json"
+    payload = read_entry(path, key_text, "a cached calibration fit")
+    if payload is not None:
+        from pydantic import TypeAdapter, ValidationError
+
+        try:
+            value = TypeAdapter(kind).validate_python(payload)
+            if finite_numbers(value):
+                return value
+        except (ValidationError, TypeError, ValueError):
+            pass  # a payload of other types: fit again
     value = compute()
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(dataclasses.asdict(value)), encoding="utf-8")
-        os.replace(temporary, path)
-    except OSError:
-        pass  # a read-only home: the fit is simply not kept
+    write_entry(path, key_text, dataclasses.asdict(value))
     return value

@@ -1,0 +1,82 @@
+"""What-ifs in seconds (issue 46): wall time of `planner plan` on a realistic 2026 scenario, cold, re-run and after
+one-flag changes, beside the contact-center plan on the same machine (ratios: machines are noisy).
+
+The scenario is benchmarks/scenarios/three-workloads-2026.yaml (Llama 3.3 70B chat, gpt-oss-120b coding,
+DeepSeek-R1 reasoning; vLLM and SGLang; DGX H200/B200 bought or four cloud instances rented; hybrid, 2 periods).
+Each run is a fresh process, as a user's would be; the priced-curve cache (planner/perf/curve_cache.py) lives in a
+temporary `PLANNER_CACHE_DIR` that starts empty. Every run's JSON (less solve_seconds) is compared with the cold
+run's where the flags are the same: the cache must change no byte.
+
+Run:  python benchmarks/whatif_speed.py [--scenario PATH] [--keep-cache DIR]
+Targets (issue 46, 2 cores): cold <= 10 s (<= 20x contact-center), one-flag what-if <= 2 s (<= 4x contact-center).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIO = ROOT / "benchmarks" / "scenarios" / "three-workloads-2026.yaml"
+CONTACT_CENTER = ROOT / "scenarios" / "contact-center.yaml"
+WHAT_IFS = (
+    ("cold (empty cache)", ()),
+    ("re-run, nothing changed", ()),
+    ("--deployment on-prem", ("--deployment", "on-prem")),
+    ("--engines vllm", ("--engines", "vllm")),
+    ("--solver highs", ("--solver", "highs")),
+)
+
+
+def plan(scenario: Path, flags: tuple[str, ...], cache: str) -> tuple[float, dict]:
+    env = dict(os.environ, PLANNER_CACHE_DIR=cache)
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "planner", "plan", str(scenario), "--json", *flags],
+                          capture_output=True, text=True, env=env, cwd=ROOT)  # fmt: skip
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"planner plan {scenario.name} {' '.join(flags)} failed ({done.returncode}): {done.stderr[-500:]}")
+    document = json.loads(done.stdout)
+    document.pop("solve_seconds", None)
+    return seconds, document
+
+
+def bare_python() -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    return time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", type=Path, default=SCENARIO)
+    parser.add_argument("--keep-cache", help="use (and keep) this cache folder instead of a temporary one")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="whatif-cache-") as temporary:
+        cache = args.keep_cache or temporary
+        python_s = bare_python()
+        reference_s, _ = plan(CONTACT_CENTER, (), cache)
+        reference_s, _ = plan(CONTACT_CENTER, (), cache)  # warm: the contact-center plan as a user re-runs it
+        print(f"bare python start {python_s:.2f} s; contact-center plan {reference_s:.2f} s "
+              f"({reference_s - python_s:.2f} s over the start)")  # fmt: skip
+        print(f"{'what-if':28} {'wall s':>8} {'x contact-center':>17}  same bytes as the cold run")
+        documents: dict[tuple, dict] = {}
+        for label, flags in WHAT_IFS:
+            seconds, document = plan(args.scenario, flags, cache)
+            same = "-" if flags not in documents else ("yes" if documents[flags] == document else "NO")
+            documents.setdefault(flags, document)
+            print(f"{label:28} {seconds:8.2f} {seconds / reference_s:17.1f}  {same}")
+        off_s, off = plan(args.scenario, (), "off")
+        print(f"{'no cache (PLANNER_CACHE_DIR=off)':28} {off_s:8.2f} {off_s / reference_s:17.1f}  "
+              f"{'yes' if off == documents[()] else 'NO'}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
