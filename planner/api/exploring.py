@@ -9,6 +9,7 @@ from pathlib import Path
 
 from planner.catalog import Catalog, CatalogDirs, load_catalog
 from planner.errors import PlannerInputError
+from planner.api.planning import perf_layers
 from planner.landscape import Landscape, engine_landscape
 from planner.perf import PerfMiss, PerfQuery, PerfResult, estimate
 from planner.requirements import (
@@ -26,19 +27,6 @@ class PerfAnswer:
     result: PerfResult | None
     miss_reason: str | None
     percentile: float | None = None  # the latencies' percentile (None: means)
-
-
-def perf_layers(perf_source: str | None) -> tuple[str, ...]:
-    """The layers a `--perf-source` choice asks for (None: the default, rows then the roofline)."""
-    from planner.perf import PERF_SOURCE_LAYERS, SOURCES, aic_unavailable_message
-
-    if perf_source is None:
-        return SOURCES
-    if perf_source not in PERF_SOURCE_LAYERS:
-        raise PlannerInputError("--perf-source", "perf_source", f"unknown '{perf_source}'; allowed: {', '.join(PERF_SOURCE_LAYERS)}")
-    if perf_source == "aic" and aic_unavailable_message():
-        raise PlannerInputError("--perf-source", "aic", aic_unavailable_message())
-    return PERF_SOURCE_LAYERS[perf_source]
 
 
 def perf_point(query: PerfQuery, catalog_dirs: CatalogDirs = None, perf_source: str | None = None,

@@ -5,11 +5,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from planner.api.exploring import perf_layers
 from planner.catalog import Catalog, CatalogDirs, as_directory_list, load_catalog
 from planner.errors import PlannerInputError
-from planner.landscape import Landscape, workload_landscape
 from planner.optimize import plan as solve_plan
 from planner.plan import PER_PERIOD_ROLES, Plan
 from planner.scenario import (
@@ -18,6 +17,9 @@ from planner.scenario import (
     load_scenario,
     scenario_catalog_dirs,
 )
+
+if TYPE_CHECKING:
+    from planner.landscape import Landscape
 
 
 def scenario_catalog(scenario_path: Path | str, catalog_dirs: CatalogDirs = None) -> Catalog:
@@ -45,6 +47,19 @@ def plan_file(
     scenario = load_scenario(scenario_path, catalog, overrides)
     scenario = with_perf_source(with_perf_margin(scenario, perf_margin), perf_source)
     return solve_scenario(with_confidence(scenario, confidence), catalog, solver, time_limit_s, progress)
+
+
+def perf_layers(perf_source: str | None) -> tuple[str, ...]:
+    """The layers a `--perf-source` choice asks for (None: the default, rows then the roofline)."""
+    from planner.perf import PERF_SOURCE_LAYERS, SOURCES, aic_unavailable_message
+
+    if perf_source is None:
+        return SOURCES
+    if perf_source not in PERF_SOURCE_LAYERS:
+        raise PlannerInputError("--perf-source", "perf_source", f"unknown '{perf_source}'; allowed: {', '.join(PERF_SOURCE_LAYERS)}")
+    if perf_source == "aic" and aic_unavailable_message():
+        raise PlannerInputError("--perf-source", "aic", aic_unavailable_message())
+    return PERF_SOURCE_LAYERS[perf_source]
 
 
 def with_perf_source(scenario: Scenario, perf_source: str | None) -> Scenario:
@@ -254,6 +269,8 @@ def plan_in_context(
 def workload_landscapes(planned: PlannedScenario) -> list[Landscape]:
     """For each workload the plan serves: every engine it could run on, throughput per GPU vs tokens/s per user,
     the Pareto front and the plan's point (planner.landscape)."""
+    from planner.landscape import workload_landscape  # the report's: `plan` does not import it
+
     out = []
     for workload in planned.scenario.workloads:
         landscape = workload_landscape(planned.plan, planned.scenario, planned.catalog, workload.name)

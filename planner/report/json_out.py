@@ -5,18 +5,15 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from planner.api import (
-    CurveAnswer,
-    DeploymentResult,
-    PeakAnswer,
-    PerfAnswer,
-    UsersAnswer,
-)
 from planner.perf import PerfResult
 from planner.perf.types import Layout
 from planner.plan import Plan
+
+if TYPE_CHECKING:  # the answers' types, for the signatures: the report layer does not import the API
+    from planner.api.exploring import CurveAnswer, PeakAnswer, PerfAnswer, UsersAnswer
+    from planner.api.planning import DeploymentResult
 
 
 def _clean(value: Any) -> Any:

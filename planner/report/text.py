@@ -4,24 +4,22 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from planner.api import (
-    CurveAnswer,
-    DeploymentResult,
-    PeakAnswer,
-    PerfAnswer,
-    UsersAnswer,
-)
 from planner.metrics import LABELS, LATENCY_METRICS, percentile_label
 from planner.metrics import limits as metric_limits
 from planner.perf.serving import engine_named
 from planner.perf.types import Layout
 from planner.plan import PER_PERIOD_ROLES, Plan
 from planner.scenario import Scenario
+
+if TYPE_CHECKING:  # the answers' types, for the signatures: the report layer does not import the API
+    from planner.api.exploring import CurveAnswer, PeakAnswer, PerfAnswer, UsersAnswer
+    from planner.api.planning import DeploymentResult
 
 
 def _ms(value: float | None) -> str:
