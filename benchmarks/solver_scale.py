@@ -1,11 +1,13 @@
 """Scale of the fleet integer program: a large generated scenario, solved by each solver.
 
 20 workloads (5 models, 3 length buckets each), every catalog system that can be priced (on-prem and cloud),
-TP 1-8, every precision the GPU has (bf16, fp8, fp4), 4 batch caps, 3 engine lengths per model, 24 hourly
+TP 1-8, every precision the GPU has of bf16, fp8 and fp4 (named on every workload; --precisions default: the
+quality-keeping default, no fp4), 4 batch caps, 3 engine lengths per model, 24 hourly
 periods, hybrid. Prints candidate counts, enumeration time, then per solver: model size, build time, the LP relaxation's bound and
 the root gap it leaves against the optimum, solve time, status and gap.
 Run:  python benchmarks/solver_scale.py [--solvers cbc,highs,ortools] [--time-limit 60] [--periods 24]
-      [--workloads 20] [--fleet shared|fixed]   (fixed: no reconfiguration, no sharing: the v1 formulation)
+      [--workloads 20] [--fleet shared|fixed] [--precisions default]
+      (fixed: no reconfiguration, no sharing: the v1 formulation)
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ MODELS = ("llama-3.1-8b", "llama-3.1-70b", "mistral-7b", "qwen2.5-72b", "mixtral
 BUCKETS = ((512, 128), (2048, 256), (6000, 500))  # short chat, RAG answer, long summary
 # benchmark-only purchase prices for systems whose price is not public (the catalog leaves them out)
 PLACEHOLDER_PRICES = {"dgx-h200": 350_000, "dgx-a100": 150_000}
+# every precision named, fp4 included (the quality-keeping default leaves fp4 out of a workload that names none:
+# the benchmark's size, 90,144 candidates at 20 x 24, is with it); --precisions default: what a scenario gets unasked
+ALL_PRECISIONS = ("bf16", "fp8", "fp4")
 
 
 def hourly_factor(hour: int, phase: int) -> float:
@@ -34,7 +39,8 @@ def hourly_factor(hour: int, phase: int) -> float:
     return round(0.15 + 0.85 * max(0.0, math.sin(math.pi * ((hour + phase) % 24 - 6) / 14)) ** 1.5, 3)
 
 
-def scale_scenario(catalog, n_workloads: int = 20, n_periods: int = 24, fleet: str = "shared") -> dict:
+def scale_scenario(catalog, n_workloads: int = 20, n_periods: int = 24, fleet: str = "shared",
+                   precisions: tuple[str, ...] = ALL_PRECISIONS) -> dict:
     on_prem = [s for s, v in sorted(catalog.systems.items()) if v.kind == "on-prem" and v.power_kw is not None]
     cloud = [s for s, v in sorted(catalog.systems.items()) if v.kind == "cloud" and v.usd_per_hour is not None]
     workloads = []
@@ -45,7 +51,7 @@ def scale_scenario(catalog, n_workloads: int = 20, n_periods: int = 24, fleet: s
             "name": f"w{index:02d}", "model": MODELS[index % len(MODELS)], "peak_rps": 5 + (index * 7) % 40,
             "buckets": [{"isl_tokens": i, "osl_tokens": o, "share": s} for (i, o), s in zip(BUCKETS, shares)],
             "slo": {"ttft_ms": 2000 + 500 * (index % 3), "itl_ms": 80},
-        })  # fmt: skip
+        } | ({"precisions": list(precisions)} if precisions else {}))  # fmt: skip
     hours = [round(h * 24 / n_periods) for h in range(n_periods)]
     periods = [
         {"name": f"h{hour:02d}", "hours_per_year": 8760 / n_periods,
@@ -79,13 +85,16 @@ def main() -> None:
     parser.add_argument("--periods", type=int, default=24)
     parser.add_argument("--workloads", type=int, default=20)
     parser.add_argument("--fleet", choices=("shared", "fixed"), default="shared")
+    parser.add_argument("--precisions", default=",".join(ALL_PRECISIONS),
+                        help="precisions every workload names (comma-separated), or 'default': none named")
     args = parser.parse_args()
+    precisions = () if args.precisions == "default" else tuple(args.precisions.split(","))
     started = time.perf_counter()
     catalog = load_catalog()
     load_catalog_s = time.perf_counter() - started
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "scale.yaml"
-        path.write_text(yaml.safe_dump(scale_scenario(catalog, args.workloads, args.periods, args.fleet), sort_keys=False))
+        path.write_text(yaml.safe_dump(scale_scenario(catalog, args.workloads, args.periods, args.fleet, precisions), sort_keys=False))
         scenario = load_scenario(path, catalog)
     from planner.perf.calibration import efficiency_for
 
