@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import settings
 from typer.testing import CliRunner
 
 from planner.catalog import default_catalog_dir, load_catalog
@@ -17,8 +18,16 @@ from planner.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
-# calibration fits kept on disk (planner/perf/fit_cache.py): a folder of this test run's own, never the user's
+# calibration fits and priced curves kept on disk (planner/perf/fit_cache.py, curve_cache.py): a folder of this test
+# run's own, never the user's
 os.environ.setdefault("PLANNER_CACHE_DIR", tempfile.mkdtemp(prefix="planner-test-cache-"))
+
+# Property tests draw the same examples on every run by default ("ci": a change that breaks a property fails the
+# suite that ran it, never a later unrelated one); HYPOTHESIS_PROFILE=explore draws fresh ones (a nightly job), and a
+# failing draw it finds is kept as an @example or a named test.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session")

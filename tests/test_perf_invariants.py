@@ -123,6 +123,17 @@ def test_open_loop_latencies_never_fall_as_the_rate_rises(engine):
         assert high.concurrency >= low.concurrency
 
 
+def test_token_gaps_do_not_fall_past_the_engines_capacity():
+    """Found by the property above (a draw kept in a local example database): gpt-oss-20b on an A100 40GB TP2, 865
+    tokens in and 15 out. Past the budget's full-step throughput (19.25 rps) the closed loop read its gaps at the whole
+    batch, whose marginal decode is cheaper: ITL fell from 294 ms at concurrency 96 to 279 ms at 128. The gaps are now
+    those of the batch at which the engine reaches its capacity; the rest of the batch waits in TTFT."""
+    points = modeled_points(PerfQuery("gpt-oss-20b", "A100-SXM-40GB", 865, 15), CATALOG, 2, "bf16")
+    for low, high in zip(points, points[1:]):
+        assert high.itl_ms >= low.itl_ms and high.tpot_ms >= low.tpot_ms and high.ttft_ms >= low.ttft_ms
+        assert high.request_throughput_rps >= low.request_throughput_rps
+
+
 def test_anchored_open_loop_ttft_does_not_dip_between_anchor_rows():
     """Found by the property above in a random draw (CI of 9f1e1e6): the anchors' TTFT factor interpolates between
     NIM's row at concurrency 50 (834 ms) and its queue-bound row at 100 (7,996 ms), x1.030 -> x0.985 between rates
