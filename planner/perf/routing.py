@@ -82,6 +82,8 @@ def busiest_rank_load(experts, top_k, ranks, tokens):
     EXACT_TOKENS (linear between whole token counts) where the ranks hold E / R experts each, the normal law beyond
     or otherwise. Over more ranks than experts (EP 16 of Mixtral's 8), each expert is one group whose tokens its
     R / E ranks share: the busiest group sets the pace."""
+    if np.all(np.asarray(ranks) <= 1):  # one rank everywhere (no expert parallelism): every factor is 1
+        return np.ones(np.broadcast_shapes(*(np.shape(v) for v in (experts, top_k, ranks, tokens))))
     arrays = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (experts, top_k, ranks, tokens)))
     shape = arrays[0].shape
     experts, top_k, ranks, tokens = (a.ravel() for a in arrays)

@@ -197,7 +197,7 @@ def _stage_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, decode_tokens, d
     )
     causal_flops = prompts / dp * 2 * layers * isl**2 * a.heads * a.head_dim
     attention_s = kv_s + causal_flops / (tp * shape.bf16_flops * eff.attention(precision))
-    return ((linear_s + elementwise_s + attention_s) * 1e3 + allreduce_ms(shape, eff, tokens)
+    return ((linear_s + elementwise_s + attention_s) * 1e3 + allreduce_ms(shape, eff, tokens, busiest)
             + layers * _layer_latency_us(a, eff, precision) * 1e-3)  # fmt: skip
 
 
@@ -211,7 +211,7 @@ def fixed_ms(shape: EngineShape | ShapeBatch, eff: Efficiency):
     return shape.arch.layers * _layer_latency_us(shape.arch, eff, shape.precision) * 1e-3 + eff.step_overhead_ms
 
 
-def allreduce_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, tokens):
+def allreduce_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, tokens, busiest=None):
     """Per layer of one stage: with experts split by TP, 2 all-reduces of a rank's tokens x hidden bf16 activations
     over its TP GPUs (ring algorithm over the GPU link; 0 at TP 1). With expert parallelism, 1 all-reduce (the
     attention) and an all-to-all that sends each token to its k experts and back (dispatch and combine): per GPU
@@ -219,7 +219,8 @@ def allreduce_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, tokens):
 
     Beyond one link domain of D GPUs (a board of 8; 72 in an NVL72): a ring over TP > D GPUs runs at the scale-out
     network's pace (per GPU and direction, x e_scale_out) and pays its latency; an all-to-all over EP > D GPUs sends
-    the share 1 - D/EP of its bytes across that network, and each of its two phases waits the network's latency."""
+    the share 1 - D/EP of its bytes across that network, and each of its two phases waits the network's latency.
+    `busiest`: the busiest EP rank's load (routing.busiest_rank_load of these tokens), where the caller has it."""
     tp, dp, ep, pp = (np.asarray(v, dtype=float) for v in (shape.tp, shape.dp, shape.ep, shape.pp))
     layers = shape.arch.layers / pp
     rank_tokens = np.asarray(tokens, dtype=float) / dp
@@ -234,7 +235,8 @@ def allreduce_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, tokens):
     reduces = np.where(ep > 1, 1.0, 2.0)
     reduce_ms = np.where(tp > 1, reduces * layers * (latency_s + wire_s) * 1e3, 0.0)
     # the busiest rank receives (dispatch) and sends back (combine) its routed tokens' activations
-    busiest = busiest_rank_load(shape.arch.experts, shape.arch.experts_per_token, ep, tokens)
+    if busiest is None:
+        busiest = busiest_rank_load(shape.arch.experts, shape.arch.experts_per_token, ep, tokens)
     dispatch_bytes = 2 * np.asarray(tokens, dtype=float) * busiest / (tp * dp) * shape.arch.experts_per_token * shape.arch.hidden * ACTIVATION_BYTES
     within_s = dispatch_bytes * (np.minimum(ep, domain) - 1) / np.maximum(ep, 1) / link
     off_domain = 1 - np.minimum(domain, ep) / np.maximum(ep, 1)  # the share of an all-to-all's bytes leaving the domain
