@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from planner.api.planning import perf_layers
-from planner.api.planning import scenario_catalog
+from planner.api.planning import perf_layers, scenario_catalog
 from planner.catalog import Catalog, CatalogDirs, load_catalog
 from planner.errors import PlannerInputError
 

@@ -107,14 +107,14 @@ def _steps(shape: EngineShape, eff: Efficiency, isl: int, osl: float, running: n
     )  # fmt: skip
 
 
-def _capacity(s: _Steps, osl: float, bound: BudgetBound) -> np.ndarray:
+def _capacity(s: _Steps, osl: float, ceiling: np.ndarray) -> np.ndarray:
     """The engine's capacity (requests per ms) where the token budget does not bind: every request's prompt costs
     Delta and its OSL - 1 decode tokens the marginal slope, its own included (the steady state charges a request only
     the others' prompts, what it waits for, which at a small batch of long prompts would let X exceed what the GPU
     computes), and no more than the budget's full steps put through (`BudgetBound.ceiling`)."""
     per_request = s.delta + max(osl - 1, 0) * s.slope
     with np.errstate(divide="ignore"):
-        return np.minimum(np.where(per_request > 0, 1.0 / per_request, np.inf), bound.ceiling)
+        return np.minimum(np.where(per_request > 0, 1.0 / per_request, np.inf), ceiling)
 
 
 def _at_saturation(shape: EngineShape, eff: Efficiency, isl: int, osl: float, s: _Steps, running: np.ndarray,
@@ -130,10 +130,7 @@ def _at_saturation(shape: EngineShape, eff: Efficiency, isl: int, osl: float, s:
     for _ in range(40):
         middle = (low + high) / 2
         steps = _steps(shape, eff, isl, osl, middle, context, cache)
-        per_request = steps.delta + max(osl - 1, 0) * steps.slope
-        with np.errstate(divide="ignore"):
-            capacity = np.minimum(np.where(per_request > 0, 1.0 / per_request, np.inf), ceiling)
-        over = _root(steps, middle, osl, eff)[0] > capacity
+        over = _root(steps, middle, osl, eff)[0] > _capacity(steps, osl, ceiling)
         high, low = np.where(over, middle, high), np.where(over, low, middle)
     saturated = _steps(shape, eff, isl, osl, low, context, cache)
     solved = np.isfinite(_latencies(x[full], saturated, low, osl, eff)[-1])
@@ -217,7 +214,7 @@ def closed_loop_throughput(shape: EngineShape, eff: Efficiency, isl: int, osl: i
     s = _steps(shape, eff, isl, steps_osl, running, isl + osl / 2, cache)
     x = _root(s, running, steps_osl, eff)[0]
     bound = budget_bound(shape, eff, isl, steps_osl, running, isl + osl / 2, token_budget, cache)
-    return np.where(bound.binds(x), bound.x, np.minimum(x, _capacity(s, steps_osl, bound)))
+    return np.where(bound.binds(x), bound.x, np.minimum(x, _capacity(s, steps_osl, bound.ceiling)))
 
 
 @dataclass(frozen=True)
@@ -288,7 +285,7 @@ def steady_state_curve(
     # where the engine's own capacity, or the budget's ceiling below a batch that fills it, binds, Little's law
     # leaves the rest of E2E to TTFT
     m = max(osl - 1, 0)
-    capacity = _capacity(s, osl, bound)
+    capacity = _capacity(s, osl, bound.ceiling)
     full = (x > capacity) & ~binds & np.isfinite(_latencies(x, s, running, osl, eff)[-1])  # a root that solved
     x = np.where(full, capacity, x)
     if full.any():

@@ -48,7 +48,9 @@ def _package_digest() -> str:
     return digest.hexdigest()
 
 
+@functools.cache
 def _engine_tables_digest() -> str:
+    """SHA-256 of the shipped engine tables (read once per process, as planner/perf/engines.py reads them)."""
     digest = hashlib.sha256()
     folder = default_catalog_dir() / "engines"
     for path in sorted(folder.glob("*.csv")) if folder.is_dir() else []:
