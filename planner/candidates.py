@@ -450,8 +450,12 @@ class _Builder:
     def precision_refused(self, workload: Workload, precision: str | None) -> str | None:
         """Why a benchmark row's engine at `precision` may not serve the workload (its `precisions:` do not name
         it, or, by default, it does not keep the model's quality: planner.perf.keeps_quality), or None."""
-        if workload.precisions is not None:
-            return None if precision in workload.precisions else f"precision {precision or 'unstated'} not in {list(workload.precisions)}"
+        if workload.precisions is not None:  # a row that states none ran the checkpoint as published
+            native = self.catalog.models[workload.model].checkpoint_precision
+            if (precision or native) in workload.precisions:
+                return None
+            stated = precision or f"unstated (the checkpoint's {native})"
+            return f"precision {stated} not in {list(workload.precisions)}"
         if self.scenario.lower_precisions or keeps_quality(self.catalog, workload.model, precision):
             return None
         return (f"precision {precision}: not by default (bf16 and fp8 keep the model's quality); allow it with "

@@ -24,7 +24,7 @@ from planner.perf.roofline import (
     prefill_ms,
     weight_format,
 )
-from tests.conftest import write_scenario
+from tests.conftest import SCENARIOS, write_scenario
 
 CATALOG = load_catalog()
 H100 = "H100-SXM-80GB"
@@ -184,6 +184,26 @@ def test_a_workload_naming_w4a16_gets_it_for_a_bf16_model(tmp_path):
     document["workloads"][0].update(model="llama-3.3-70b", precisions=["w4a16"], peak_rps=5)
     result = plan_file(write_scenario(tmp_path, document))
     assert result.status == "optimal" and {line.precision for line in result.lines} == {"w4a16"}
+
+
+def test_naming_the_default_precisions_keeps_rows_that_state_none(tmp_path):
+    """A benchmark row that states no precision ran the checkpoint as published (its `checkpoint_precision`): the
+    golden case's rows state none, so naming bf16 and fp8 (the documented default) plans the same 13 DGX H100, and
+    naming fp8 alone leaves those bf16 rows out."""
+    import yaml
+
+    from planner.errors import InfeasiblePlanError
+
+    document = yaml.safe_load((SCENARIOS / "contact-center.yaml").read_text())
+    default = plan_file(SCENARIOS / "contact-center.yaml")
+    for precisions in (["bf16", "fp8"], ["bf16"]):
+        document["workloads"][0]["precisions"] = precisions
+        named = plan_file(write_scenario(tmp_path, document, f"{'-'.join(precisions)}.yaml"))
+        assert named.totals.nodes == default.totals.nodes == 13
+        assert named.objective_usd_per_year == default.objective_usd_per_year
+    document["workloads"][0]["precisions"] = ["fp8"]
+    with pytest.raises(InfeasiblePlanError):
+        plan_file(write_scenario(tmp_path, document, "fp8.yaml"))
 
 
 # --- the KV cache one GPU keeps -----------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The fleet integer program (design.md, "The integer program"; docs/optimizer.md is the math of record).
 
 A package by concern: `model` (variables, one `add_*` per constraint family), `solve` (the solvers), `packing`
-(units into nodes, plan lines), `balance` (the routes spread over the pools after the solve), `readback` (the
+(units into nodes, plan lines), `balance` (the routes spread over the pools after the solve), `decompose` (a large
+program's starting plan: year-round decisions from a relaxation, then one program per period), `readback` (the
 Plan), `diagnose` (infeasibility and costly limits); `plan` and `solve_candidates` here put them together.
 
 Hardware and configuration are separate decisions: integer nodes per hardware offer (what to buy or rent), and
@@ -266,7 +267,7 @@ def solve_candidates(
     deadline = command_deadline.monotonic_deadline(time_limit_s)  # the solve and its re-solves share it
     check_every_workload_has_options(scenario, cset)
     model = build_fleet_model(scenario, cset, catalog)
-    outcome = solve_model(model, solver, time_limit_s)
+    outcome = solve_model(model, solver, time_limit_s, warm_start=True)
     if outcome.status == "infeasible":
         raise InfeasiblePlanError(diagnose_limits(scenario, cset, catalog, solver, time_limit_s, deadline))
     if outcome.status == "stopped":

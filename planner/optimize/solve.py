@@ -19,6 +19,7 @@ import pulp
 
 from planner import deadline
 from planner.errors import PlannerInputError
+from planner.optimize import decompose
 from planner.optimize.model import FleetModel
 
 SOLVERS = ("cbc", "highs", "ortools")
@@ -33,30 +34,60 @@ class SolveOutcome:
     mip_gap: float | None  # (objective - best bound) / objective, as the solver's bound gives it
     seconds: float
     best_bound: float | None = None
+    warm_start_s: float | None = None  # seconds spent on optimize/decompose.py's starting plan (None: none made)
 
 
-def solve_model(model: FleetModel, solver: str, time_limit_s: float) -> SolveOutcome:
+def solve_model(model: FleetModel, solver: str, time_limit_s: float, warm_start: bool = False) -> SolveOutcome:
     """Solve with CBC (default), HiGHS or OR-Tools (SCIP) and read the status from the solver itself. Every
     solver runs to a relative gap of 0: 'optimal' means proven, a time-limit stop with a plan is 'feasible' with
     the gap computed from the solver's best bound, and one without a plan is 'stopped' (never 'infeasible').
-    The command's `--time-limit` caps `time_limit_s` to what is left of it (planner.deadline)."""
+    The command's `--time-limit` caps `time_limit_s` to what is left of it (planner.deadline).
+    `warm_start`: a large program (optimize/decompose.py) first gets a whole plan from its year-round relaxation and
+    one program per period, which CBC and HiGHS start from; the answer is never worse than that plan."""
     time_limit_s = deadline.solver_seconds(time_limit_s)
     started = time.perf_counter()
-    if solver == "cbc":
-        status, bound = _solve_cbc(model.problem, time_limit_s)
-    elif solver == "highs":
-        status, bound = _solve_highs(model.problem, time_limit_s)
-    elif solver == "ortools":
-        status, bound = _solve_ortools(model.problem, time_limit_s)
-    else:
+    if solver not in SOLVERS:
         raise PlannerInputError("--solver", "solver", f"unknown solver '{solver}'; allowed: {', '.join(SOLVERS)}")
+    start = None
+    if warm_start and solver in ("cbc", "highs") and decompose.worth_decomposing(model):
+        start = _warm_start(model, time_limit_s, started)
+    left = time_limit_s - (time.perf_counter() - started)
+    if start is not None and left < 1.0:  # the stages used the budget: their plan, with their bound
+        status, bound = "stopped", None
+    elif solver == "cbc":
+        status, bound = _solve_cbc(model.problem, left) if start is None else _solve_cbc(model.problem, left, warm_start=True)
+    elif solver == "highs":
+        status, bound = _solve_highs(model.problem, left) if start is None else _solve_highs(model.problem, left, start.values)
+    else:
+        status, bound = _solve_ortools(model.problem, time_limit_s)
+    if start is not None and status != "optimal":
+        objective = pulp.value(model.problem.objective) if status == "feasible" else None
+        if objective is None or objective > start.objective + 1e-6 * max(1.0, abs(start.objective)):
+            decompose.restore(model, start)  # nothing better than the start: the start
+        bounds = [b for b in (bound, start.lower_bound) if b is not None]
+        status, bound = "feasible", max(bounds) if bounds else None
     gap = None
     if status == "optimal":
         gap = 0.0
     elif status == "feasible" and bound is not None:
         objective = pulp.value(model.problem.objective) or 0.0
         gap = relative_gap(objective, bound)
-    return SolveOutcome(status, gap, time.perf_counter() - started, bound)
+    return SolveOutcome(status, gap, time.perf_counter() - started, bound, start.seconds if start is not None else None)
+
+
+def _warm_start(model: FleetModel, time_limit_s: float, started: float) -> decompose.WarmStart | None:
+    """optimize/decompose.py's plan within half the solve's budget. Its stages are solved by HiGHS whatever the
+    chosen solver (a period's program that HiGHS closes in a second can hold CBC a minute: measured on
+    benchmarks/solver_scale.py); the chosen solver then starts from the plan they make."""
+    budget_end = started + time_limit_s / 2
+
+    def seconds_left() -> float:
+        return budget_end - time.perf_counter()
+
+    def solve(problem: pulp.LpProblem, share: float = 1.0) -> tuple[str, float | None]:
+        return _solve_highs(problem, max(seconds_left() * share, 0.1))
+
+    return decompose.warm_start(model, solve, seconds_left)
 
 
 def relative_gap(objective: float, bound: float) -> float:
@@ -81,11 +112,12 @@ def _pulp_status(problem: pulp.LpProblem) -> str:
     return "infeasible" if problem.status == pulp.LpStatusInfeasible else "stopped"
 
 
-def _solve_cbc(problem: pulp.LpProblem, time_limit_s: float) -> tuple[str, float | None]:
+def _solve_cbc(problem: pulp.LpProblem, time_limit_s: float, warm_start: bool = False) -> tuple[str, float | None]:
+    """CBC; `warm_start`: it starts from the variables' current values."""
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "cbc.log"
         problem.solve(pulp.PULP_CBC_CMD(
-            msg=False, timeLimit=time_limit_s, threads=CBC_THREADS, logPath=str(log), gapRel=0.0,
+            msg=False, timeLimit=time_limit_s, threads=CBC_THREADS, logPath=str(log), gapRel=0.0, warmStart=warm_start,
         ))  # fmt: skip
         log_text = log.read_text(errors="replace") if log.exists() else ""
     status = _pulp_status(problem)
@@ -127,9 +159,30 @@ def quiet_stdout():
         os.close(saved)
 
 
-def _solve_highs(problem: pulp.LpProblem, time_limit_s: float) -> tuple[str, float | None]:
+class _HiGHSFrom(pulp.HiGHS):
+    """PuLP's HiGHS, handed a starting plan (variable name -> value) before it runs."""
+
+    def __init__(self, start: dict[str, float], **options):
+        super().__init__(**options)
+        self.start = start
+
+    def callSolver(self, lp):
+        import highspy
+
+        solution = highspy.HighsSolution()
+        values = [0.0] * len(lp.variables())
+        for var in lp.variables():
+            values[var.index] = float(self.start.get(var.name, 0.0))
+        solution.col_value = values
+        solution.value_valid = True
+        lp.solverModel.setSolution(solution)
+        super().callSolver(lp)
+
+
+def _solve_highs(problem: pulp.LpProblem, time_limit_s: float, start: dict[str, float] | None = None) -> tuple[str, float | None]:
+    options = dict(msg=False, timeLimit=time_limit_s, threads=1, gapRel=0.0)
     with quiet_stdout():
-        problem.solve(pulp.HiGHS(msg=False, timeLimit=time_limit_s, threads=1, gapRel=0.0))
+        problem.solve(pulp.HiGHS(**options) if start is None else _HiGHSFrom(start, **options))
     status = _pulp_status(problem)
     highs = getattr(problem, "solverModel", None)
     bound = None

@@ -595,7 +595,7 @@ def operating_points(
 
     `tps`/`precisions` are the variants the roofline may model (default: TP 1-8 and the GPU's precisions, or the
     query's own TP/precision when it names them); `precisions` also filters table rows (a row that does not state
-    its precision is then left out). With the roofline among the sources, an engine with rows at the query's
+    its precision ran the published checkpoint: it counts as the model's `checkpoint_precision`). With the roofline among the sources, an engine with rows at the query's
     lengths answers with the roofline anchored on them (its measured rows exactly); without it, rows and log-log
     interpolation between them. `model_without_rows=False` keeps the roofline to engines with rows at the query's
     lengths (candidate enumeration models the others itself).
@@ -604,9 +604,12 @@ def operating_points(
     modeled = "modeled" in sources
     other_statistic = ""  # rows at the query's lengths that hold another statistic than the percentile asked for
 
+    native = catalog.models[query.model].checkpoint_precision if query.model in catalog.models else None
+
     def allowed(point) -> bool:
-        """A table point of an engine the caller allows (a row that states no TP passes the TP filter)."""
-        precision_ok = not precisions or point.precision in precisions
+        """A table point of an engine the caller allows (a row that states no TP passes the TP filter; one that
+        states no precision ran the model's checkpoint as published: its `checkpoint_precision`)."""
+        precision_ok = not precisions or (point.precision or native) in precisions
         return precision_ok and (not tps or point.tp is None or point.tp in tps)
 
     # rows are TP engines of the reference, measured with cold prefills: a prefix-cached workload is modeled

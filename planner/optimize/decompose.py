@@ -1,0 +1,175 @@
+"""A warm start for large fleets: the year-round decisions from a relaxation, then every period as its own program.
+
+Bought and reserved nodes N[h] (with the spares, racks and switches that follow them, and any other decision not
+indexed by a period) are the only variables that tie the periods together; given them, each period t is a program
+of its own in U[., t], M[., t] and x[., ., ., t]. Branch and bound on the whole program must close the rounding
+gaps of every period at once and, at 20 workloads x 24 periods, finds neither a good plan nor a proof in a minute
+(docs/optimizer.md, "Scale"). So, for a program at least `DECOMPOSE_MIN_INTEGERS` integers large:
+
+1. **Year-round stage**: the program with every period variable relaxed (U, M continuous) and the year-round
+   integers kept, solved to optimality. It is a relaxation of the whole program, so its optimum is a valid lower
+   bound on the plan's cost.
+2. **Period stage**: the year-round decisions fixed at that solution, each period's rows (those whose variables
+   all belong to one period, given the year-round ones) solved as its own integer program.
+3. The fleet they make is a whole plan (every row holds); it is handed to the solver as its starting plan, and the
+   solver improves it and raises the bound in the time left. Its answer is never worse than this start: a solver
+   stopped before it finds a better plan returns this one, 'feasible' with the gap to the best bound known.
+
+Exact in what it claims: the starting plan satisfies every row of the program and its cost is recomputed from the
+program's objective; the gap is against a proven bound (the solver's, or stage 1's, whichever is higher)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+import pulp
+
+from planner.optimize.model import FleetModel
+
+DECOMPOSE_MIN_INTEGERS = 1500  # smaller programs close by branch and bound alone (every shipped scenario does)
+_FEASIBILITY = 1e-6
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """A whole plan from the two stages: its cost (the program's objective at it), the proven lower bound of the
+    year-round stage (None when that stage was stopped) and the seconds it took."""
+
+    objective: float
+    lower_bound: float | None
+    seconds: float
+    periods: int
+    values: dict  # variable name -> value, the whole plan (to restore it if the solver returns nothing better)
+
+
+def period_of_variables(model: FleetModel) -> dict[str, frozenset[str]]:
+    """The period(s) each period-indexed variable belongs to (a period merged with equal ones stands for all of
+    them, so its variables carry all their names); variables absent are year-round."""
+    names: dict[str, set[str]] = defaultdict(set)
+    for (*_, period), var in list(model.units.items()) + list(model.period_nodes.items()) + list(model.routed.items()):
+        names[var.name].add(period)
+    return {name: frozenset(periods) for name, periods in names.items()}
+
+
+def worth_decomposing(model: FleetModel) -> bool:
+    """Large enough that branch and bound alone struggles, with more than one period and some year-round integer."""
+    variables = model.problem.variables()
+    integers = sum(1 for v in variables if v.cat == pulp.LpInteger)
+    blocks = set(period_of_variables(model).values())
+    return integers >= DECOMPOSE_MIN_INTEGERS and len(blocks) > 1 and bool(model.fixed_nodes)
+
+
+def _period_blocks(model: FleetModel, period_of: dict[str, frozenset[str]]) -> dict[frozenset[str], list] | None:
+    """The rows of each period (every period variable of a row in that one period); None when a row ties two
+    periods through a period variable (a unit held all year: nodes not reconfigured), where no split is exact."""
+    blocks: dict[frozenset[str], list] = defaultdict(list)
+    for constraint in model.problem.constraints.values():
+        periods = {period_of[v.name] for v in constraint if v.name in period_of}
+        if len(periods) > 1:
+            return None
+        if periods:
+            blocks[periods.pop()].append(constraint)
+    return blocks
+
+
+def _relaxed(model: FleetModel, period_of: dict, solve) -> tuple[str, float | None]:
+    """Stage 1: every period integer relaxed, solved; the categories are restored whatever happens."""
+    relaxed = [v for v in model.problem.variables() if v.name in period_of and v.cat == pulp.LpInteger]
+    for var in relaxed:
+        var.cat = pulp.LpContinuous
+    try:
+        status, _ = solve(model.problem)
+    finally:
+        for var in relaxed:
+            var.cat = pulp.LpInteger
+    value = pulp.value(model.problem.objective) if status in ("optimal", "feasible") else None
+    return status, value
+
+
+def _period_problem(name: str, constraints: list, objective: list, fixed: dict[str, float]) -> pulp.LpProblem:
+    """One period's rows with the year-round variables replaced by their values."""
+    problem = pulp.LpProblem(name, pulp.LpMinimize)
+    problem += pulp.lpSum(coefficient * var for var, coefficient in objective)
+    for index, constraint in enumerate(constraints):
+        expression = pulp.LpAffineExpression([(v, c) for v, c in constraint.items() if v.name not in fixed])
+        constant = constraint.constant + sum(c * fixed[v.name] for v, c in constraint.items() if v.name in fixed)
+        problem += pulp.LpConstraint(expression + constant, constraint.sense, name=f"r{index}")
+    return problem
+
+
+def warm_start(model: FleetModel, solve, seconds_left) -> WarmStart | None:
+    """The two-stage plan (module docstring), or None where the program does not split by period, a stage finds
+    no plan, or the time runs out. `solve(problem, share)` solves a PuLP problem within `share` of the time left and
+    returns (status, bound); `seconds_left()` is what remains of the budget."""
+    started = time.perf_counter()
+    period_of = period_of_variables(model)
+    blocks = _period_blocks(model, period_of)
+    if blocks is None:
+        return None
+    stage_status, lower_bound = _relaxed(model, period_of, solve)
+    if stage_status not in ("optimal", "feasible") or seconds_left() <= 0:
+        return None
+    fixed = {}
+    for var in model.problem.variables():
+        if var.name not in period_of:
+            value = var.varValue or 0.0
+            fixed[var.name] = float(round(value)) if var.cat == pulp.LpInteger else value
+    objective: dict[frozenset[str], list] = defaultdict(list)
+    total = 0.0
+    for var, coefficient in model.problem.objective.items():
+        if var.name in period_of:
+            objective[period_of[var.name]].append((var, coefficient))
+        else:
+            total += coefficient * fixed[var.name]
+    total += model.problem.objective.constant
+    for index, (periods, constraints) in enumerate(sorted(blocks.items(), key=lambda kv: sorted(kv[0]))):
+        if seconds_left() <= 0:
+            return None
+        problem = _period_problem(f"period_{index}", constraints, objective[periods], fixed)
+        status, _ = solve(problem, 1.0 / (len(blocks) - index))  # a fair share of what is left per period
+        if status not in ("optimal", "feasible"):
+            return None
+        total += pulp.value(problem.objective) or 0.0
+    for var in model.problem.variables():
+        if var.name in fixed:
+            var.varValue = fixed[var.name]
+        elif var.varValue is None:
+            var.varValue = 0.0
+    if not _holds(model):
+        return None
+    values = {var.name: var.varValue for var in model.problem.variables()}
+    exact = pulp.value(model.problem.objective)
+    if exact is None or not math.isclose(exact, total, rel_tol=1e-6, abs_tol=1e-3):
+        return None
+    return WarmStart(exact, lower_bound if stage_status == "optimal" else None, time.perf_counter() - started,
+                     len(blocks), values)  # fmt: skip
+
+
+def _holds(model: FleetModel) -> bool:
+    """Every row of the whole program holds at the variables' values (integers whole, within tolerance)."""
+    for var in model.problem.variables():
+        value = var.varValue
+        if var.cat == pulp.LpInteger and abs(value - round(value)) > _FEASIBILITY:
+            return False
+        if (var.lowBound is not None and value < var.lowBound - _FEASIBILITY) or (
+                var.upBound is not None and value > var.upBound + _FEASIBILITY):
+            return False
+    for constraint in model.problem.constraints.values():
+        value = constraint.value()
+        scale = max(1.0, abs(constraint.constant))
+        if constraint.sense == pulp.LpConstraintEQ and abs(value) > _FEASIBILITY * scale * 10:
+            return False
+        if constraint.sense == pulp.LpConstraintLE and value > _FEASIBILITY * scale * 10:
+            return False
+        if constraint.sense == pulp.LpConstraintGE and value < -_FEASIBILITY * scale * 10:
+            return False
+    return True
+
+
+def restore(model: FleetModel, start: WarmStart) -> None:
+    """Put the warm start's plan back into the variables (the solver returned nothing better)."""
+    for var in model.problem.variables():
+        var.varValue = start.values.get(var.name, 0.0)
