@@ -39,7 +39,7 @@ from planner.perf.serving import EngineSpec, engine_problem
 from planner.perf.roofline import supports_roofline
 from planner.perf.tables import instance_memory
 from planner.perf.types import Layout
-from planner.workers import can_fork, worker_count  # noqa: F401 (worker_count: read by tests as candidates.worker_count)
+from planner.workers import can_fork, executor, map_on_ray, worker_count  # noqa: F401 (worker_count: read by tests as candidates.worker_count)
 from planner.plan import CandidateStats
 from planner.scenario import HOURS_PER_YEAR, Bucket, OnPremCosts, Scenario, SystemOffer, Workload
 
@@ -561,11 +561,7 @@ class _Builder:
         """The modeled curve of an engine at the lengths of `shape` (a query without limits), computed once."""
         key = (shape, layout, precision, percentile, speculation, hop_bytes_per_s)
         if key not in self.curves and not self.kept_curve(key):
-            self.curves[key] = modeled_points(
-                shape, self.catalog, layout.tp, precision, percentile,
-                aic_where_extrapolated="aic" in self.scenario.perf_sources, layout=layout, speculation=speculation,
-                hop_bytes_per_s=hop_bytes_per_s,
-            )  # fmt: skip
+            self.curves[key] = price_curve((self.catalog, "aic" in self.scenario.perf_sources), key)
             self.keep_curve(key)
         return self.curves[key]
 
@@ -658,10 +654,38 @@ def serves_aggregated(scenario: Scenario, workload: Workload) -> bool:
     return scenario.disaggregated != "always" or workload.mode == "offline"
 
 
+def price_curve(context: tuple[Catalog, bool], key: tuple) -> list[PerfResult] | str:
+    """One engine curve: its modeled points (or why there are none), from the catalog and whether aiconfigurator's
+    tables answer where the roofline extrapolates; `key` is the builder's (shape, layout, precision, percentile,
+    speculation, hop bytes/s). A pure function of its arguments, wherever it runs."""
+    catalog, aic = context
+    shape, layout, precision, percentile, speculation, hop_bytes_per_s = key
+    return modeled_points(shape, catalog, layout.tp, precision, percentile, aic_where_extrapolated=aic, layout=layout,
+                          speculation=speculation, hop_bytes_per_s=hop_bytes_per_s)  # fmt: skip
+
+
 def _price_curve(key: tuple) -> tuple:
     """In a forked worker: one engine curve (the builder's memo key) and its points (none past the deadline)."""
     deadline.check(CANDIDATE_STAGE)
     return key, _FORKED.curve(*key)
+
+
+def _prefetch_on_ray(builder: _Builder, keys: list[tuple], progress) -> int:
+    """The curves as Ray tasks (`--executor ray`): the catalog, its calibration fits made, goes to the object store
+    once; each task prices a few curves with `price_curve`. Checked against the deadline as results come back."""
+    if progress is not None:
+        progress(0, len(keys), f"pricing {len(keys)} engine curves on Ray")
+    context = (builder.catalog, "aic" in builder.scenario.perf_sources)
+
+    def report(done: int, total: int) -> None:
+        deadline.check(CANDIDATE_STAGE)
+        if progress is not None:
+            progress(done, total)
+
+    for key, points in zip(keys, map_on_ray(price_curve, context, keys, report)):
+        builder.curves[key] = points
+        builder.keep_curve(key)
+    return len(keys)
 
 
 def prefetch_curves(builder: _Builder, progress: Callable[..., None] | None = None) -> int:
@@ -669,8 +693,8 @@ def prefetch_curves(builder: _Builder, progress: Callable[..., None] | None = No
     memo; the enumeration then runs as before and finds them there, so its result is the same whatever the number of
     processes (the curves are pure functions of their keys). Curves of a (model, GPU) with benchmark rows are left to
     the enumeration (data may answer and need none). The calibration fits and lazy imports happen here, once,
-    before the fork. Returns the number priced in parallel (0 where
-    there are too few, one process, or no fork on this platform)."""
+    before the fork. On `--executor ray` (planner.workers.executor) every pending curve is a Ray task instead.
+    Returns the number priced in parallel (0 where there are too few, one process, or no fork on this platform)."""
     global _FORKED
     scenario, catalog = builder.scenario, builder.catalog
     if "modeled" not in scenario.perf_sources:
@@ -690,8 +714,9 @@ def prefetch_curves(builder: _Builder, progress: Callable[..., None] | None = No
                     if key not in builder.curves and not builder.kept_curve(key):
                         pending[key] = None
     builder.use_engine(DEFAULT_ENGINE)
+    on_ray = executor() == "ray" and bool(pending)
     workers = min(worker_count(), len(pending) // 8)
-    if workers < 2 or len(pending) < PARALLEL_MIN_CURVES or not can_fork():
+    if not on_ray and (workers < 2 or len(pending) < PARALLEL_MIN_CURVES or not can_fork()):
         return 0
     from planner.perf import open_loop  # noqa: F401 (imported once, before the fork)
     from planner.perf.calibration import fit_kernels
@@ -702,6 +727,8 @@ def prefetch_curves(builder: _Builder, progress: Callable[..., None] | None = No
         calibrated(catalog, model, gpu, engine, version or None)  # the calibration fits, kept with the catalog
         fit_kernels(catalog, catalog.gpus[gpu].architecture)
     rest = list(pending)
+    if on_ray:
+        return _prefetch_on_ray(builder, rest, progress)
     if progress is not None:
         kept = f" ({builder.store.hits} kept from earlier runs)" if builder.store is not None and builder.store.hits else ""
         progress(0, len(rest), f"pricing {len(rest)} engine curves on {workers} processes{kept}")

@@ -3,7 +3,9 @@ pricing them in this process gives: the same candidates, options, pruning reason
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 
 import pytest
 
@@ -80,3 +82,37 @@ def test_a_broken_worker_pool_falls_back_to_pricing_here(tmp_path, monkeypatch):
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Broken)
     broken, _, _ = enumerate_with(2, path, monkeypatch)
     assert broken.candidates == serial.candidates and broken.options == serial.options
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="the optional ray extra is not installed")
+def test_pricing_on_ray_changes_nothing(tmp_path, monkeypatch):
+    """`--executor ray`: every curve a Ray task (a local Ray here), the same candidates and plan as one process."""
+    from planner.workers import use_executor
+
+    path = write_scenario(tmp_path, SCENARIO)
+    stages = []
+    with use_executor("ray"):
+        on_ray, scenario, catalog = enumerate_with(2, path, monkeypatch, lambda *args: stages.append(args))
+    assert any(len(s) == 3 and "engine curves on Ray" in s[2] for s in stages), stages
+    serial, _, serial_catalog = enumerate_with(1, path, monkeypatch)
+    assert on_ray.candidates == serial.candidates and on_ray.options == serial.options and on_ray.pruned == serial.pruned
+
+
+def test_ray_asked_for_without_the_extra_says_how_to_install_it(tmp_path, monkeypatch, cli):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray fails as where the extra is not installed
+    monkeypatch.setenv("PLANNER_CACHE_DIR", "off")
+    path = write_scenario(tmp_path, SCENARIO)
+    code, out, err = cli("plan", str(path), "--executor", "ray")
+    assert code == 2 and "pip install '.[ray]'" in err and "Traceback" not in out + err
+
+
+@pytest.mark.parametrize("value", ["threads", "RAY"])
+def test_an_unknown_executor_is_refused_by_name(value, monkeypatch, cli, tmp_path):
+    from planner.workers import executor
+
+    monkeypatch.setenv("PLANNER_EXECUTOR", value)
+    with pytest.raises(Exception, match="PLANNER_EXECUTOR"):
+        executor()
+    monkeypatch.delenv("PLANNER_EXECUTOR")
+    code, _, err = cli("plan", str(write_scenario(tmp_path, SCENARIO)), "--executor", value)
+    assert code == 2 and "allowed: process, ray" in err

@@ -38,15 +38,21 @@ def plan_file(
     perf_source: str | None = None,
     confidence: float | None = None,
     overrides: ScenarioOverrides | None = None,
+    executor: str | None = None,
 ) -> Plan:
     """Load the catalog and a scenario file, then size the fleet (raises InfeasiblePlanError with a diagnosis).
     `progress(done, total)` follows the candidate enumeration, the long part of big scenarios. A perf margin
     (argument or the scenario's `robustness:`) or demand forecasts make it a robust plan priced against the nominal.
-    `overrides` change the scenario for this run (deployment, systems, precisions, engines)."""
-    catalog = scenario_catalog(scenario_path, catalog_dirs)
-    scenario = load_scenario(scenario_path, catalog, overrides)
-    scenario = with_perf_source(with_perf_margin(scenario, perf_margin), perf_source)
-    return solve_scenario(with_confidence(scenario, confidence), catalog, solver, time_limit_s, progress)
+    `overrides` change the scenario for this run (deployment, systems, precisions, engines). `executor`: where the
+    engine curves are priced, process (forked workers here, the default) or ray (planner.workers); the plan is the
+    same either way."""
+    from planner.workers import use_executor
+
+    with use_executor(executor):
+        catalog = scenario_catalog(scenario_path, catalog_dirs)
+        scenario = load_scenario(scenario_path, catalog, overrides)
+        scenario = with_perf_source(with_perf_margin(scenario, perf_margin), perf_source)
+        return solve_scenario(with_confidence(scenario, confidence), catalog, solver, time_limit_s, progress)
 
 
 def perf_layers(perf_source: str | None) -> tuple[str, ...]:

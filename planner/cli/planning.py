@@ -136,6 +136,9 @@ def plan(
     time_limit: TimeLimitOption = None,
     catalog: CatalogOption = None,
     progress_mode: ProgressOption = ProgressMode.auto,
+    executor: Annotated[str | None, typer.Option(
+        "--executor", help="Where engine curves are priced: process (forked workers on this machine; default) or ray "
+        "(tasks on the Ray cluster at RAY_ADDRESS, else a local one; pip install '.[ray]'). The plan is the same.")] = None,
     debug: DebugOption = False,
 ) -> None:
     """Size the fleet: the cheapest node counts that serve every workload's peak within its latency limits."""
@@ -146,7 +149,7 @@ def plan(
         overrides = _overrides(deployment, systems, precisions, engines)
         with _progress(progress_mode, json) as progress:
             result = api.plan_file(scenario, catalog, solver.value if solver else None, time_limit, progress, perf_margin,
-                                   perf_source, confidence, overrides)  # fmt: skip
+                                   perf_source, confidence, overrides, executor)  # fmt: skip
         options = _simulation_options(duration, seeds) if verify else None  # the simulator is imported only to run
         repaired = checks = None
         if repair:
