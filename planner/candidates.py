@@ -688,19 +688,43 @@ def _prefetch_on_ray(builder: _Builder, keys: list[tuple], progress) -> int:
     return len(keys)
 
 
-def prefetch_curves(builder: _Builder, progress: Callable[..., None] | None = None) -> int:
+@dataclass(frozen=True)
+class CurveTally:
+    """The modeled engine curves an enumeration asks for before it starts: how many, how many were kept from an
+    earlier run (or this process), how many were priced in parallel and where; the rest are priced as reached."""
+
+    needed: int = 0
+    kept: int = 0
+    priced: int = 0
+    where: str = ""
+
+    def describe(self) -> str:
+        """'224 modeled engine curves: 98 kept from earlier runs, 126 priced on 2 processes' (empty: none needed)."""
+        if not self.needed:
+            return ""
+        parts = [f"{self.kept} kept from earlier runs"] if self.kept else []
+        if self.priced:
+            parts.append(f"{self.priced} priced {self.where}")
+        if self.needed - self.kept - self.priced > 0:
+            parts.append(f"{self.needed - self.kept - self.priced} priced here as reached")
+        return f"{self.needed} modeled engine curve{'s' if self.needed != 1 else ''}: {', '.join(parts)}"
+
+
+def prefetch_curves(builder: _Builder, progress: Callable[..., None] | None = None) -> CurveTally:
     """Price the engine curves the enumeration will ask the roofline for, in parallel processes, into the builder's
     memo; the enumeration then runs as before and finds them there, so its result is the same whatever the number of
     processes (the curves are pure functions of their keys). Curves of a (model, GPU) with benchmark rows are left to
     the enumeration (data may answer and need none). The calibration fits and lazy imports happen here, once,
     before the fork. On `--executor ray` (planner.workers.executor) every pending curve is a Ray task instead.
-    Returns the number priced in parallel (0 where there are too few, one process, or no fork on this platform)."""
+    Returns the tally: curves needed, kept from earlier runs, priced in parallel (none where there are too few, one
+    process, or no fork on this platform)."""
     global _FORKED
     scenario, catalog = builder.scenario, builder.catalog
     if "modeled" not in scenario.perf_sources:
-        return 0
+        return CurveTally()
     with_rows = {(row.model, row.gpu) for row in catalog.benchmarks}
     pending: dict[tuple, None] = {}
+    needed: set[tuple] = set()
     for workload in scenario.workloads:
         if not supports_roofline(catalog.models[workload.model]) or not serves_aggregated(scenario, workload):
             continue
@@ -711,13 +735,15 @@ def prefetch_curves(builder: _Builder, progress: Callable[..., None] | None = No
             for bucket in workload.buckets:
                 for shape, layout, precision, speculation, hop in builder.curve_specs(offer, workload, bucket):
                     key = (shape, layout, precision, workload.slo.percentile, speculation, hop)
+                    needed.add(key)
                     if key not in builder.curves and not builder.kept_curve(key):
                         pending[key] = None
     builder.use_engine(DEFAULT_ENGINE)
+    tally = CurveTally(len(needed), len(needed) - len(pending))
     on_ray = executor() == "ray" and bool(pending)
     workers = min(worker_count(), len(pending) // 8)
     if not on_ray and (workers < 2 or len(pending) < PARALLEL_MIN_CURVES or not can_fork()):
-        return 0
+        return tally
     from planner.perf import open_loop  # noqa: F401 (imported once, before the fork)
     from planner.perf.calibration import fit_kernels
     from planner.perf.engines import calibrated
@@ -728,9 +754,9 @@ def prefetch_curves(builder: _Builder, progress: Callable[..., None] | None = No
         fit_kernels(catalog, catalog.gpus[gpu].architecture)
     rest = list(pending)
     if on_ray:
-        return _prefetch_on_ray(builder, rest, progress)
+        return dataclasses.replace(tally, priced=_prefetch_on_ray(builder, rest, progress), where="on Ray")
     if progress is not None:
-        kept = f" ({builder.store.hits} kept from earlier runs)" if builder.store is not None and builder.store.hits else ""
+        kept = f" ({tally.kept} kept from earlier runs)" if tally.kept else ""
         progress(0, len(rest), f"pricing {len(rest)} engine curves on {workers} processes{kept}")
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
@@ -751,20 +777,21 @@ def prefetch_curves(builder: _Builder, progress: Callable[..., None] | None = No
         pass
     finally:
         _FORKED = None
-    return done
+    return dataclasses.replace(tally, priced=done, where=f"on {workers} processes")
 
 
 def enumerate_candidates(
     scenario: Scenario, catalog: Catalog, progress: Callable[..., None] | None = None
 ) -> CandidateSet:
     """For every workload bucket x allowed system: the engine configurations that fit and meet the limits.
-    `progress(0, total, CANDIDATE_STAGE)` names the stage before the first workload x system pair, then
-    `progress(done, total)` follows each one (the CLI draws a bar with it)."""
+    `progress(0, total, CANDIDATE_STAGE)` names the stage before the first workload x system pair (with the tally of
+    modeled engine curves inside its brackets where there are any: kept from earlier runs, priced in parallel,
+    priced as reached), then `progress(done, total)` follows each one (the CLI draws a bar with it)."""
     builder = _Builder(scenario, catalog)
-    prefetch_curves(builder, progress)
+    tally = prefetch_curves(builder, progress).describe()
     total, done = len(scenario.workloads) * len(scenario.offers), 0
     if progress is not None:
-        progress(0, total, CANDIDATE_STAGE)
+        progress(0, total, f"{CANDIDATE_STAGE[:-1]}; {tally})" if tally else CANDIDATE_STAGE)
     for workload in scenario.workloads:
         for offer in scenario.offers:
             done += 1

@@ -137,10 +137,24 @@ def test_the_candidate_stage_reports_its_total_from_the_start():
     candidates, solve = _stages(calls)
     total = candidates[0][1]
     # named and known before the first workload x system pair
-    assert candidates[0] == (0, total, "pricing candidates (workload x system)") and total > 1
+    assert candidates[0][:2] == (0, total) and total > 1
+    assert re.fullmatch(r"pricing candidates \(workload x system(; .+)?\)", candidates[0][2])
     assert all(call[1] == total for call in candidates)  # never None
     assert [call[0] for call in candidates] == list(range(total + 1))  # by 1, never back
     assert solve == [(0, None, "solving the integer program (cbc, at most 60 s)")]
+
+
+def test_the_candidate_stage_counts_the_curves_priced_and_the_curves_kept(tmp_path, monkeypatch):
+    """The stage's name tallies the modeled engine curves: all priced on a cold cache, all kept when re-run."""
+    monkeypatch.setenv("PLANNER_CACHE_DIR", str(tmp_path / "cache"))
+    names = []
+    for _ in range(2):
+        calls = []
+        api.plan_file(SCENARIOS / "chat-and-summarize.yaml", progress=lambda *args: calls.append(args))
+        names.append(_stages(calls)[0][0][2])
+    cold = re.fullmatch(r"pricing candidates \(workload x system; (\d+) modeled engine curves: (\d+) priced (?:here as reached|on \d+ processes)\)", names[0])
+    assert cold and cold[1] == cold[2], names[0]
+    assert names[1] == f"pricing candidates (workload x system; {cold[1]} modeled engine curves: {cold[1]} kept from earlier runs)"
 
 
 def test_sweep_progress_moves_by_one_point_on_several_workers():
