@@ -172,4 +172,11 @@ def _spot_offers(cloud, catalog: Catalog, file: str, start_up_hours: float) -> l
                  f"{tau_hours * 60:g} min))")
         offers.append(SystemOffer(system=system_id, site="cloud", pricing="spot", price_usd=None, usd_per_hour=price,
                                   power_kw=None, rack_units=None, price_note=note, capacity_factor=availability))  # fmt: skip
+    if spot.interruptions_per_hour > 0 and tau_hours <= 0:  # A = 1: interruptions that cost nothing
+        raise PlannerInputError(
+            file, "sites.cloud.spot.replacement_minutes",
+            f"interruptions at {spot.interruptions_per_hour:g}/h need the minutes a reclaimed spot node takes to be "
+            "replaced (a new node starts, loads the model and warms up: minutes, not 0); give "
+            "sites.cloud.spot.replacement_minutes (or sites.cloud.start_up_minutes); 0 would serve every hour",
+        )  # fmt: skip
     return offers

@@ -12,6 +12,7 @@ from planner.errors import PlannerInputError
 from planner.api.planning import perf_layers
 from planner.landscape import Landscape, engine_landscape
 from planner.perf import PerfMiss, PerfQuery, PerfResult, estimate
+from planner.perf.shapes import tensor_split_refusal
 from planner.requirements import (
     daily_active_users,
     peak_rps_from_mean,
@@ -30,19 +31,22 @@ class PerfAnswer:
 
 
 def perf_point(query: PerfQuery, catalog_dirs: CatalogDirs = None, perf_source: str | None = None,
-               percentile: float | None = None) -> PerfAnswer:  # fmt: skip
+               percentile: float | None = None, layout_given: bool = False) -> PerfAnswer:  # fmt: skip
     """Latency and throughput of one engine config, with provenance (or why there is no answer); latencies at
-    `percentile` (None: means), the limits of the query at it too."""
+    `percentile` (None: means), the limits of the query at it too. `layout_given`: the TP came from `--layout`
+    (errors name that option)."""
     catalog = load_catalog(catalog_dirs)
-    query = _check_query_ids(query, catalog)
+    query = _check_query_ids(query, catalog, layout_given)
     answer = estimate(query, catalog, sources=perf_layers(perf_source), percentile=percentile)
     if isinstance(answer, PerfMiss):
         return PerfAnswer(query, None, answer.reason, percentile)
     return PerfAnswer(query, answer, None, percentile)
 
 
-def _check_query_ids(query: PerfQuery, catalog: Catalog) -> PerfQuery:
-    """The query with catalog ids for its model and GPU (aliases resolved), checked against the catalog."""
+def _check_query_ids(query: PerfQuery, catalog: Catalog, layout_given: bool = False) -> PerfQuery:
+    """The query with catalog ids for its model and GPU (aliases resolved), checked against the catalog: the
+    precision on the GPU, TP within its largest node and splitting the attention heads as engines require (named
+    as `--layout` where the layout was given so: `layout_given`, or a layout beyond TP)."""
     query = dataclasses.replace(
         query, model=catalog.resolve("model", query.model, "--model", "model"), gpu=catalog.resolve("gpu", query.gpu, "--gpu", "gpu")
     )
@@ -52,12 +56,16 @@ def _check_query_ids(query: PerfQuery, catalog: Catalog) -> PerfQuery:
             "--precision", "precision", f"{query.gpu} does not support {query.precision}; allowed: {', '.join(gpu.precisions)}"
         )
     # tensor parallelism stays within one node's NVLink domain: the largest node of this GPU bounds it
+    option = "--layout" if query.layout is not None or layout_given else "--tp"
     largest = max((s.gpus_per_node for s in catalog.systems.values() if s.gpu == query.gpu), default=8)
     if query.tp is not None and query.tp > largest:
         raise PlannerInputError(
-            "--tp", "tp", f"TP {query.tp} spans more GPUs than the largest {query.gpu} node in the catalog "
-            f"({largest}); allowed: 1 to {largest}",
+            option, option.lstrip("-"), f"TP {query.tp} spans more GPUs than the largest {query.gpu} node in the "
+            f"catalog ({largest}); allowed: 1 to {largest}",
         )  # fmt: skip
+    refusal = tensor_split_refusal(catalog.models[query.model], query.tp) if query.tp is not None else None
+    if refusal is not None:  # no engine loads the model so: a layout to fix, not an answer
+        raise PlannerInputError(option, option.lstrip("-"), refusal)
     return query
 
 

@@ -312,6 +312,10 @@ DEFAULT_RANGES = {  # (lowest, highest, lowest allowed itself): beyond them a de
     "frontend_switch_usd": (0.0, 1e7, True), "frontend_link_usd": (0.0, 1e6, True),
     "storage_tb_per_node": (0.0, 1e4, True), "storage_usd_per_tb": (0.0, 1e6, True),
 }  # fmt: skip
+# counts of things (rack units, PDUs, switch ports, ports per node): whole numbers in the catalog as in a scenario
+# (planner/scenario/spec.py types the same names as int); 1.5 PDUs would be truncated to 1 where it is used
+WHOLE_DEFAULTS = frozenset({"rack_units_per_rack", "pdus_per_rack", "fabric_switch_ports", "frontend_ports_per_node",
+                            "frontend_switch_ports"})  # fmt: skip
 INFRASTRUCTURE_DEFAULTS = tuple(list(DEFAULT_RANGES)[list(DEFAULT_RANGES).index("cost_of_capital_per_year"):])
 
 
@@ -362,6 +366,8 @@ class CatalogDefaults(InputModel):
         if not ((low <= value.value if low_allowed else low < value.value) and value.value <= high):
             bracket = "[" if low_allowed else "("
             raise ValueError(f"value must be in {bracket}{low:g}, {high:g}] (got {value.value:g})")
+        if info.field_name in WHOLE_DEFAULTS and not float(value.value).is_integer():
+            raise ValueError(f"value must be a whole number (a count; got {value.value:g})")
         return value
 
 

@@ -95,7 +95,7 @@ def perf(
         query = PerfQuery(model, gpu, isl, osl, parsed.tp if parsed else tp, precision, concurrency, ttft_ms, itl_ms,
                           e2e_ms, tpot_ms, token_budget, rate_rps=rate_rps, engine=spec.engine,
                           engine_version=spec.version, layout=beyond_tp)  # fmt: skip
-        answer = api.perf_point(query, catalog, perf_source, percentile)
+        answer = api.perf_point(query, catalog, perf_source, percentile, layout_given=layout is not None)
         if json:
             sys.stdout.write(json_out.dumps(json_out.perf_document(answer, gpus_per_node)))
         else:

@@ -13,6 +13,7 @@ from planner.infrastructure import BREAKDOWN_OF_KIND, infrastructure_lines
 from planner.optimize.model import _TOLERANCE, FleetModel, spare_policy
 from planner.optimize.packing import _ROLE, node_lines
 from planner.optimize.solve import SolveOutcome
+from planner.scenario import HOURS_PER_YEAR
 from planner.perf.serving import engine_named
 from planner.plan import (
     PER_PERIOD_ROLES,
@@ -82,6 +83,15 @@ def plan_warnings(scenario, workloads) -> tuple[str, ...]:
     itl_ms as tpot_ms, docs/metrics.md); a streaming or sequential workload with no latency limit, sized at each
     engine's highest throughput whatever its latency there (a TTFT of minutes), with the latencies it came to."""
     warnings = list(scenario.metrics_notes) if scenario.metrics_migrated else []
+    covered = sum(p.hours_per_year for p in scenario.periods)
+    if covered < HOURS_PER_YEAR - 0.5:
+        per_day = (" (hours_per_year counts hours in a year: a period of 10 hours every day is 3,650; these look "
+                   "like hours per day or per week)") if covered <= 168 else ""  # fmt: skip
+        warnings.append(
+            f"the periods cover {covered:,.6g} of the year's {HOURS_PER_YEAR:,.0f} hours: rented nodes, energy and "
+            f"every hourly cost count those hours only, and the other {HOURS_PER_YEAR - covered:,.6g} hours are "
+            f"planned as having no demand{per_day}"
+        )  # fmt: skip
     for workload, result in zip(scenario.workloads, workloads):
         slo = workload.slo
         if workload.mode == "offline" or metric_limits(slo):

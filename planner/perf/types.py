@@ -84,6 +84,9 @@ def prompt_terms(isl: float, cache: PrefixCache | None) -> tuple[float, float, f
     return linear**2 / causal, causal / linear, linear
 
 
+LAYOUT_MOST = {"tp": 1024, "dp": 1024, "ep": 1024, "pp": 64}  # a count past these is a typo (GB200 NVL72 holds 72 GPUs)
+
+
 @dataclass(frozen=True)
 class Layout:
     """How one engine instance spreads over GPUs: `tp` GPUs per attention rank, `dp` ranks (attention data
@@ -128,6 +131,8 @@ class Layout:
             for key in (("dp", "ep") if name == "DEP" else (name.lower(),)):
                 if key in counts or int(digits) < 1:
                     raise ValueError(f"layout '{text}': {key.upper()} given twice or below 1; give {allowed}")
+                if int(digits) > LAYOUT_MOST[key]:
+                    raise ValueError(f"layout '{text}': {key.upper()} {int(digits)}; allowed: 1 to {LAYOUT_MOST[key]}")
                 counts[key] = int(digits)
         tp, ep = counts.get("tp", 1), counts.get("ep", 1)
         dp = counts.get("dp", ep // tp if ep > tp and ep % tp == 0 else 1)

@@ -96,6 +96,10 @@ def overwritten_input(out: Path, inputs: InputPaths) -> tuple[Path, Path | None]
     return None
 
 
+NAME_MAX_BYTES = 255  # a file or folder name on Linux, macOS and Windows file systems
+PATH_MAX_BYTES = 4096  # a whole path (Linux PATH_MAX)
+
+
 def check_output_path(out: Path | str | None, inputs: InputPaths = (), flag: str = "--out") -> None:
     """Refuse, before any work, an output path that cannot or must not be written: an existing folder, a path
     under a file, or any file the command reads (`inputs`: files, and folders whose every file is read)."""
@@ -103,6 +107,12 @@ def check_output_path(out: Path | str | None, inputs: InputPaths = (), flag: str
         return
     out = Path(out)
     field = flag.lstrip("-")
+    for part in out.parts:
+        if len(os.fsencode(part)) > NAME_MAX_BYTES:
+            raise PlannerInputError(flag, field, f"a name in the path is {len(os.fsencode(part))} bytes long "
+                                                 f"({part[:40]}...); allowed: at most {NAME_MAX_BYTES} bytes per name")  # fmt: skip
+    if len(os.fsencode(str(out))) > PATH_MAX_BYTES:
+        raise PlannerInputError(flag, field, f"the path is {len(os.fsencode(str(out)))} bytes long; allowed: at most {PATH_MAX_BYTES}")
     if out.is_dir():
         raise PlannerInputError(flag, field, f"{out} is a directory; give a file path")
     for parent in out.parents:

@@ -142,6 +142,19 @@ def resolve_workload(spec: WorkloadSpec, words_per_token: float, default_quantil
     )
 
 
+def _check_prefix_fits(workload: Workload, index: int, file: str) -> None:
+    """A cached prefix is part of a prompt: one as long as every prompt (its longest bucket's) cannot be, and would
+    be cut to the prompt silently (a 6,000-token prefix of 2,000-token prompts)."""
+    cache = workload.prefix_cache
+    longest = max(b.isl_tokens for b in workload.buckets)
+    if cache is not None and cache.tokens >= longest:
+        raise PlannerInputError(
+            file, f"workloads[{index}:{workload.name}].prefix_cache.prefix_tokens",
+            f"{cache.tokens:,} tokens; allowed: fewer than the prompt ({longest:,} tokens, its longest bucket's isl): "
+            "the prefix is the cached start of each prompt",
+        )  # fmt: skip
+
+
 def _prefix_cache(spec: PrefixCacheSpec | None):
     from planner.perf.types import PrefixCache
 
@@ -165,7 +178,9 @@ def period_demand_rps(workload: Workload, factor: float) -> float:
 def resolve_periods(spec: ScenarioSpec, workloads: list[Workload], file: str) -> tuple[Period, ...]:
     """The scenario's periods (default: one period, the whole year at peak demand)."""
     if spec.periods is None:
-        return (Period("all", HOURS_PER_YEAR, {w.name: w.peak_rps for w in workloads}, _traffic(workloads, {})),)
+        whole_year = [Period("all", HOURS_PER_YEAR, {w.name: w.peak_rps for w in workloads}, _traffic(workloads, {}))]
+        _check_forecast_demand(spec, whole_year, file)
+        return tuple(whole_year)
     names = {w.name for w in workloads}
     periods = []
     for index, period in enumerate(spec.periods):
@@ -184,7 +199,38 @@ def resolve_periods(spec: ScenarioSpec, workloads: list[Workload], file: str) ->
                     f"{MAX_PERIOD_RPS:,.0f} rps (check the workload's rate and this factor)",
                 )  # fmt: skip
         periods.append(Period(period.name, period.hours_per_year, demand, _traffic(workloads, period.demand_factor)))
+    _check_forecast_demand(spec, periods, file)
     return tuple(periods)
+
+
+def _check_racks_hold_a_node(infrastructure: Infrastructure, systems: list, file: str) -> None:
+    """A rack the scenario sizes holds whole nodes: one smaller than an offered node (in rack units or power) would
+    be priced as fractions of nodes (a 0.1 kW rack: 1,326 racks for 13 DGX H100), so it is refused, naming the
+    field. The catalog's default rack (41 kW, 42U) is a typical site's: a rack-scale system larger than it (GB200
+    NVL72, 132 kW) is counted as the racks its power and height fill, as before."""
+    for name, attribute, unit in (("kw_per_rack", "power_kw", "kW"), ("rack_units_per_rack", "rack_units", "RU")):
+        figure = infrastructure.figures[name]
+        if figure.kind != "user":
+            continue
+        largest = max((s for s in systems if getattr(s, attribute) is not None), key=lambda s: getattr(s, attribute), default=None)
+        if largest is not None and getattr(largest, attribute) > figure.value:
+            raise PlannerInputError(
+                file, f"sites.on_prem.infrastructure.{name}", f"a rack of {figure.value:g} {unit} holds no {largest.id} node ({getattr(largest, attribute):g} "
+                f"{unit}); allowed: at least the largest node's {getattr(largest, attribute):g} {unit}",
+            )  # fmt: skip
+
+
+def _check_forecast_demand(spec: ScenarioSpec, periods: list[Period], file: str) -> None:
+    """A forecast scales every period's demand: bounded as the periods' own demand is (MAX_PERIOD_RPS), by name."""
+    for index, forecast in enumerate(spec.robustness.demand_forecasts):
+        for name, factor in forecast.scale.items():
+            rps = max((p.demand_rps.get(name, 0.0) * factor for p in periods), default=0.0)
+            if not math.isfinite(rps) or rps > MAX_PERIOD_RPS:
+                raise PlannerInputError(
+                    file, f"robustness.demand_forecasts[{index}:{forecast.name}].scale.{name}",
+                    f"the forecast's demand of {name} comes to {rps:.4g} rps; allowed: a finite rate up to "
+                    f"{MAX_PERIOD_RPS:,.0f} rps (check the workload's rate and this scale)",
+                )  # fmt: skip
 
 
 def _traffic(workloads: list[Workload], factors: dict[str, float]) -> dict[str, float]:
@@ -229,6 +275,8 @@ def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str) -> Scenario:
     defaults = catalog.defaults
     words_per_token = spec.words_per_token if spec.words_per_token is not None else defaults.words_per_token.value
     workloads = [resolve_workload(w, words_per_token, defaults.peak_quantile.value) for w in spec.workloads]
+    for index, workload in enumerate(workloads):
+        _check_prefix_fits(workload, index, file)
     check_lengths_fit_context(spec, workloads, catalog, file)
     on_prem = spec.sites.on_prem
     costs = None
@@ -246,6 +294,8 @@ def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str) -> Scenario:
                 figures[name] = Figure(0.0, "sites.on_prem.infrastructure.include: false", "user")
         infrastructure = Infrastructure({name: _figure(getattr(on_prem.infrastructure, name), getattr(defaults, name))
                                          for name in INFRASTRUCTURE_FIELDS}) if included else None  # fmt: skip
+        if infrastructure is not None:
+            _check_racks_hold_a_node(infrastructure, [catalog.systems[s] for s in on_prem.systems], file)
         costs = OnPremCosts(
             pick("amortization_years"), pick("usd_per_kwh"), pick("pue"),
             pick("utilization_power_factor"), pick("maintenance_fraction_per_year"),
@@ -473,7 +523,7 @@ def apply_overrides(spec: ScenarioSpec, overrides: ScenarioOverrides | None, cat
         for site, kind, model in (("on_prem", "on-prem", OnPremSite), ("cloud", "cloud", CloudSite)):
             mine = list(dict.fromkeys(s for s in chosen if catalog.systems[s].kind == kind))
             current = getattr(spec.sites, site)
-            sites[site] = None if not mine else (current.model_copy(update={"systems": mine}) if current else model(systems=mine))
+            sites[site] = None if not mine else (_keep_systems(current, mine) if current else model(systems=mine))
         update["sites"] = spec.sites.model_copy(update=sites)
         have = {site for site, value in sites.items() if value is not None}
         deployment = update.get("deployment", spec.deployment)
@@ -488,6 +538,30 @@ def apply_overrides(spec: ScenarioSpec, overrides: ScenarioOverrides | None, cat
                    if values is not None}  # fmt: skip
         update["workloads"] = [w.model_copy(update=changes) for w in spec.workloads]
     return spec.model_copy(update=update)
+
+
+def _keep_systems(site: OnPremSite | CloudSite, systems: list[str]) -> OnPremSite | CloudSite:
+    """The site with `--systems`' systems, and its per-system entries (prices, reserved prices, commitments, spot)
+    kept only for them: what the override removed leaves no reference behind (a spot list naming a system no longer
+    offered would refuse the run)."""
+    keep = set(systems)
+
+    def only(prices: dict) -> dict:
+        return {k: v for k, v in prices.items() if k in keep}
+
+    update: dict = {"systems": systems}
+    if isinstance(site, OnPremSite):
+        update["price_usd"] = only(site.price_usd)
+        return site.model_copy(update=update)
+    update["usd_per_hour"] = only(site.usd_per_hour)
+    update["reserved_usd_per_hour"] = only(site.reserved_usd_per_hour)
+    update["commitments"] = [c.model_copy(update={"usd_per_hour": only(c.usd_per_hour)}) for c in site.commitments
+                             if c.discount_fraction is not None or only(c.usd_per_hour)]  # fmt: skip
+    if site.spot is not None:
+        spot_systems = None if site.spot.systems is None else [s for s in site.spot.systems if s in keep]
+        update["spot"] = None if spot_systems == [] else site.spot.model_copy(
+            update={"systems": spot_systems, "usd_per_hour": only(site.spot.usd_per_hour)})
+    return site.model_copy(update=update)
 
 
 def load_scenario(path: Path | str, catalog: Catalog, overrides: ScenarioOverrides | None = None) -> Scenario:

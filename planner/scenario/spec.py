@@ -6,9 +6,10 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, StrictBool, field_validator, model_validator
 
 from planner.catalog import InputModel, Name, Precision, clean_name, default_bounds
+from planner.catalog.entries import WHOLE_DEFAULTS
 from planner.cloud import CommitmentSpec, SpotSpec, SystemOffer, cloud_offers  # noqa: F401 (SystemOffer: read as scenario.SystemOffer)
 from planner.metrics import MAX_PERCENTILE, MIN_PERCENTILE, percentile_problem
 from planner.metrics import limits as slo_limits
@@ -182,7 +183,7 @@ class InfrastructureSpec(InputModel):
     the facility and software figures too: the servers alone, as before issue 34). Each figure None: the catalog
     default (catalogs/defaults.yaml, with its source)."""
 
-    include: bool = True
+    include: StrictBool = True
     rack_units_per_rack: int | None = _default_override("rack_units_per_rack")
     kw_per_rack: float | None = _default_override("kw_per_rack")
     rack_usd: float | None = _default_override("rack_usd")
@@ -202,6 +203,8 @@ class InfrastructureSpec(InputModel):
 
 
 OnPremSite.model_rebuild()
+# the counts are whole numbers here as in the catalog's defaults: one list of them (catalog WHOLE_DEFAULTS)
+assert {name for name, f in InfrastructureSpec.model_fields.items() if f.annotation == int | None} == WHOLE_DEFAULTS
 
 
 class CloudSite(InputModel):
@@ -275,7 +278,7 @@ class EngineSpec(InputModel):
 
     max_batch_ladder: list[Annotated[int, Field(gt=0, le=100_000)]] = Field(default_factory=lambda: [8, 32, 128, 512], min_length=1)
     tp_ladder: list[Literal[1, 2, 4, 8]] = Field(default_factory=lambda: [1, 2, 4, 8], min_length=1)
-    expert_parallel: bool = True
+    expert_parallel: StrictBool = True
     max_pipeline_nodes: int = Field(default=4, ge=1, le=64)
     speculative: SpeculativeSpec | None = None
     # tokens one iteration carries: every decoding sequence's token and prompt chunks up to it (chunked prefill;
@@ -326,8 +329,8 @@ class FleetSpec(InputModel):
     node's GPUs may host instances of several configurations and models (engines pinned to GPU subsets). Both
     false: a node runs one engine configuration all year (a "one model per server" policy)."""
 
-    reconfigure_between_periods: bool = True
-    share_nodes_across_models: bool = True
+    reconfigure_between_periods: StrictBool = True
+    share_nodes_across_models: StrictBool = True
     # disaggregated prefill/decode pools (KV cache sent over the nodes' network): never (default: it needs an
     # RDMA fabric and a serving stack such as Dynamo or llm-d), auto (the integer program chooses per workload),
     # always (every workload that has TTFT/ITL limits to split)
