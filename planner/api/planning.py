@@ -225,7 +225,7 @@ def compare(
         if deployment not in deployments:
             raise PlannerInputError("--plan", "deployment", f"the plan's deployment {str(deployment)[:20]!r} is not one "
                                     f"this scenario compares ({', '.join(deployments)})")  # fmt: skip
-        saved = (deployment, _saved_plan(plan_document, deployments[deployment]))
+        saved = (deployment, _saved_plan(plan_document, deployments[deployment], catalog))
     for deployment, scenario in deployments.items():
         tokens = output_tokens_per_year(scenario)
         note = notes.get(deployment, "")
@@ -267,7 +267,7 @@ def plan_in_context(
     catalog = scenario_catalog(scenario_path, catalog_dirs)
     scenario = with_perf_source(with_perf_margin(load_scenario(scenario_path, catalog, overrides), perf_margin), perf_source)
     if plan_document is not None:
-        return PlannedScenario(_saved_plan(plan_document, scenario), scenario, catalog)
+        return PlannedScenario(_saved_plan(plan_document, scenario, catalog), scenario, catalog)
     result = solve_scenario(scenario, catalog, solver, time_limit_s, progress)
     return PlannedScenario(result, scenario, catalog)
 
@@ -313,14 +313,15 @@ def simulate(
 
         options = dataclasses.replace(options, trace=load_trace(trace_path, time_unit=time_unit))
     if plan_document is not None:
-        result = _saved_plan(plan_document, scenario)
+        result = _saved_plan(plan_document, scenario, catalog)
     else:
         result = solve_plan(scenario, catalog, solver=solver, time_limit_s=time_limit_s, progress=progress)
     return result, simulate_plan(result, scenario, catalog, options, progress)
 
 
-def _saved_plan(document, scenario: Scenario) -> Plan:
-    """A saved `planner plan --json` document as a Plan, refused when it is not one or is another scenario's."""
+def _saved_plan(document, scenario: Scenario, catalog: Catalog) -> Plan:
+    """A saved `planner plan --json` document as a Plan, refused when it is not one, is another scenario's, or any
+    figure it holds disagrees with what its fleet costs under the scenario and catalog (optimize/recheck.py)."""
     from planner.plan import (
         configuration_key,
         plan_field_problems,
@@ -379,7 +380,9 @@ def _saved_plan(document, scenario: Scenario) -> Plan:
                                     f"'{str(line.site)[:20]}' is not a system the scenario allows; allowed: {offered}")  # fmt: skip
         if line.period not in periods or not (isinstance(line.nodes, int) and 0 < line.nodes <= 1_000_000):
             raise PlannerInputError("--plan", f"lines[{index}]", "a period of the plan (or 'all') and 1 to 1,000,000 nodes")
-    return result
+    from planner.optimize.recheck import recheck_plan
+
+    return recheck_plan(result, scenario, catalog)
 
 
 def verify(plan: Plan, scenario_path: Path | str, catalog_dirs: CatalogDirs = None, options=None, progress=None,
@@ -461,7 +464,7 @@ def decision_report(
     sites = {offer.site for offer in load_scenario(scenario_path, catalog, wide or None).offers}
     comparison, comparison_note, plan = None, "", None
     if plan_document is not None:
-        plan = _saved_plan(plan_document, scenario)
+        plan = _saved_plan(plan_document, scenario, catalog)
     if len(sites) > 1:
         if progress:
             progress(0, None, "planning on-prem, cloud and hybrid side by side")

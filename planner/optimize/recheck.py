@@ -1,0 +1,144 @@
+"""A saved plan file is a fleet: its figures are recomputed from the scenario and catalog, never trusted (issue 47).
+
+`planner plan --json` writes a plan; `bom`, `compare`, `report` and `simulate` read it back with `--plan`. What the
+file decides is the fleet: node counts per system, site, pricing and period, the engine instances on them and the
+routes. Everything else in it follows from those and the scenario's prices: each line's GPUs, annual cost, capex
+and power, the site's infrastructure lines, the totals and the objective. `recheck_plan` recomputes each of them
+as the plan was made (`packing._node_line`, `infrastructure_lines`, `readback._totals`) and refuses the file,
+naming the field, the value it holds and the value the scenario gives, where they disagree: a hand edit, a file
+of another price list, or a copy that disagrees with itself. It also refuses lines repeated, instances that need
+more GPUs than the lines' nodes hold, and routes that do not carry every workload's demand in every period."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from planner.candidates import offer_costs
+from planner.catalog import Catalog
+from planner.errors import PlannerInputError
+from planner.infrastructure import infrastructure_lines
+from planner.optimize.model import bucket_demand
+from planner.optimize.readback import _totals
+from planner.plan import PER_PERIOD_ROLES, Plan
+from planner.scenario import Scenario
+
+_PRICING_OF_ROLE = {"bought": "capex", "spare": "capex", "reserved": "reserved", "on-demand": "on-demand", "spot": "spot"}
+_MOST_LINES = 100_000  # lines of one plan: far beyond a real fleet's (one per system, pricing, period and configuration)
+
+
+def _differs(held: float, expected: float) -> bool:
+    """More than a cent (and a millionth) apart: the file was rounded to cents when written."""
+    return not math.isclose(held, expected, rel_tol=1e-6, abs_tol=0.011)
+
+
+def _refuse(field: str, held, expected, why: str) -> None:
+    def shown(value) -> str:
+        return f"{value:,.2f}" if isinstance(value, float) else f"{value:,}" if isinstance(value, int) else str(value)
+
+    raise PlannerInputError("--plan", field, f"holds {shown(held)}; the scenario and catalog give {shown(expected)} "
+                                             f"({why}): a plan file is a fleet, its figures are recomputed; plan again "
+                                             "if the scenario or its prices changed")  # fmt: skip
+
+
+def check_lines(plan: Plan, scenario: Scenario, catalog: Catalog) -> None:
+    """Each line's GPUs, cost, capex and power as the scenario's offer prices its nodes; no line twice."""
+    if len(plan.lines) > _MOST_LINES:
+        raise PlannerInputError("--plan", "lines", f"{len(plan.lines):,} lines; allowed: at most {_MOST_LINES:,}")
+    seen: dict = {}
+    offers = {(o.site, o.pricing, o.system): o for o in scenario.offers}
+    for index, line in enumerate(plan.lines):
+        where = f"lines[{index}]"
+        if line in seen:
+            raise PlannerInputError("--plan", where, f"repeats lines[{seen[line]}] (the same nodes counted twice)")
+        seen[line] = index
+        offer = offers.get((line.site, _PRICING_OF_ROLE.get(line.role, ""), line.system))
+        if offer is None:
+            raise PlannerInputError("--plan", f"{where}.role", f"'{str(line.role)[:20]}' nodes of {line.system} are no offer of "
+                                    "the scenario (its sites, pricing and systems)")  # fmt: skip
+        system = catalog.systems[line.system]
+        if line.gpu != system.gpu or line.gpus != line.nodes * system.gpus_per_node:
+            _refuse(f"{where}.gpus", line.gpus, line.nodes * system.gpus_per_node,
+                    f"{line.nodes} nodes of {line.system} with {system.gpus_per_node} {system.gpu} each")
+        costs = offer_costs(offer, scenario)
+        if line.role in PER_PERIOD_ROLES:
+            if line.period not in {p.name for p in scenario.periods}:
+                raise PlannerInputError("--plan", f"{where}.period", f"a {line.role} line is for one period of the scenario")
+            annual = costs["usd_per_hour"] * scenario.billed_hours(line.period) * line.nodes
+            why = f"{line.nodes} nodes x {costs['usd_per_hour']:g} USD/h x {scenario.billed_hours(line.period):g} h billed"
+        else:
+            annual = costs["annual_cost_usd"] * line.nodes
+            why = f"{line.nodes} nodes x {costs['annual_cost_usd']:,.2f} USD/year ({costs['cost_note'][:80]})"
+        for field, held, expected in (("annual_cost_usd", line.annual_cost_usd, annual),
+                                      ("capex_usd", line.capex_usd, costs["capex_usd"] * line.nodes),
+                                      ("power_kw", line.power_kw, costs["power_kw"] * line.nodes)):  # fmt: skip
+            if _differs(held, expected) and not (field == "power_kw" and math.isclose(held, expected, abs_tol=1e-5)):
+                _refuse(f"{where}.{field}", held, round(expected, 2), why)
+
+
+def check_instances(plan: Plan, catalog: Catalog) -> None:
+    """The instances of each period fit in the GPUs of the lines' nodes there (bought and reserved nodes in every
+    period, rented ones in theirs), per site and system."""
+    room: dict[tuple, int] = defaultdict(int)
+    fixed: dict[tuple, int] = defaultdict(int)
+    for line in plan.lines:
+        if line.role in PER_PERIOD_ROLES:
+            room[(line.period, line.site, line.system)] += line.gpus
+        elif line.role != "spare":
+            fixed[(line.site, line.system)] += line.gpus
+    need: dict[tuple, int] = defaultdict(int)
+    for allocation in plan.instances:
+        need[(allocation.period, allocation.site, allocation.system)] += allocation.gpus_per_instance * allocation.instances
+    for (period, site, system), gpus in sorted(need.items()):
+        held = room[(period, site, system)] + fixed[(site, system)]
+        if gpus > held:
+            raise PlannerInputError("--plan", "instances", f"the instances on {system} ({site}) in period {period} need "
+                                    f"{gpus:,} GPUs; the plan's lines hold {held:,} there")  # fmt: skip
+
+
+def check_routing(plan: Plan, scenario: Scenario) -> None:
+    """Every workload's demand in every period is routed (a robust plan routes more: at least the demand)."""
+    demand: dict[tuple[str, str], float] = defaultdict(float)
+    for (workload, _, period), value in bucket_demand(scenario).items():
+        demand[(workload, period)] += value
+    routed: dict[tuple[str, str], float] = defaultdict(float)
+    for route in plan.routing:
+        if route.stage != "decode":  # a disaggregated request is counted where it starts
+            routed[(route.workload, route.period)] += route.rps
+    for (workload, period), value in sorted(demand.items()):
+        if routed[(workload, period)] < value * (1 - 1e-6) - 1e-9:
+            raise PlannerInputError("--plan", "routing", f"routes {routed[(workload, period)]:,.6g} rps of workload "
+                                    f"'{workload}' in period {period}; its demand is {value:,.6g} rps")  # fmt: skip
+
+
+def recheck_plan(plan: Plan, scenario: Scenario, catalog: Catalog) -> Plan:
+    """The plan with its infrastructure and totals as the scenario gives them, once every figure the file holds
+    agrees (else PlannerInputError naming the first field that does not)."""
+    check_lines(plan, scenario, catalog)
+    check_instances(plan, catalog)
+    check_routing(plan, scenario)
+    lines = list(plan.lines)
+    infrastructure = infrastructure_lines(scenario, catalog, lines)
+    held = {(i.site, i.item): i for i in plan.infrastructure}
+    for index, item in enumerate(infrastructure):
+        saved = held.pop((item.site, item.item), None)
+        if saved is None:
+            _refuse("infrastructure", "no line", f"{item.item} ({item.site})", "the lines' nodes need it")
+        for field in ("count", "unit_usd", "capex_usd", "annual_cost_usd"):
+            if _differs(getattr(saved, field), getattr(item, field)):
+                where = f"infrastructure[{plan.infrastructure.index(saved)}].{field}"
+                _refuse(where, getattr(saved, field), getattr(item, field), f"{item.item} for the lines' nodes")
+    if held:
+        site, item = next(iter(held))
+        _refuse("infrastructure", f"{item} ({site})", "no such line", "the lines' nodes do not need it")
+    totals = _totals(scenario, None, catalog, lines, infrastructure)
+    objective = round(sum(line.annual_cost_usd for line in lines) + sum(i.annual_cost_usd for i in infrastructure), 2)
+    for field, saved, expected in (("totals.annual_cost_usd", plan.totals.annual_cost_usd, totals.annual_cost_usd),
+                                   ("totals.capex_usd", plan.totals.capex_usd, totals.capex_usd),
+                                   ("totals.gpus", plan.totals.gpus, totals.gpus),
+                                   ("objective_usd_per_year", plan.objective_usd_per_year, objective)):  # fmt: skip
+        if _differs(saved, expected):
+            _refuse(field, saved, expected, "the sum over the plan's lines")
+    if plan.totals.nodes_by_system != totals.nodes_by_system:
+        _refuse("totals.nodes_by_system", plan.totals.nodes_by_system, totals.nodes_by_system, "the plan's lines")
+    return plan

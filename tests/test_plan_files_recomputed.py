@@ -1,0 +1,91 @@
+"""A saved plan file is a fleet: every figure derived from it is recomputed from the scenario and catalog, and a
+file that disagrees with itself or with them is refused naming the field (issue 47, cause 1:
+planner/optimize/recheck.py). Each edit below was once accepted: `bom` printed 1 node with 104 GPUs, a TOTAL of 1.0
+over rows adding to 2.3M, a line of -5 USD; `simulate` ran 13 instances on 1 node and said "holds"."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import yaml
+from conftest import SCENARIOS
+
+SCENARIO = SCENARIOS / "contact-center.yaml"
+
+
+@pytest.fixture(scope="module")
+def saved_plan():
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    result = CliRunner().invoke(app, ["plan", str(SCENARIO), "--json"])
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def _set(document: dict, path: str, value) -> None:
+    *parents, last = path.split(".")
+    target = document
+    for part in parents:
+        target = target[int(part)] if part.isdigit() else target[part]
+    target[int(last) if last.isdigit() else last] = value
+
+
+EDITS = {
+    "13 nodes edited to 1": ({"lines.0.nodes": 1}, "lines[0].gpus"),
+    "nodes and GPUs edited together": ({"lines.0.nodes": 1, "lines.0.gpus": 8}, "lines[0].annual_cost_usd"),
+    "the total and the objective set to 1": ({"totals.annual_cost_usd": 1, "objective_usd_per_year": 1},
+                                             "totals.annual_cost_usd"),
+    "the objective alone": ({"objective_usd_per_year": 1.0}, "objective_usd_per_year"),
+    "a line of -5 USD": ({"lines.0.annual_cost_usd": -5.0}, "lines[0].annual_cost_usd"),
+    "capex 0": ({"lines.0.capex_usd": 0.0}, "lines[0].capex_usd"),
+    "an infrastructure count of -3": ({"infrastructure.0.count": -3}, "infrastructure[0].count"),
+    "no routes": ({"routing": []}, "routing"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(EDITS))
+def test_an_edited_figure_is_recomputed_and_the_file_refused(cli, tmp_path, saved_plan, case):
+    edits, field = EDITS[case]
+    document = copy.deepcopy(saved_plan)
+    for path, value in edits.items():
+        _set(document, path, value)
+    plan_path = tmp_path / "edited.json"
+    plan_path.write_text(json.dumps(document))
+    for command in (("bom", SCENARIO, "--plan", plan_path, "--format", "csv", "--out", tmp_path / "bom.csv"),
+                    ("simulate", SCENARIO, "--plan", plan_path, "--duration", "30")):  # fmt: skip
+        code, out, err = cli(*command)
+        assert code == 2 and f"--plan: {field}" in err, (case, command[0], err)
+        assert "Traceback" not in err and not (tmp_path / "bom.csv").exists()
+
+
+def test_lines_repeated_are_refused(cli, tmp_path, saved_plan):
+    document = copy.deepcopy(saved_plan)
+    document["lines"] = document["lines"] * 3
+    plan_path = tmp_path / "repeated.json"
+    plan_path.write_text(json.dumps(document))
+    code, _, err = cli("bom", SCENARIO, "--plan", plan_path)
+    assert code == 2 and "lines[1]" in err and "repeats lines[0]" in err
+
+
+def test_a_price_changed_after_the_plan_asks_to_plan_again(cli, tmp_path, saved_plan):
+    document = yaml.safe_load(SCENARIO.read_text())
+    document["sites"]["on_prem"]["price_usd"] = {"dgx-h100": 300_000}
+    scenario = tmp_path / "cheaper.yaml"
+    scenario.write_text(yaml.safe_dump(document, sort_keys=False))
+    plan_path = tmp_path / "plan.json"
+    plan_path.write_text(json.dumps(saved_plan))
+    code, _, err = cli("bom", scenario, "--plan", plan_path)
+    assert code == 2 and "lines[0].annual_cost_usd" in err and "plan again" in err
+
+
+def test_every_shipped_scenarios_plan_passes_the_recomputation(cli, cli_json, tmp_path):
+    for path in sorted(SCENARIOS.glob("*.yaml")):
+        document = cli_json("plan", path)
+        plan_path = tmp_path / f"{path.stem}.json"
+        plan_path.write_text(json.dumps(document))
+        code, _, err = cli("bom", path, "--plan", plan_path, "--format", "csv", "--out", tmp_path / f"{path.stem}.csv")
+        assert code == 0, (path.name, err)
