@@ -105,3 +105,10 @@ def write_scenario(tmp_path: Path, document: dict, name: str = "scenario.yaml") 
     path = tmp_path / name
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     return path
+
+
+def planned_document(scenario: Path) -> dict:
+    """`planner plan SCENARIO --json` as a dict (a saved plan file's content), run in-process."""
+    result = CliRunner().invoke(app, ["plan", str(scenario), "--json"])
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)

@@ -10,20 +10,14 @@ import json
 
 import pytest
 import yaml
-from conftest import SCENARIOS
+from conftest import SCENARIOS, planned_document
 
 SCENARIO = SCENARIOS / "contact-center.yaml"
 
 
 @pytest.fixture(scope="module")
 def saved_plan():
-    from typer.testing import CliRunner
-
-    from planner.cli import app
-
-    result = CliRunner().invoke(app, ["plan", str(SCENARIO), "--json"])
-    assert result.exit_code == 0, result.stderr
-    return json.loads(result.stdout)
+    return planned_document(SCENARIO)
 
 
 def _set(document: dict, path: str, value) -> None:

@@ -9,20 +9,14 @@ import copy
 import json
 
 import pytest
-from conftest import SCENARIOS
+from conftest import SCENARIOS, planned_document
 
 SCENARIO = SCENARIOS / "chat-and-summarize.yaml"
 
 
 @pytest.fixture(scope="module")
 def saved_plan():
-    from typer.testing import CliRunner
-
-    from planner.cli import app
-
-    result = CliRunner().invoke(app, ["plan", str(SCENARIO), "--json"])
-    assert result.exit_code == 0, result.stderr
-    return json.loads(result.stdout)
+    return planned_document(SCENARIO)
 
 
 CASES = {

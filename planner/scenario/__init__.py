@@ -192,12 +192,8 @@ def resolve_periods(spec: ScenarioSpec, workloads: list[Workload], file: str) ->
                 raise PlannerInputError(file, field, f"must be >= 0 (got {factor:g})")
         demand = {w.name: period_demand_rps(w, period.demand_factor.get(w.name, 1.0)) for w in workloads}
         for name, rps in demand.items():
-            if not math.isfinite(rps) or rps > MAX_PERIOD_RPS:
-                raise PlannerInputError(
-                    file, f"periods[{index}:{period.name}].demand_factor.{name}",
-                    f"the period's demand of {name} comes to {rps:.4g} rps; allowed: a finite rate up to "
-                    f"{MAX_PERIOD_RPS:,.0f} rps (check the workload's rate and this factor)",
-                )  # fmt: skip
+            _check_demand_rps(rps, file, f"periods[{index}:{period.name}].demand_factor.{name}",
+                              f"the period's demand of {name}", "this factor")  # fmt: skip
         periods.append(Period(period.name, period.hours_per_year, demand, _traffic(workloads, period.demand_factor)))
     _check_forecast_demand(spec, periods, file)
     return tuple(periods)
@@ -225,12 +221,15 @@ def _check_forecast_demand(spec: ScenarioSpec, periods: list[Period], file: str)
     for index, forecast in enumerate(spec.robustness.demand_forecasts):
         for name, factor in forecast.scale.items():
             rps = max((p.demand_rps.get(name, 0.0) * factor for p in periods), default=0.0)
-            if not math.isfinite(rps) or rps > MAX_PERIOD_RPS:
-                raise PlannerInputError(
-                    file, f"robustness.demand_forecasts[{index}:{forecast.name}].scale.{name}",
-                    f"the forecast's demand of {name} comes to {rps:.4g} rps; allowed: a finite rate up to "
-                    f"{MAX_PERIOD_RPS:,.0f} rps (check the workload's rate and this scale)",
-                )  # fmt: skip
+            _check_demand_rps(rps, file, f"robustness.demand_forecasts[{index}:{forecast.name}].scale.{name}",
+                              f"the forecast's demand of {name}", "this scale")  # fmt: skip
+
+
+def _check_demand_rps(rps: float, file: str, field: str, what: str, knob: str) -> None:
+    """One bound on a demand after its factors: finite and at most MAX_PERIOD_RPS, named by the field that set it."""
+    if not math.isfinite(rps) or rps > MAX_PERIOD_RPS:
+        raise PlannerInputError(file, field, f"{what} comes to {rps:.4g} rps; allowed: a finite rate up to "
+                                             f"{MAX_PERIOD_RPS:,.0f} rps (check the workload's rate and {knob})")  # fmt: skip
 
 
 def _traffic(workloads: list[Workload], factors: dict[str, float]) -> dict[str, float]:
