@@ -94,6 +94,8 @@ _READ_CHUNK_BYTES = 2**20
 
 def short_repr(value: Any) -> str:
     """repr() cut to MAX_REPR characters: a message quotes what was wrong, never a megabyte of it."""
+    if hasattr(value, "item") and type(value).__module__ == "numpy":  # np.int64(7) reads as 7, as in the file
+        value = value.item()
     text = repr(value)
     return text if len(text) <= MAX_REPR else text[: MAX_REPR - 3] + "..."
 

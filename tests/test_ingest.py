@@ -374,3 +374,24 @@ def test_vllm_runs_served_from_the_prefix_cache_keep_no_ttft(tmp_path, catalog, 
     assert (row.ttft_ms is None) == cached
     assert ("prefix cache" in row.notes) == cached
     assert row.tpot_ms == 25.0 and row.request_throughput_rps == 3.3  # the rest of the run is kept either way
+
+
+def test_a_structure_of_the_wrong_type_is_refused_naming_its_field(tmp_path, catalog):
+    """A mapping given as a list or a text (AIPerf `models`, GuideLLM `strategy`) names the field, not a Python
+    AttributeError."""
+    report = json.loads((GUIDELLM / "benchmarks.json").read_text())
+    report["benchmarks"][0]["config"]["strategy"] = "sweep"
+    (tmp_path / "guidellm").mkdir()
+    (tmp_path / "guidellm" / "benchmarks.json").write_text(json.dumps(report))
+    with pytest.raises(PlannerInputError) as error:
+        ingest("guidellm", [tmp_path / "guidellm" / "benchmarks.json"], options(), catalog)
+    assert error.value.field == "benchmarks[0].config.strategy" and "AttributeError" not in str(error.value)
+    source = GENAI / "aiperf" / "meta-llama_Llama-3.1-8B-Instruct-openai-chat-concurrency8"
+    target = tmp_path / "aiperf" / source.name
+    target.mkdir(parents=True)
+    export = json.loads((source / "profile_export_aiperf.json").read_text())
+    export["input_config"]["models"] = ["meta-llama/Llama-3.1-8B-Instruct"]
+    (target / "profile_export_aiperf.json").write_text(json.dumps(export))
+    with pytest.raises(PlannerInputError) as error:
+        ingest("genai-perf", [target / "profile_export_aiperf.json"], options(), catalog)
+    assert error.value.field == "input_config.models" and "AttributeError" not in str(error.value)

@@ -124,3 +124,9 @@ def test_a_prefix_as_long_as_the_prompt_is_refused(cli, tmp_path):
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     code, _, err = cli("plan", path)
     assert code == 2 and f"workloads[0:{workload['name']}].prefix_cache.prefix_tokens" in err and "2,000 tokens" in err
+
+
+@pytest.mark.parametrize("option", ["--ttft-ms", "--tpot-ms", "--itl-ms", "--e2e-ms"])
+def test_a_latency_limit_of_zero_is_refused(cli, option):
+    code, _, err = cli("perf", "--model", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--isl", "1000", "--osl", "200", option, "0")
+    assert code == 2 and "must be above 0 ms" in err

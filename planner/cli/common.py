@@ -87,6 +87,14 @@ def _finite(value: float | None) -> float | None:
         raise typer.BadParameter(f"must be a finite number (got {value})")
     return value
 
+def _limit_ms(value: float | None) -> float | None:
+    """A latency limit is a finite time above 0, as a scenario's `slo` (0 ms: no engine meets it)."""
+    value = _finite(value)
+    if value is not None and value <= 0:
+        raise typer.BadParameter(f"must be above 0 ms (got {value:g})")
+    return value
+
+
 CatalogOption = Annotated[
     list[Path] | None,
     typer.Option(
@@ -119,12 +127,12 @@ def _percentile(value: float | None) -> float | None:
 
 
 # the latency limits and their percentile (planner/metrics.py), as perf and curve take them
-TtftOption = Annotated[float | None, typer.Option("--ttft-ms", callback=_finite, min=0.0, help="TTFT limit (arrival to first token).")]
-TpotOption = Annotated[float | None, typer.Option("--tpot-ms", callback=_finite, min=0.0,
+TtftOption = Annotated[float | None, typer.Option("--ttft-ms", callback=_limit_ms, help="TTFT limit (arrival to first token).")]
+TpotOption = Annotated[float | None, typer.Option("--tpot-ms", callback=_limit_ms,
                                                   help="TPOT limit: a request's mean gap between tokens.")]
-ItlOption = Annotated[float | None, typer.Option("--itl-ms", callback=_finite, min=0.0,
+ItlOption = Annotated[float | None, typer.Option("--itl-ms", callback=_limit_ms,
                                                  help="ITL limit: one gap between consecutive tokens.")]
-E2eOption = Annotated[float | None, typer.Option("--e2e-ms", callback=_finite, min=0.0, help="End-to-end limit.")]
+E2eOption = Annotated[float | None, typer.Option("--e2e-ms", callback=_limit_ms, help="End-to-end limit.")]
 PercentileOption = Annotated[float | None, typer.Option(
     "--percentile", callback=_percentile,
     help="Every latency (and limit) at this percentile, 50-99.9 (P50 is the median); default: means.")]

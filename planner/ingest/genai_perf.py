@@ -117,7 +117,11 @@ def _settings(config: dict, path: Path) -> tuple[str | None, int | None, float |
     """(model, concurrency, request rate, streaming, version, notes) from any of the three input_config layouts."""
     file, notes = str(path), []
     if "models" in config or "phases" in config:  # AIPerf
-        items = (config.get("models") or {}).get("items") or []
+        models = config.get("models") or {}
+        if not isinstance(models, dict):
+            raise PlannerInputError(file, "input_config.models", f"expected a mapping with items (got {type(models).__name__}): "
+                                    f"not an {WHAT} of a known layout")  # fmt: skip
+        items = models.get("items") or []
         model = items[0].get("name") if items and isinstance(items[0], dict) else None
         concurrency, rate, notes = _aiperf_load(config, file)
         return model, concurrency, rate, _streaming(config.get("endpoint")), None, notes

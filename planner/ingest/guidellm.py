@@ -81,6 +81,9 @@ def parse_benchmark(benchmark: dict, index: int, document: dict, path: Path, sta
     if not rps_summary.get("count"):
         return None
     strategy, model = _strategy_and_model(benchmark, document)
+    if not isinstance(strategy, dict):
+        raise PlannerInputError(file, f"{where}config.strategy", f"expected a mapping with type_ (got "
+                                f"{type(strategy).__name__}): not a {WHAT} benchmark")  # fmt: skip
     kind = strategy.get("type_")
     if kind is None:
         raise PlannerInputError(file, f"{where}config.strategy.type_", f"missing key 'type_': not a {WHAT} benchmark")
