@@ -11,6 +11,8 @@ import json
 import pytest
 import yaml
 from conftest import SCENARIOS, planned_document
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 SCENARIO = SCENARIOS / "contact-center.yaml"
 
@@ -83,3 +85,34 @@ def test_every_shipped_scenarios_plan_passes_the_recomputation(cli, cli_json, tm
         plan_path.write_text(json.dumps(document))
         code, _, err = cli("bom", path, "--plan", plan_path, "--format", "csv", "--out", tmp_path / f"{path.stem}.csv")
         assert code == 0, (path.name, err)
+
+
+NUMBERS = [("lines", i, f) for i in range(1) for f in ("nodes", "gpus", "annual_cost_usd", "capex_usd", "power_kw")] + [
+    ("infrastructure", i, f) for i in range(3) for f in ("count", "unit_usd", "capex_usd", "annual_cost_usd")] + [
+    ("totals", None, f) for f in ("annual_cost_usd", "capex_usd", "gpus")] + [(None, None, "objective_usd_per_year")]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(edits=st.lists(st.tuples(st.sampled_from(NUMBERS), st.sampled_from(["kept", 0, 1, -3, 0.5, 2.0, 1e6, -1e-3])), max_size=3))
+@example(edits=[])
+@example(edits=[(NUMBERS[0], "kept"), (NUMBERS[-1], "kept")])
+def test_every_accepted_plan_file_has_the_bom_of_its_fleet_at_the_scenarios_prices(saved_plan, edits):
+    """Fuzz: random numeric edits (a value set, or scaled) of a saved plan. An accepted file's BOM TOTAL is the sum
+    of its lines and equals the BOM of the fleet as planned (the scenario's prices): no edit reaches the figures."""
+    from planner import api
+    from planner.errors import PlannerInputError
+
+    reference = api.bom(SCENARIO, plan_document=saved_plan).frame()
+    document = copy.deepcopy(saved_plan)
+    for (group, index, field), value in edits:
+        target = document if group is None else document[group] if index is None else document[group][index]
+        if value != "kept":  # "kept": the value as saved (the file must then be accepted, with the same BOM)
+            target[field] = value
+    try:
+        frame = api.bom(SCENARIO, plan_document=document).frame()
+    except PlannerInputError:
+        return  # refused, naming a field (the cases above check the names)
+    lines, total = frame.iloc[:-1], frame.iloc[-1]
+    assert total["annual_cost_usd"] == pytest.approx(lines["annual_cost_usd"].sum(), abs=0.05)
+    assert total["annual_cost_usd"] == pytest.approx(reference.iloc[-1]["annual_cost_usd"], abs=0.05)
+    assert list(frame["count"]) == list(reference["count"])
