@@ -23,6 +23,7 @@ from pydantic import Field, model_validator
 
 from planner.errors import InfeasiblePlanError, PlannerInputError, SolverStoppedError
 from planner.loading import StrictModel, read_yaml, short_repr, validate_model
+from planner.workers import import_ray
 
 
 MAX_POINTS = 100_000  # plans in one sweep
@@ -257,12 +258,7 @@ def _run_points(tasks: list[tuple]) -> list[dict]:
 def _run_on_ray(tasks: list[tuple], progress, workers: int | None = None) -> list[dict]:
     """The points as Ray tasks, at most `workers` in flight (a local Ray started here gets that many CPUs; on a
     cluster already running, the window keeps the sweep to its share). Records come back in point order."""
-    try:
-        import ray
-    except ImportError:
-        raise PlannerInputError(
-            "--executor", "executor", "ray is not installed: pip install '.[ray]' in the planner checkout (or use the process executor)"
-        ) from None
+    ray = import_ray()
     started_here = not ray.is_initialized()
     if started_here:
         ray.init(include_dashboard=False, log_to_driver=False, **({"num_cpus": workers} if workers else {}))

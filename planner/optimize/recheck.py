@@ -19,11 +19,12 @@ from planner.catalog import Catalog
 from planner.errors import PlannerInputError
 from planner.infrastructure import infrastructure_lines
 from planner.optimize.model import bucket_demand
+from planner.optimize.packing import _ROLE
 from planner.optimize.readback import _totals
 from planner.plan import PER_PERIOD_ROLES, Plan
 from planner.scenario import Scenario
 
-_PRICING_OF_ROLE = {"bought": "capex", "spare": "capex", "reserved": "reserved", "on-demand": "on-demand", "spot": "spot"}
+_PRICING_OF_ROLE = {role: pricing for pricing, role in _ROLE.items()} | {"spare": "capex"}  # a line's role -> its offer
 _MOST_LINES = 100_000  # lines of one plan: far beyond a real fleet's (one per system, pricing, period and configuration)
 
 
@@ -47,6 +48,7 @@ def check_lines(plan: Plan, scenario: Scenario, catalog: Catalog) -> None:
         raise PlannerInputError("--plan", "lines", f"{len(plan.lines):,} lines; allowed: at most {_MOST_LINES:,}")
     seen: dict = {}
     offers = {(o.site, o.pricing, o.system): o for o in scenario.offers}
+    periods = {p.name for p in scenario.periods}
     for index, line in enumerate(plan.lines):
         where = f"lines[{index}]"
         if line in seen:
@@ -62,7 +64,7 @@ def check_lines(plan: Plan, scenario: Scenario, catalog: Catalog) -> None:
                     f"{line.nodes} nodes of {line.system} with {system.gpus_per_node} {system.gpu} each")
         costs = offer_costs(offer, scenario)
         if line.role in PER_PERIOD_ROLES:
-            if line.period not in {p.name for p in scenario.periods}:
+            if line.period not in periods:
                 raise PlannerInputError("--plan", f"{where}.period", f"a {line.role} line is for one period of the scenario")
             annual = costs["usd_per_hour"] * scenario.billed_hours(line.period) * line.nodes
             why = f"{line.nodes} nodes x {costs['usd_per_hour']:g} USD/h x {scenario.billed_hours(line.period):g} h billed"
@@ -72,7 +74,7 @@ def check_lines(plan: Plan, scenario: Scenario, catalog: Catalog) -> None:
         for field, held, expected in (("annual_cost_usd", line.annual_cost_usd, annual),
                                       ("capex_usd", line.capex_usd, costs["capex_usd"] * line.nodes),
                                       ("power_kw", line.power_kw, costs["power_kw"] * line.nodes)):  # fmt: skip
-            if _differs(held, expected) and not (field == "power_kw" and math.isclose(held, expected, abs_tol=1e-5)):
+            if _differs(held, expected):
                 _refuse(f"{where}.{field}", held, round(expected, 2), why)
 
 
@@ -120,7 +122,7 @@ def recheck_plan(plan: Plan, scenario: Scenario, catalog: Catalog) -> Plan:
     lines = list(plan.lines)
     infrastructure = infrastructure_lines(scenario, catalog, lines)
     held = {(i.site, i.item): i for i in plan.infrastructure}
-    for index, item in enumerate(infrastructure):
+    for item in infrastructure:
         saved = held.pop((item.site, item.item), None)
         if saved is None:
             _refuse("infrastructure", "no line", f"{item.item} ({item.site})", "the lines' nodes need it")
