@@ -123,10 +123,13 @@ def gap_quantile(decode, batch_mean, batch_var: float, chunk_ms, pi, q: float) -
     cdf = np.where(poissonian[:, None], gammaincc(counts[None, :] + 1, mean[:, None]),
                    betainc(size[:, None] + 1, counts[None, :] + 1, prob[:, None]))  # fmt: skip
 
-    def survival(y):
-        index = np.searchsorted(steps, y[:, None] - chunk[None, :], side="right") - 1
-        below = np.where(index >= 0, np.take_along_axis(cdf, np.clip(index, 0, len(counts) - 1).T, axis=1).T, 0.0)
-        return 1.0 - below @ weight
-
-    low, high = np.array([float(steps[0]) * 0.999]), np.array([float(steps[-1] + chunk.max()) * 1.001])
-    return float(bisect(survival, 1 - q, low, high, 36)[0])
+    # the law is a step function: state i's gap reaches D(1 + k) + c_i with probability w_i P(others = k), so the
+    # quantile is the first of those steps, in order, where the mass reached holds q (beyond the grid: its top)
+    gaps = (steps[None, :] + chunk[:, None]).ravel()
+    order = np.argsort(gaps, kind="stable")
+    reached = np.cumsum((weight[:, None] * np.diff(cdf, axis=1, prepend=0.0)).ravel()[order])
+    holds = 1.0 - reached <= 1 - q  # falls to True once (the mass reached only grows)
+    first = int(np.argmax(holds))
+    if not holds[first]:
+        return float(steps[-1] + chunk.max()) * 1.001
+    return float(gaps[order[first]])

@@ -47,7 +47,7 @@ from planner.perf.closed_loop import SteadyState, closed_loop_throughput
 from planner.perf.serving import instance_budget
 from planner.perf.shapes import EngineShape
 from planner.perf.step import COMPUTE_BOUND_TOKENS, Efficiency, fixed_ms, step_ms
-from planner.perf.step_chain import batch_given_state, chain_gap_mean, grid_size, poisson_pmf, step_chains, window_prompts
+from planner.perf.step_chain import batch_given_state, chain_gap_means, grid_size, poisson_pmf, step_chains, window_prompts
 from planner.perf.types import DEFAULT_TOKEN_BUDGET, SLOT_PERCENTILE, prompt_terms  # SLOT_PERCENTILE: a point's batch
 CACHE_SIZE = 4096  # open-loop solves kept (open_loop_states)
 MAX_PROMPTS_PER_STEP = 256.0  # prompts one step admits at most (vLLM's default max_num_seqs)
@@ -296,7 +296,8 @@ def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_b
         batches = batch_given_state([(matrix, pi, x) for _, x, pi, matrix in chains], m)
         for i, chain, batch in zip(rows, chains, batches):
             chain_of[i], batch_of[i] = chain, batch
-            gap[i] = chain_gap_mean(decode, batch[0], batch[1] * widen[i], delta * chain[1], chain[2])
+        gap[rows] = chain_gap_means(decode, [(batch[0], batch[1] * widen[i], delta * chain[1], chain[2])
+                                             for i, chain, batch in zip(rows, chains, batches)])  # fmt: skip
         given = rate * m * np.nan_to_num(gap)  # the batch the chain gives, for the one it stepped at
         settled = settled | (active & (np.abs(given - n_time) <= PACE_TOLERANCE * np.maximum(n_time, 1e-9)))
         # the next pace: a secant step on n = F(n) (its slope, the feedback, climbs to 1 near saturation, where a
@@ -317,9 +318,10 @@ def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_b
     # run when the budget spills): they decode while its chunks run, so steps that carry prompts carry more
     # sequences than the average
     ahead = np.zeros_like(rate)
+    paced = decode(n_time)  # the decode step at each point's pace
     for i, (q, x, pi, _) in zip(solved, chains):
         # less the sequences that finish meanwhile (a step ends N / (OSL - 1) of them)
-        ahead[i] = max(_prompts_ahead(rate[i], decode(n_time[i]), delta, per_step[i], q, x, pi) - n_time[i] / max(m, 1.0), 0.0)
+        ahead[i] = max(_prompts_ahead(rate[i], paced[i], delta, per_step[i], q, x, pi) - n_time[i] / max(m, 1.0), 0.0)
     tpot = np.where(ok, gap, np.inf)
     t0 = eff.ttft_overhead_ms
     count = len(rate)
@@ -327,16 +329,17 @@ def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_b
     chunks_mean, chunk_cost = np.zeros(count), np.zeros(count)
     laws = [None] * count
     alone_chunks = np.ceil(computed / token_budget - 1e-9)  # an idle engine gives a prompt the whole budget
+    # the decode step varies with the batch (the same one for the step in progress and those that follow):
+    # three batches of the law of N (its mean and variance), each with its own atoms
+    offsets, shares = np.array([-np.sqrt(3.0), 0.0, np.sqrt(3.0)]), (1 / 6, 2 / 3, 1 / 6)
+    held = np.maximum((n_time + ahead)[:, None] + offsets[None, :] * np.sqrt(np.maximum(batch_var, 0.0))[:, None], 0.0)
+    held_ms = np.asarray(decode(held.ravel()), dtype=float).reshape(held.shape)
     for i, (q, x, pi, matrix) in zip(solved, chains):
         if not ok[i]:
             continue
-        # the decode step varies with the batch (the same one for the step in progress and those that follow):
-        # three batches of the law of N (its mean and variance), each with its own atoms
         parts = []
-        spread = np.sqrt(max(batch_var[i], 0.0))
-        for offset, share in ((-np.sqrt(3.0), 1 / 6), (0.0, 2 / 3), (np.sqrt(3.0), 1 / 6)):
-            held = max(n_time[i] + ahead[i] + offset * spread, 0.0)
-            part = _ttft_atoms(rate[i], float(decode(held)), delta, per_step[i], q, x, pi, float(np.exp(-n_time[i])),
+        for k, share in enumerate(shares):
+            part = _ttft_atoms(rate[i], float(held_ms[i, k]), delta, per_step[i], q, x, pi, float(np.exp(-n_time[i])),
                                alone + (alone_chunks - 1) * fixed)  # fmt: skip
             parts.append((part[0], part[1] * share))
         atoms, weights = np.concatenate([a for a, _ in parts]), np.concatenate([w for _, w in parts])
@@ -367,6 +370,8 @@ def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_b
     cap = np.minimum(needed, limit)
     rho_out = np.where(ok, rho, 1.0)
 
+    step_at = np.asarray(decode(1.0 + n_time), dtype=float)
+
     def states(ttft_at, tpot_at, itl_at, e2e_at, slot_at) -> list[SteadyState]:
         return [
             SteadyState(
@@ -374,7 +379,7 @@ def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_b
                 ttft_ms=float(ttft_at[i]), tpot_ms=float(tpot_at[i] / per_token), itl_ms=float(itl_at[i] / per_token),
                 e2e_ms=float(e2e_at[i]), request_throughput_rps=float(rate[i] * 1e3),
                 output_tokens_per_s=float(rate[i] * 1e3 * real_osl), prefill_share=float(rho_out[i]), prefill_ms=alone,
-                decode_step_ms=float(decode(1.0 + n_time[i])), decoding=float(1.0 + n_time[i]),
+                decode_step_ms=float(step_at[i]), decoding=float(1.0 + n_time[i]),
                 slot_wait_ms=float(slot_at[i]), chunks_per_step=float(chunks_mean[i]), chunk_ms=float(chunk_cost[i]),
             )  # fmt: skip
             for i in range(count)

@@ -19,12 +19,37 @@ from scipy.sparse.linalg import splu, spsolve
 from scipy.special import gammaln
 from scipy.stats import poisson
 
+try:  # scipy's compiled CSR product (private, stable since scipy 0.x); the public product where it moved
+    from scipy.sparse._sparsetools import csr_matvec as _csr_matvec
+except ImportError:  # pragma: no cover
+    _csr_matvec = None
+
 MAX_STATES = 1024  # grid points of the step chain; a queue that needs more is beyond what the engine serves
 TAIL = 1e-9  # probability left out of Poisson sums and of the chain's grid
 FORGOTTEN = 1e-9  # a chain has forgotten its start when what is left of a deviation is below this share of x's scale
 DENSE_STATES = 160  # chains of up to this many states step as dense matrices
 PROBE_LAGS = 48  # lags stepped before the infinite sums are taken (where the chain has forgotten by then)
 TAIL_SHARE = 0.01  # a geometric tail is summed in closed form once it is under this share of the sum
+
+
+def stepper(matrix):
+    """v -> matrix @ v for a chain's (dense or sparse) matrix, with scipy's per-call dispatch left out where its
+    compiled kernel is at hand: the sums along a slow chain step thousands of times, and the dispatch cost more
+    than the product. Same products, to the bit."""
+    if isinstance(matrix, np.ndarray):
+        return matrix.dot
+    csr = matrix.tocsr()
+    if _csr_matvec is None or csr.dtype != np.float64:
+        return csr.dot
+    rows, cols = csr.shape
+    indptr, indices, data = csr.indptr, csr.indices, csr.data
+
+    def step(vector):
+        out = np.zeros(rows)
+        _csr_matvec(rows, cols, indptr, indices, data, np.ascontiguousarray(vector, dtype=np.float64), out)
+        return out
+
+    return step
 
 
 def poisson_pmf(k, mean):
@@ -110,17 +135,23 @@ def step_chains(rate, decode, delta: float, per_step, per_prompt, states) -> lis
     return out
 
 
-def chain_gap_mean(decode, batch_mean, batch_var: float, chunk_ms, pi) -> float:
-    """The mean gap over tokens, E[N tau] / E[N] over steps, from the chain: in state i a step decodes N sequences
-    (mean mu_i = E[N | i], variance v = Var(N | Q)) and lasts D(N) + c_i. A token's own step is size-biased, N at
-    mean E[N^2 | i] / mu_i = mu_i + v / mu_i (at least one sequence, its own: v >= mu_i (1 - mu_i) for a count), so
-    with D linear over the spread, E[N tau | i] / mu_i = D(mu_i + v / mu_i) + c_i, and the states weigh pi_i mu_i."""
-    tokens = pi @ batch_mean
-    if not tokens > 0:
-        return float(decode(1.0))
-    mean = np.maximum(batch_mean, 1e-12)
-    own = np.maximum(mean + batch_var / mean, 1.0)
-    return float(pi @ (batch_mean * (decode(own) + chunk_ms)) / tokens)
+def chain_gap_means(decode, points: list) -> np.ndarray:
+    """The mean gap over tokens, E[N tau] / E[N] over steps, from each chain, per point (E[N | Q] per state,
+    Var(N | Q), the prompt work c_i of each state, the law pi): in state i a step decodes N sequences (mean
+    mu_i = E[N | i], variance v = Var(N | Q)) and lasts D(N) + c_i. A token's own step is size-biased, N at mean
+    E[N^2 | i] / mu_i = mu_i + v / mu_i (at least one sequence, its own: v >= mu_i (1 - mu_i) for a count), so with
+    D linear over the spread, E[N tau | i] / mu_i = D(mu_i + v / mu_i) + c_i, and the states weigh pi_i mu_i. The
+    steps of every point are costed in one call of `decode`."""
+    if not points:
+        return np.zeros(0)
+    own = [np.maximum(np.maximum(mu, 1e-12) + var / np.maximum(mu, 1e-12), 1.0) for mu, var, _, _ in points]
+    bounds = np.cumsum([0] + [len(o) for o in own])
+    steps = np.asarray(decode(np.concatenate(own + [np.ones(1)])), dtype=float)
+    gaps = np.empty(len(points))
+    for k, (mu, _, chunk_ms, pi) in enumerate(points):
+        tokens = pi @ mu
+        gaps[k] = pi @ (mu * (steps[bounds[k] : bounds[k + 1]] + chunk_ms)) / tokens if tokens > 0 else steps[-1]
+    return gaps
 
 
 def settled_ratio(ratios: list[float]) -> float | None:
@@ -203,6 +234,7 @@ def batch_given_state(chains: list, m: float) -> list[tuple[np.ndarray, float]]:
         forward = matrix
         if len(x) <= DENSE_STATES:  # a small chain steps faster dense
             forward, backward = forward.toarray(), backward.toarray()
+        forward, backward = stepper(forward), stepper(backward)
         conditional, ahead, behind = np.zeros_like(x), y.copy(), y.copy()
         size, ratios, cov_ratios, cov = scale, [], [], 0.0
         for lag in range(1, int(np.ceil(m)) + 1):
@@ -212,14 +244,14 @@ def batch_given_state(chains: list, m: float) -> list[tuple[np.ndarray, float]]:
                 conditional = k - y
                 var_n = m * float(pi @ (y * y)) + 2 * (m * float(weighted @ (h - y)) - float(weighted @ (h2 - h)))
                 break
-            behind = backward @ behind
+            behind = backward(behind)
             conditional += min(1.0, m - lag + 1) * behind
             last_cov, cov = cov, 0.0
             if lag < m:
-                ahead = forward @ ahead
+                ahead = forward(ahead)
                 cov = float(weighted @ ahead)
                 var_n += 2 * (m - lag) * cov
-            last, size = size, float(np.max(np.abs(behind)))
+            last, size = size, float(np.abs(behind).max())
             if size < FORGOTTEN * scale and abs(cov) < FORGOTTEN * scale**2:
                 break
             ratios.append(size / last if last > 0 else 0.0)
@@ -262,15 +294,15 @@ def window_prompts(chains: list, m: float) -> list[tuple[float, float, float]]:
         ends = pi * x
         start = (matrix.T @ ends) / max(float(ends.sum()), 1e-300)
         mean_x = float(pi @ x)
-        forward = matrix.toarray() if len(x) <= DENSE_STATES else matrix  # a small chain steps faster dense
+        forward = stepper(matrix.toarray() if len(x) <= DENSE_STATES else matrix)  # a small chain steps faster dense
         f, g, z = np.zeros_like(x), np.zeros_like(x), np.ones_like(x)
         idle = (x == 0).astype(float)
         mean = var = 0.0
         last_var_step, last_mean_step, none, decay, done = np.nan, np.nan, 1.0, 1.0, 0
         ratios, var_steps, extrapolated = [], [], False
         for done in range(1, steps + 1):
-            ahead = forward @ f
-            f, g, z = x + ahead, x * x + 2 * x * ahead + forward @ g, idle * (forward @ z)
+            ahead = forward(f)
+            f, g, z = x + ahead, x * x + 2 * x * ahead + forward(g), idle * forward(z)
             new_none = float(start @ z)
             decay, none = (new_none / none if none > 0 else 0.0), new_none
             new_mean = float(start @ f)
