@@ -81,6 +81,41 @@ def test_every_limit_is_checked_under_its_own_name_with_a_verdict():
     assert [c.metric for c in only_tpot] == ["TPOT"]  # a TPOT limit is no longer read as ITL
 
 
+def test_one_seeds_pooled_interval_is_its_batch_interval():
+    from planner.simulate.stats import batch_estimates, batch_interval, pooled_interval
+
+    rng = np.random.default_rng(3)
+    values, times = rng.gamma(2.0, 50.0, 5000), np.arange(5000, dtype=float)
+    assert pooled_interval([batch_estimates(values, times, 95.0)]) == pytest.approx(batch_interval(values, times, 95.0), rel=1e-12)
+
+
+def test_seeds_that_agree_narrow_the_interval_and_seeds_that_disagree_widen_it():
+    from planner.simulate.stats import pooled_interval
+
+    rng = np.random.default_rng(4)
+    agreeing = [rng.normal(100.0, 5.0, 10) for _ in range(8)]
+    widths = [np.subtract(*pooled_interval(agreeing[:k])[::-1]) for k in (1, 2, 4, 8)]
+    assert all(a > b for a, b in zip(widths, widths[1:]))  # every seed adds evidence
+    # each seed tight, but their levels far apart (batches of one run not independent): the seeds' spread decides
+    apart = [np.full(10, level) + rng.normal(0.0, 0.1, 10) for level in (50.0, 150.0, 100.0)]
+    low, high = pooled_interval(apart)
+    assert low < 50.0 and high > 150.0
+
+
+@pytest.mark.parametrize("seeds", [1, 2, 3, 4, 8])
+def test_more_seeds_never_weaken_a_miss(seeds):
+    """Every seed misses on its own (each seed's batch interval above the limit) but the seeds lie far apart, as
+    a queue near saturation does over several runs: the pooled verdict is a miss at every number of seeds."""
+    rng = np.random.default_rng(5)
+    runs = [_seed_values(rng, TTFT=centre) for centre in (4500.0, 900.0, 2600.0, 700.0, 6000.0, 1500.0, 3000.0, 800.0)]
+    (check,), _ = _checks(runs[:seeds], Slo(ttft_ms=500.0))
+    assert check.verdict == MISSES
+    # and a seed that holds makes it no longer a conclusive miss by that rule alone
+    mixed = [_seed_values(rng, TTFT=4500.0), _seed_values(rng, TTFT=300.0)]
+    (check,), _ = _checks(mixed, Slo(ttft_ms=500.0))
+    assert check.verdict == INCONCLUSIVE and check.seeds_passed == 1
+
+
 def _check(verdict: str, metric: str = "TTFT", estimate: float = 2500.0, low=1200.0, high=5500.0, limit=3000.0):
     return LimitCheck(metric, limit, 50.0, estimate, low, high, 1, verdict == HOLDS, verdict)
 
@@ -340,17 +375,21 @@ def test_plan_verify_exits_5_on_a_conclusive_miss_and_0_once_repaired(cli, tmp_p
 
 
 # The contact center's 13 DGX H100 at 99.4% load: 600 s of seed 0 put TTFT P50 at ~3.3 s, its interval straddling
-# 3 s. With --duration no seeds are added: inconclusive, reported, not repaired, exit 0.
-def test_plan_verify_exits_0_when_only_inconclusive(cli):
+# 3 s. With --duration no seeds are added: inconclusive, reported, not repaired; a gate does not pass it (exit 6)
+# unless told to (--allow-inconclusive, exit 0).
+def test_plan_verify_fails_the_gate_on_inconclusive_unless_allowed(cli):
     args = ("plan", SCENARIOS / "contact-center.yaml", "--verify", "--repair", "--duration", "600")
     code, out, err = cli(*args)
-    assert code == 0, err
+    assert code == 6, err
+    assert "could not be decided" in err and "call-summaries (all)" in err and "--allow-inconclusive" in err
     assert "Verdict: inconclusive" in out and "not repaired (inconclusive): call-summaries (all): TTFT P50" in out
     assert "--duration fixed the run" in out
-    code, out, _ = cli(*args, "--json")
+    code, out, err = cli(*args, "--json", "--allow-inconclusive")
     document = json.loads(out)
-    assert code == 0 and document["verification"]["verdict"] == INCONCLUSIVE
+    assert code == 0 and document["verification"]["verdict"] == INCONCLUSIVE, err
     assert document["repair"]["steps"] == [] and document["repair"]["inconclusive"]
+    code, _, err = cli("plan", SCENARIOS / "contact-center.yaml", "--allow-inconclusive")
+    assert code == 2 and "--allow-inconclusive" in err and "--verify" in err
 
 
 def test_a_plan_file_is_checked_against_the_scenario(cli, tmp_path):

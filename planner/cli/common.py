@@ -78,7 +78,8 @@ EXIT_INFEASIBLE = 1
 EXIT_BAD_INPUT = 2
 EXIT_DEFECT = 3  # the performance model could not solve (a planner defect, said as such)
 EXIT_STOPPED = 4  # the solver's time limit came before any plan: not infeasible, raise --time-limit
-EXIT_SLO_MISSED = 5  # plan --verify [--repair]: a simulated limit is conclusively missed (not when only inconclusive)
+EXIT_SLO_MISSED = 5  # plan --verify [--repair]: a simulated limit is conclusively missed
+EXIT_UNDECIDED = 6  # plan --verify [--repair]: no limit missed, but one could not be decided (--allow-inconclusive: 0)
 
 
 def _finite(value: float | None) -> float | None:

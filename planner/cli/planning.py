@@ -11,6 +11,7 @@ import typer
 
 from planner.cli.common import (
     EXIT_SLO_MISSED,
+    EXIT_UNDECIDED,
     Balancer,
     CatalogOption,
     DebugOption,
@@ -112,7 +113,11 @@ def plan(
     scenario: ScenarioArgument,
     json: JsonOption = False,
     verify: Annotated[bool, typer.Option("--verify", help="Simulate the plan under Poisson arrivals: each limit holds, MISSES or is "
-                                                        "inconclusive; exit code 5 when one is conclusively missed.")] = False,
+                                                        "inconclusive; exit code 5 when one is conclusively missed, 6 "
+                                                        "when none is but one is inconclusive.")] = False,
+    allow_inconclusive: Annotated[bool, typer.Option("--allow-inconclusive", help="With --verify: exit 0 when no limit "
+                                                     "is missed but one is inconclusive (a gate fails on it otherwise, "
+                                                     "exit code 6).")] = False,
     repair: Annotated[bool, typer.Option("--repair", help="With --verify: add the cheapest capacity until no simulated "
                                                            "limit is conclusively missed, and say what was added and "
                                                            "why (inconclusive ones are reported, not repaired).")] = False,
@@ -146,6 +151,9 @@ def plan(
     def action() -> None:
         if repair and not verify:  # refused before any solving
             raise PlannerInputError("--repair", "repair", "works with --verify (it repairs what the simulation finds)")
+        if allow_inconclusive and not verify:
+            raise PlannerInputError("--allow-inconclusive", "allow_inconclusive", "works with --verify (it decides "
+                                    "what an inconclusive simulated verdict exits with)")  # fmt: skip
         overrides = _overrides(deployment, systems, precisions, engines)
         with _progress(progress_mode, json) as progress:
             result = api.plan_file(scenario, catalog, solver.value if solver else None, time_limit, progress, perf_margin,
@@ -181,21 +189,32 @@ def plan(
                 text.print_repair(repaired, _stdout())
                 print(f"Bill of materials: planner bom {scenario} --format xlsx --out bom.xlsx; "
                       f"report with plots: planner report {scenario} --out report/")  # fmt: skip
-        _exit_on_conclusive_miss(checks, repaired is not None)
+        _exit_on_verdict(checks, repaired is not None, allow_inconclusive)
 
     _run(action, debug, json, time_limit)
 
 
-def _exit_on_conclusive_miss(checks, repaired: bool) -> None:
-    """`plan --verify`: exit 5 when a simulated limit is conclusively missed (after the repair, with --repair);
-    inconclusive verdicts are reported and exit 0."""
-    from planner.simulate.verify import MISSES, overall_verdict
+def _exit_on_verdict(checks, repaired: bool, allow_inconclusive: bool) -> None:
+    """`plan --verify` as a gate: exit 5 when a simulated limit is conclusively missed (after the repair, with
+    --repair), 6 when none is but one is inconclusive (a plan the simulation could not confirm is not passed),
+    unless --allow-inconclusive."""
+    from planner.simulate.verify import INCONCLUSIVE, MISSES, overall_verdict
 
-    if checks is not None and overall_verdict(checks) == MISSES:
+    if checks is None:
+        return
+    verdict = overall_verdict(checks)
+    after = " after the repair" if repaired else ""
+    if verdict == MISSES:
         missed = ", ".join(f"{c.workload} ({c.period})" for c in checks if c.verdict == MISSES)
-        print(f"verify: a simulated latency limit is conclusively missed{' after the repair' if repaired else ''}: "
-              f"{missed} (exit code {EXIT_SLO_MISSED})", file=sys.stderr)  # fmt: skip
+        print(f"verify: a simulated latency limit is conclusively missed{after}: {missed} (exit code {EXIT_SLO_MISSED})",
+              file=sys.stderr)  # fmt: skip
         raise typer.Exit(EXIT_SLO_MISSED)
+    if verdict == INCONCLUSIVE and not allow_inconclusive:
+        undecided = ", ".join(f"{c.workload} ({c.period})" for c in checks if c.verdict == INCONCLUSIVE)
+        print(f"verify: no simulated limit is missed{after}, but {undecided} could not be decided: the plan is not "
+              f"confirmed (exit code {EXIT_UNDECIDED}; more --seeds or a longer --duration may decide it, "
+              "--allow-inconclusive exits 0)", file=sys.stderr)  # fmt: skip
+        raise typer.Exit(EXIT_UNDECIDED)
 
 
 @app.command(epilog=_examples(

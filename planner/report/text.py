@@ -402,7 +402,7 @@ def verdict_line(checks) -> str:
         return f"Verdict: MISSES: a limit is conclusively missed by {named(MISSES)} (the interval's lower end is above it)"
     if verdict == INCONCLUSIVE:
         return (f"Verdict: inconclusive: no conclusive miss, but {named(INCONCLUSIVE)} could not be decided (an interval "
-                "straddles its limit; see the notes above); not repaired, and not a failure of --verify")  # fmt: skip
+                "straddles its limit; see the notes above): the plan is not confirmed; not repaired")  # fmt: skip
     if verdict == HOLDS:
         return "Verdict: holds: every simulated limit holds (estimate and the interval's upper end within it)"
     return "Verdict: nothing could be simulated"

@@ -51,7 +51,8 @@ from planner.simulate.setups import _instances_per_node, engine_setup
 from planner.simulate.stats import (
     MIN_WARMUP_FRACTION,
     RunStats,
-    batch_interval,
+    batch_estimates,
+    pooled_interval,
     gap_arrays,
     request_latencies,
     run_statistics,
@@ -188,23 +189,27 @@ def workload_verdict(checks, stats) -> str:
 
 
 def _checks(seed_runs, slo) -> tuple[tuple[LimitCheck, ...], bool]:
-    """Each limit at the SLO percentile, pooled over seeds; the interval from batch means (one seed) or across
-    seeds. Settled: every interval within 5% of its value. Verdicts by `classify`."""
+    """Each limit at the SLO percentile, pooled over seeds: the estimate from every seed's values together, the
+    interval from their batches (one seed: `stats.batch_interval`; several: `stats.pooled_interval`, or across the
+    seeds' estimates where a seed has too few values to batch). Settled: every interval within 5% of its value.
+    Verdicts by `classify`; a limit every seed misses on its own (its own estimate and batch interval) is missed
+    whatever the pooled interval says: more seeds never weaken a miss."""
     rows, settled = [], True
     for metric, limit in _limits(slo):
-        per_seed, pooled_values, pooled_weights, interval = [], [], [], None
+        per_seed, pooled_values, pooled_weights, batches, interval = [], [], [], [], None
         for values in seed_runs:
             v, w, t = values[metric]
             per_seed.append(_estimate(v, w, slo.percentile))
             pooled_values.append(v)
             pooled_weights.append(w if w is not None else np.ones(len(v)))
-            if len(seed_runs) == 1:
-                interval = batch_interval(v, t, slo.percentile, w)
+            batches.append(batch_estimates(v, t, slo.percentile, w))
         values = np.concatenate(pooled_values)
         weights = np.concatenate(pooled_weights)
         estimate = _estimate(values, weights, slo.percentile)
         finite = [p for p in per_seed if math.isfinite(p)]
-        if len(seed_runs) > 1 and len(finite) > 1:
+        if all(b is not None for b in batches):
+            interval = pooled_interval(batches)
+        elif len(seed_runs) > 1 and len(finite) > 1:
             half = t_975(len(finite) - 1) * float(np.std(finite, ddof=1)) / math.sqrt(len(finite))
             interval = (float(np.mean(finite)) - half, float(np.mean(finite)) + half)
         if interval is not None:
@@ -212,14 +217,17 @@ def _checks(seed_runs, slo) -> tuple[tuple[LimitCheck, ...], bool]:
         if interval is None or not math.isfinite(estimate) or (interval[1] - interval[0]) / 2 > SETTLED_RELATIVE_HALF_WIDTH * abs(estimate):
             settled = False
         passed = sum(1 for p in per_seed if math.isfinite(p) and p <= limit)
-        rows.append((metric, limit, estimate, interval, passed))
+        # each seed alone: a conclusive miss needs its own batch interval above the limit
+        each_misses = len(seed_runs) > 1 and all(
+            b is not None and math.isfinite(p) and pooled_interval([b])[0] > limit for p, b in zip(per_seed, batches))
+        rows.append((metric, limit, estimate, interval, passed, each_misses))
     checks = []
-    for metric, limit, estimate, interval, passed in rows:
+    for metric, limit, estimate, interval, passed, each_misses in rows:
         low, high = interval if interval is not None else (None, None)
         if low is not None:
             low = max(0.0, low)  # a t-interval across few seeds may reach below zero; a latency does not
         # an unsettled queue does not pass on a lucky run: the interval's upper end must be within the limit too
-        verdict = classify(estimate, low, high, limit, settled)
+        verdict = MISSES if each_misses else classify(estimate, low, high, limit, settled)
         checks.append(LimitCheck(metric, limit, slo.percentile, estimate, low, high, passed, verdict == HOLDS, verdict))
     return tuple(checks), bool(settled)
 
