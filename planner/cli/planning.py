@@ -71,7 +71,8 @@ def simulate(
     ] = TimeUnit.auto,
     length_cv: Annotated[float, typer.Option("--length-cv", callback=_finite, min=0.0, max=10.0,
                                              help="Spread of request lengths without a trace: lognormal with the "
-                                                  "bucket's mean and this coefficient of variation (0: fixed).")] = 0.0,
+                                                  "bucket's mean and this coefficient of variation (0: fixed), served "
+                                                  "up to the model's context.")] = 0.0,
     arrival_cv: Annotated[float, typer.Option("--arrival-cv", callback=_finite, min=0.1, max=10.0,
                                               help="Burstiness of arrivals: Gamma inter-arrival times with this "
                                                    "coefficient of variation (1: Poisson).")] = 1.0,

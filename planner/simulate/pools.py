@@ -25,28 +25,42 @@ if TYPE_CHECKING:
 class _RouteRun:
     route: object
     setup: EngineSetup  # the engines its requests run on (its configuration's, in a pool)
+    context_tokens: int | None = None  # the longest prompt + output its engines serve: the model's context
+
+    def context(self) -> int | None:
+        """The longest request (prompt + output tokens) the engines serve: the model's context (vLLM's and SGLang's
+        default max_model_len; a TensorRT-LLM engine is taken as built for it), else the engines' whole KV cache;
+        None where neither is known (a measured point of a model without an architecture)."""
+        if self.context_tokens:
+            return int(self.context_tokens)
+        return int(self.setup.kv_tokens) if self.setup.kv_tokens else None
 
 
-def _route_requests(route, duration_s: float, options: SimulationOptions, rng, bucket_caps, cache=None) -> Requests:
-    """A route's requests over the run: arrivals, lengths within the bucket's caps and, with the workload's prefix
+def _route_requests(route, duration_s: float, options: SimulationOptions, rng, caps, cache=None) -> Requests:
+    """A route's requests over the run: arrivals, lengths drawn about the bucket's means within its caps
+    (`_length_caps`: a prompt, and prompt + output, within the engine's context) and, with the workload's prefix
     cache (perf.types.PrefixCache), the prompt tokens each finds cached (drawn after the rest, so that a workload
     without one draws as before)."""
     arrivals = gamma_arrivals(route.rps, duration_s, options.arrival_cv, rng)
-    isl_cap, osl_cap = bucket_caps
+    isl_cap, osl_cap, context = caps
     isl = lognormal_lengths(route.bucket_isl, options.length_cv, len(arrivals), isl_cap, rng)
-    osl = lognormal_lengths(route.bucket_osl, options.length_cv, len(arrivals), osl_cap, rng)
+    room = np.minimum(osl_cap, context - isl) if context is not None else osl_cap
+    osl = lognormal_lengths(route.bucket_osl, options.length_cv, len(arrivals), room, rng)
     return Requests(arrivals, isl, osl, cached_prefixes(isl, cache, rng))
 
 
 def _trace_split(trace, runs: list[_RouteRun], rng) -> list[Requests]:
     """The trace's requests (times from its first arrival) split across the routes whose engines take their
-    lengths, in proportion to the routes' rates; prompts longer than every engine are refused (counted as
-    failed), outputs are cut at the engine's maximum. Returns one set per route, then the refused ones."""
+    prompts (within the engine's context, `_RouteRun.context`: every request of a trace is replayed as it is, the
+    engine's built lengths shape its batch and cap nothing), in proportion to the routes' rates; prompts beyond
+    every engine's context are refused (counted as failed), outputs are cut where prompt + output reach the
+    context. Returns one set per route, then the refused ones."""
     arrival = trace.arrival_s - trace.arrival_s[0]
     isl, osl = trace.isl_tokens.astype(np.int64), np.maximum(trace.osl_tokens.astype(np.int64), 1)
     isl = np.maximum(isl, 1)
     weights = np.array([r.route.rps for r in runs], dtype=float)
-    fits = np.array([isl <= r.route.engine_isl for r in runs])  # routes x requests
+    contexts = [r.context() for r in runs]
+    fits = np.array([isl < c if c is not None else isl <= r.route.engine_isl for r, c in zip(runs, contexts)])
     chosen = np.full(len(arrival), -1)
     draw = rng.uniform(size=len(arrival))
     cumulative = np.cumsum(fits * weights[:, None], axis=0)
@@ -57,7 +71,8 @@ def _trace_split(trace, runs: list[_RouteRun], rng) -> list[Requests]:
     cached = trace.cached_tokens  # the prompt tokens each request found cached, where the trace names its blocks
     for i, r in enumerate(runs):
         mine = chosen == i
-        parts.append(Requests(arrival[mine], isl[mine], np.minimum(osl[mine], r.route.engine_osl),
+        room = contexts[i] - isl[mine] if contexts[i] is not None else r.route.engine_osl
+        parts.append(Requests(arrival[mine], isl[mine], np.maximum(np.minimum(osl[mine], room), 1),
                               None if cached is None else np.minimum(cached[mine], isl[mine] - 1)))  # fmt: skip
     refused = Requests(arrival[~served], isl[~served], osl[~served])
     refused.rejected[:] = True
@@ -65,13 +80,20 @@ def _trace_split(trace, runs: list[_RouteRun], rng) -> list[Requests]:
     return parts
 
 
-def _bucket_caps(workload_spec, route) -> tuple[int, int]:
-    """Longest request of a bucket: its stated maximum, else the engine's."""
-    for bucket in workload_spec.buckets or ():
-        if (bucket.isl_tokens, bucket.osl_tokens) == (route.bucket_isl, route.bucket_osl):
-            return (min(bucket.max_isl_tokens or route.engine_isl, route.engine_isl),
-                    min(bucket.max_osl_tokens or route.engine_osl, route.engine_osl))  # fmt: skip
-    return route.engine_isl, route.engine_osl
+def _length_caps(workload_spec, run: _RouteRun) -> tuple[int, float, int | None]:
+    """(longest prompt, longest output, context) of a route's requests: the bucket's stated maxima, within the
+    engine's context (`_RouteRun.context`: prompt + output, each request's output cut where they reach it). The
+    engine's built lengths (ISL/OSL) shape its batch; they are not a clip: a bucket's mean with spread
+    (--length-cv) is drawn as stated, its long requests served as a vLLM-class engine serves them. Where no
+    context is known (a measured point of a model without an architecture), the engine's lengths, as before."""
+    route, context = run.route, run.context()
+    stated = next(((b.max_isl_tokens, b.max_osl_tokens) for b in workload_spec.buckets or ()
+                   if (b.isl_tokens, b.osl_tokens) == (route.bucket_isl, route.bucket_osl)), (None, None))  # fmt: skip
+    if context is None:
+        return (min(stated[0] or route.engine_isl, route.engine_isl), min(stated[1] or route.engine_osl, route.engine_osl),
+                None)  # fmt: skip
+    isl_cap = min(stated[0] or context - 1, context - 1)
+    return max(isl_cap, 1), (stated[1] or math.inf), context
 
 
 @dataclass(frozen=True)
@@ -146,7 +168,7 @@ def run_pool_once(pool: _Pool, duration_s: float, seed: int, options: Simulation
         if parts[i] is None:
             r = pool.runs[i]
             spec = pool.specs[pool.owners[i]]
-            parts[i] = _route_requests(r.route, duration_s, options, rng, _bucket_caps(spec, r.route), getattr(spec, "prefix_cache", None))
+            parts[i] = _route_requests(r.route, duration_s, options, rng, _length_caps(spec, r), getattr(spec, "prefix_cache", None))
     # a prefill engine sees its requests with one output token: the prompt's (the decode pool makes the rest)
     staged = {i: Requests(parts[i].arrival_s, parts[i].isl, np.ones(len(parts[i]), dtype=np.int64), parts[i].cached)
               for i in entering if pool.runs[i].setup.stage == "prefill"}  # fmt: skip

@@ -87,11 +87,39 @@ def deterministic_arrivals(rate_rps: float, duration_s: float) -> np.ndarray:
     return np.arange(0.0, duration_s, 1.0 / rate_rps)
 
 
-def lognormal_lengths(mean_tokens: float, cv: float, size: int, cap_tokens: int, rng: np.random.Generator) -> np.ndarray:
-    """Token counts with the given mean and coefficient of variation (lognormal), whole and within [1, cap].
-    cv = 0 gives the mean for every request. Clipping at the cap lowers the mean slightly (reported by the caller)."""
+def lognormal_lengths(mean_tokens: float, cv: float, size: int, cap_tokens, rng: np.random.Generator) -> np.ndarray:
+    """Token counts with the given mean and coefficient of variation (lognormal), whole and within [1, cap] (`cap`
+    one number or one per request: the room a request's context leaves). cv = 0 gives the mean for every request.
+    A cap far above the mean (the engine's context) leaves the mean as stated."""
+    cap = np.maximum(np.minimum(cap_tokens, np.iinfo(np.int64).max // 2), 1)
     if cv <= 0:
-        return np.full(size, max(1, min(int(round(mean_tokens)), cap_tokens)), dtype=np.int64)
-    sigma2 = math.log1p(cv**2)
-    values = rng.lognormal(math.log(mean_tokens) - sigma2 / 2, math.sqrt(sigma2), size=size)
-    return np.clip(np.rint(values), 1, cap_tokens).astype(np.int64)
+        return np.minimum(np.full(size, max(1, int(round(mean_tokens))), dtype=np.int64), cap).astype(np.int64)
+    sigma = math.sqrt(math.log1p(cv**2))
+    location = _location_for_mean(mean_tokens, sigma, float(np.median(cap)))
+    values = rng.lognormal(location, sigma, size=size)
+    return np.clip(np.rint(values), 1, cap).astype(np.int64)
+
+
+def _location_for_mean(mean_tokens: float, sigma: float, cap: float) -> float:
+    """The lognormal's mu whose draws, cut at `cap` (the engine's context), keep the stated mean: E[min(X, c)] =
+    e^(mu + s^2/2) Phi((ln c - mu - s^2) / s) + c (1 - Phi((ln c - mu) / s)) grows with mu; solved by bisection.
+    Where the cap is far above the mean this is the plain lognormal's mu = ln(mean) - s^2 / 2 (to the bit); a mean
+    at or beyond the cap puts every draw at the cap."""
+    from scipy.special import ndtr
+
+    plain = math.log(mean_tokens) - sigma**2 / 2
+
+    def cut_mean(mu: float) -> float:
+        log_cap = math.log(cap)
+        return float(math.exp(mu + sigma**2 / 2) * ndtr((log_cap - mu - sigma**2) / sigma)
+                     + cap * (1 - ndtr((log_cap - mu) / sigma)))  # fmt: skip
+
+    if not math.isfinite(cap) or cut_mean(plain) >= mean_tokens * (1 - 1e-9):
+        return plain
+    if mean_tokens >= cap:
+        return math.log(cap) + 10 * sigma
+    low, high = plain, math.log(cap) + 10 * sigma
+    for _ in range(100):
+        middle = (low + high) / 2
+        low, high = (middle, high) if cut_mean(middle) < mean_tokens else (low, middle)
+    return (low + high) / 2

@@ -566,7 +566,7 @@ def _simulate_pool_jobs(plan, catalog, specs, jobs, options, traced: str | None 
         for e in entries[w]:
             if isinstance(e, int) and e in setups:
                 index[e] = len(runs)
-                runs.append(_RouteRun(candidates[e][1], setups[e]))
+                runs.append(_RouteRun(candidates[e][1], setups[e], _context_tokens(catalog, candidates[e][1])))
                 owners.append(number[w])
     pool_groups = tuple(_Group(setups[members[0]], tuple(index[i] for i in members)) for members in groups)
     notes = ["" for _ in jobs]
@@ -619,6 +619,12 @@ def _simulate_pool_jobs(plan, catalog, specs, jobs, options, traced: str | None 
             extra_seeds=outcome.extra_seeds, seeds_note=outcome.seeds_note,
         )  # fmt: skip
     return out
+
+
+def _context_tokens(catalog, route) -> int | None:
+    """The model's context (the longest prompt + output its engines serve), where the catalog states it."""
+    model = catalog.models.get(route.model)
+    return getattr(model, "max_context", None) if model is not None else None
 
 
 def _setup_signature(setup) -> tuple:
