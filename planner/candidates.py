@@ -28,11 +28,12 @@ from planner.perf import (
     best_points_by_cap,
     keeps_quality,
     model_precisions,
-    modeled_points,
     operating_points,
     plan_precisions,
+    priced_points,
 )
 from planner.perf.curve_cache import curve_cache
+from planner.perf.reach import PricedCurve, Reach
 from planner.perf.disagg import stage_points
 from planner.perf.engines import DEFAULT_ENGINE
 from planner.perf.serving import EngineSpec, engine_problem
@@ -292,9 +293,11 @@ class _Builder:
         # priced curves kept between runs (planner/perf/curve_cache.py), None with PLANNER_CACHE_DIR=off
         self.store = curve_cache(catalog, "aic" in scenario.perf_sources)
         # engine curves, shared by every enumeration of this catalog in the process (a plan's fp4 and cold-prefix
-        # re-plans ask for the same ones): pure functions of their keys, the catalog and whether aic answers
-        self.curves: dict[tuple, list[PerfResult] | str] = catalog.derived.setdefault(
+        # re-plans ask for the same ones): pure functions of their keys, the catalog and whether aic answers, each
+        # priced as far along its rates as the workloads asking for it can use (`reaches`, planner/perf/reach.py)
+        self.curves: dict[tuple, PricedCurve] = catalog.derived.setdefault(
             ("engine curves", "aic" in scenario.perf_sources), {})  # fmt: skip
+        self._reaches: dict[tuple, Reach] | None = None
 
     def use_engine(self, label: str) -> str:
         """Enumerate for the engine a workload names ('vllm', 'vllm@0.12'); returns the engine."""
@@ -559,18 +562,33 @@ class _Builder:
     def curve(self, shape: PerfQuery, layout: Layout, precision: str, percentile: float, speculation=None,
               hop_bytes_per_s: float = 0.0) -> list[PerfResult] | str:  # fmt: skip
         """The modeled curve of an engine at the lengths of `shape` (a query without limits), computed once."""
-        key = (shape, layout, precision, percentile, speculation, hop_bytes_per_s)
-        if key not in self.curves and not self.kept_curve(key):
-            self.curves[key] = price_curve((self.catalog, "aic" in self.scenario.perf_sources), key)
+        return self.priced((shape, layout, precision, percentile, speculation, hop_bytes_per_s)).points
+
+    def priced(self, key: tuple) -> PricedCurve:
+        """The curve of a memo key, priced as far as the workloads asking for it can use it, once."""
+        if not self.has_curve(key):
+            self.curves[key] = price_curve((self.catalog, "aic" in self.scenario.perf_sources), key, self.reach(key))
             self.keep_curve(key)
         return self.curves[key]
 
-    def kept_curve(self, key: tuple) -> bool:
-        """Whether the curve of `key` was priced by an earlier run (now among the curves)."""
-        found = self.store.get(key) if self.store is not None else None
-        if found is not None:
-            self.curves[key] = found
-        return found is not None
+    def reach(self, key: tuple) -> Reach | None:
+        """The asks of every workload of the scenario that reads the curve of `key` (None: the whole ladder)."""
+        if self._reaches is None:
+            self._reaches = curve_reaches(self)
+        return self._reaches.get(key)
+
+    def has_curve(self, key: tuple) -> bool:
+        """Whether the curve of `key` is at hand as far as its reach needs: priced in this process, or by an
+        earlier run (then brought among the curves)."""
+        reach = self.reach(key)
+        found = self.curves.get(key)
+        if found is not None and found.serves(reach):
+            return True
+        kept = self.store.get(key) if self.store is not None else None
+        if kept is None or not kept.serves(reach):
+            return False
+        self.curves[key] = kept
+        return True
 
     def keep_curve(self, key: tuple) -> None:
         if self.store is not None:
@@ -654,20 +672,45 @@ def serves_aggregated(scenario: Scenario, workload: Workload) -> bool:
     return scenario.disaggregated != "always" or workload.mode == "offline"
 
 
-def price_curve(context: tuple[Catalog, bool], key: tuple) -> list[PerfResult] | str:
+def price_curve(context: tuple[Catalog, bool], key: tuple, reach: Reach | None = None) -> PricedCurve:
     """One engine curve: its modeled points (or why there are none), from the catalog and whether aiconfigurator's
     tables answer where the roofline extrapolates; `key` is the builder's (shape, layout, precision, percentile,
-    speculation, hop bytes/s). A pure function of its arguments, wherever it runs."""
+    speculation, hop bytes/s), `reach` the asks it is priced for (planner/perf/reach.py). A pure function of its
+    arguments, wherever it runs."""
     catalog, aic = context
     shape, layout, precision, percentile, speculation, hop_bytes_per_s = key
-    return modeled_points(shape, catalog, layout.tp, precision, percentile, aic_where_extrapolated=aic, layout=layout,
-                          speculation=speculation, hop_bytes_per_s=hop_bytes_per_s)  # fmt: skip
+    return priced_points(shape, catalog, layout.tp, precision, percentile, aic_where_extrapolated=aic, layout=layout,
+                         speculation=speculation, hop_bytes_per_s=hop_bytes_per_s, reach=reach)  # fmt: skip
+
+
+def _price_on_ray(context: tuple[Catalog, bool], item: tuple) -> PricedCurve:
+    """A Ray task's curve: `item` is (memo key, reach)."""
+    return price_curve(context, *item)
 
 
 def _price_curve(key: tuple) -> tuple:
     """In a forked worker: one engine curve (the builder's memo key) and its points (none past the deadline)."""
     deadline.check(CANDIDATE_STAGE)
-    return key, _FORKED.curve(*key)
+    return key, _FORKED.priced(key)
+
+
+def curve_reaches(builder: _Builder) -> dict[tuple, Reach]:
+    """Per memo key of a modeled curve the scenario may ask for: the asks of the workloads reading it, their
+    latency limits with the largest batch cap of the ladder (every smaller cap reads a prefix of what it reads)."""
+    scenario, catalog = builder.scenario, builder.catalog
+    cap = max(scenario.max_batch_ladder)
+    asks: dict[tuple, dict] = defaultdict(dict)
+    engine, version = builder.engine, builder.engine_version
+    for workload in scenario.workloads:
+        if not supports_roofline(catalog.models[workload.model]) or not serves_aggregated(scenario, workload):
+            continue
+        for offer, label in itertools.product(scenario.offers, workload.engines):
+            builder.use_engine(label)
+            for bucket in workload.buckets:
+                for shape, layout, precision, speculation, hop in builder.curve_specs(offer, workload, bucket):
+                    asks[(shape, layout, precision, workload.slo.percentile, speculation, hop)][(workload.slo, cap)] = None
+    builder.engine, builder.engine_version = engine, version
+    return {key: Reach(tuple(found)) for key, found in asks.items()}
 
 
 def _prefetch_on_ray(builder: _Builder, keys: list[tuple], progress) -> int:
@@ -682,7 +725,8 @@ def _prefetch_on_ray(builder: _Builder, keys: list[tuple], progress) -> int:
         if progress is not None:
             progress(done, total)
 
-    for key, points in zip(keys, map_on_ray(price_curve, context, keys, report)):
+    items = [(key, builder.reach(key)) for key in keys]
+    for key, points in zip(keys, map_on_ray(_price_on_ray, context, items, report)):
         builder.curves[key] = points
         builder.keep_curve(key)
     return len(keys)
@@ -736,7 +780,7 @@ def prefetch_curves(builder: _Builder, progress: Callable[..., None] | None = No
                 for shape, layout, precision, speculation, hop in builder.curve_specs(offer, workload, bucket):
                     key = (shape, layout, precision, workload.slo.percentile, speculation, hop)
                     needed.add(key)
-                    if key not in builder.curves and not builder.kept_curve(key):
+                    if not builder.has_curve(key):
                         pending[key] = None
     builder.use_engine(DEFAULT_ENGINE)
     tally = CurveTally(len(needed), len(needed) - len(pending))

@@ -12,6 +12,7 @@ import pytest
 from planner import api
 from planner.catalog import load_catalog
 from planner.perf import PerfQuery, curve_cache, layers
+from planner.perf.reach import PricedCurve
 from planner.perf.types import Layout
 from planner.report import json_out
 from tests.conftest import BENCH_HEADER, write_scenario
@@ -35,9 +36,9 @@ def _plan_json(path, cache, monkeypatch) -> str:
 
 def _counting_pricing(monkeypatch) -> list:
     """Count the curves the performance model prices in this process (one process: PLANNER_WORKERS=1)."""
-    priced, real = [], layers.modeled_points
+    priced, real = [], layers.priced_points
     monkeypatch.setenv("PLANNER_WORKERS", "1")
-    monkeypatch.setattr("planner.candidates.modeled_points", lambda *a, **k: priced.append(a) or real(*a, **k))
+    monkeypatch.setattr("planner.candidates.priced_points", lambda *a, **k: priced.append(a) or real(*a, **k))
     return priced
 
 
@@ -70,14 +71,14 @@ HOSTILE = {"garbage": b"\x00\xff not json", "nested": b"[" * 100_000 + b"]" * 10
 
 
 @pytest.mark.parametrize("damage", ["garbage", "nested", "fifo", "dev-zero", "directory", "strings", "nan",
-                                    "zeros", "edited", "another-key"])  # fmt: skip
+                                    "zeros", "edited", "another-key", "complete-as-text"])  # fmt: skip
 def test_a_damaged_or_hostile_cache_file_is_a_miss(tmp_path, monkeypatch, damage):
     monkeypatch.setenv("PLANNER_CACHE_DIR", str(tmp_path / "cache"))
     catalog = load_catalog()
     store = curve_cache.curve_cache(catalog, with_aic=False)
     query = PerfQuery("mistral-7b", "H100-SXM-80GB", 1500, 300, arrivals="poisson", engine="vllm")
     key = (query, Layout(1), "fp8", 95.0, None, 0.0)
-    points = layers.modeled_points(query, catalog, 1, "fp8", 95.0, layout=Layout(1))
+    points = PricedCurve(layers.modeled_points(query, catalog, 1, "fp8", 95.0, layout=Layout(1)))
     store.put(key, points)
     assert store.get(key) == points
     path = store._path(key)
@@ -94,14 +95,16 @@ def test_a_damaged_or_hostile_cache_file_is_a_miss(tmp_path, monkeypatch, damage
         path.unlink()
         path.mkdir()
     elif damage == "edited":  # a figure changed by hand: the seal no longer matches
-        document["payload"][0]["request_throughput_rps"] *= 10
+        document["payload"]["points"][0]["request_throughput_rps"] *= 10
         path.write_text(json.dumps(document))
     elif damage == "another-key":  # a curve of another engine copied over this one's name
         document["key"] = repr((query, Layout(2), "fp8", 95.0, None, 0.0))
         path.write_text(json.dumps(document))
     else:  # sealed anew, so only the validation can refuse it
         payload = document["payload"]
-        for point in payload:
+        if damage == "complete-as-text":  # 'complete' read as a word would let a cut curve stand for a whole one
+            payload["complete"] = "yes"
+        for point in payload["points"] if damage != "complete-as-text" else ():
             if damage == "strings":
                 point["request_throughput_rps"] = "fast"
             elif damage == "nan":
@@ -112,7 +115,7 @@ def test_a_damaged_or_hostile_cache_file_is_a_miss(tmp_path, monkeypatch, damage
 
         write_entry(path, repr(key), payload)
     assert store.get(key) is None
-    if damage in ("garbage", "nested", "edited", "another-key", "strings", "nan", "zeros"):
+    if damage in ("garbage", "nested", "edited", "another-key", "strings", "nan", "zeros", "complete-as-text"):
         store.put(key, points)  # a miss is priced again and written over
         assert store.get(key) == points
 
@@ -137,7 +140,7 @@ def test_the_key_moves_with_what_a_curve_depends_on(tmp_path, monkeypatch):
 def test_the_folder_keeps_within_its_bound_dropping_the_oldest(tmp_path):
     store = curve_cache.CurveCache(tmp_path, "base")
     for index in range(10):
-        store.put(("curve", index), "no answer " + "x" * 1000)
+        store.put(("curve", index), PricedCurve("no answer " + "x" * 1000))
         os.utime(store._path(("curve", index)), (1_000_000 + index, 1_000_000 + index))
     (tmp_path / "fit-keep.json").write_text("{}")  # not a curve: never removed
     size = store._path(("curve", 0)).stat().st_size

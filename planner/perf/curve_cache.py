@@ -5,6 +5,10 @@ precision, lengths, percentile, speculation, network hop): its points over the c
 or why it has none. The open-loop solve behind a curve takes 0.1-1 s, and a realistic scenario prices hundreds, so
 most of a plan's time is spent there; the integer program takes a fraction of a second.
 
+A curve is kept as priced: up to its reach (planner/perf/reach.py) or whole, and says which (`complete`); a kept
+curve cut for one scenario's limits serves another only where it reaches a point all of that one's limits refuse
+(`PricedCurve.serves`), else it is priced again, further, and written over.
+
 A curve is stored under a key that is the SHA-256 of everything it depends on: the curve's own arguments (the
 candidate builder's memo key, `repr` of frozen dataclasses and numbers), the source of the whole `planner` package,
 the catalog's content (`fit_cache.catalog_fingerprint`: GPUs, systems, models, benchmark rows, step tables), the
@@ -27,15 +31,24 @@ import os
 from importlib import metadata
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError
 
 from planner.catalog import default_catalog_dir
 from planner.perf.fit_cache import cache_directory, catalog_fingerprint, finite_numbers, read_entry, write_entry
+from planner.perf.reach import PricedCurve
 from planner.perf.types import PerfResult
 
 PREFIX = "curve-"
 MAX_CACHE_BYTES = 256 * 1024 * 1024  # all curves kept; beyond it the oldest go
-FORMAT = 1  # the file layout; a new one is a new key
+FORMAT = 2  # the file layout; a new one is a new key (2: a curve says whether its whole ladder was priced)
+
+
+class _Stored(BaseModel):
+    """A kept curve as written: its points (or why none) and whether every rate of its ladder was priced."""
+
+    model_config = ConfigDict(extra="forbid")
+    points: list[PerfResult] | str
+    complete: StrictBool
 
 
 @functools.cache
@@ -69,7 +82,7 @@ def _aic_version() -> str:
 def _adapter():
     from pydantic import TypeAdapter
 
-    return TypeAdapter(list[PerfResult] | str)
+    return TypeAdapter(_Stored)
 
 
 def _plausible(points: list[PerfResult]) -> bool:
@@ -97,16 +110,17 @@ class CurveCache:
         name = hashlib.sha256((self.base + "\0" + repr(key)).encode()).hexdigest()
         return self.directory / f"{PREFIX}{name}.json"
 
-    def get(self, key: tuple) -> list[PerfResult] | str | None:
+    def get(self, key: tuple) -> PricedCurve | None:
         """The curve kept under `key`, or None (not kept, or the file is not a valid curve: a miss)."""
         payload = read_entry(self._path(key), repr(key), "a cached engine curve")
         value = None
         if payload is not None:
             try:
-                value = _adapter().validate_python(payload)
+                stored = _adapter().validate_python(payload)
+                value = PricedCurve(stored.points, stored.complete)
             except (ValidationError, TypeError, ValueError):
                 value = None
-            if value is not None and not isinstance(value, str) and not _plausible(value):
+            if value is not None and not isinstance(value.points, str) and not _plausible(value.points):
                 value = None
         if value is None:
             self.misses += 1
@@ -114,10 +128,10 @@ class CurveCache:
             self.hits += 1
         return value
 
-    def put(self, key: tuple, value: list[PerfResult] | str) -> None:
+    def put(self, key: tuple, value: PricedCurve) -> None:
         """Keep a curve (nothing is written where the folder cannot be)."""
-        payload = value if isinstance(value, str) else [dataclasses.asdict(p) for p in value]
-        if write_entry(self._path(key), repr(key), payload):
+        points = value.points if isinstance(value.points, str) else [dataclasses.asdict(p) for p in value.points]
+        if write_entry(self._path(key), repr(key), {"points": points, "complete": value.complete}):
             self.written += 1
 
     def trim(self, max_bytes: int = MAX_CACHE_BYTES) -> int:

@@ -22,11 +22,9 @@ import math
 import numpy as np
 
 from planner.catalog import PRECISION_SPECS, WEIGHT_ONLY_PRECISIONS, Catalog
-from planner.metrics import LABELS, percentile_label
-from planner.metrics import limits as metric_limits
+from planner.metrics import percentile_label
 from planner.perf.anchor import AnchorSet, anchor_rows, build_anchors
 from planner.perf.engines import DEFAULT_ENGINE, calibrated, engine_error
-from planner.perf.serving import instance_batch
 from planner.perf.interpolate import concurrency_grid, over_concurrency, over_lengths
 from planner.perf.roofline import (
     EngineShape,
@@ -45,6 +43,7 @@ from planner.perf.tables import (
     result_from_row,
     running_capacity,
 )
+from planner.perf.reach import PricedCurve, Reach, limit_violation, within_cap
 from planner.perf.types import Layout, MemoryFit, PerfMiss, PerfQuery, PerfResult
 
 __all__ = [
@@ -65,6 +64,7 @@ __all__ = [
     "plan_precisions",
     "modeled_curve",
     "modeled_points",
+    "priced_points",
     "operating_points",
     "throughput_key",
 ]  # fmt: skip
@@ -90,28 +90,6 @@ def is_modeled(provenance: str) -> bool:
     return provenance.startswith("modeled") or provenance == "extrapolated"
 
 
-def limit_violation(result: PerfResult, limits) -> str | None:
-    """None when the point meets every limit `limits` sets (an object with ttft_ms, tpot_ms, itl_ms, e2e_ms: a
-    PerfQuery or an Slo), else why not. A value the source did not record meets a limit only when the source states
-    a bound at or below it (e.g. 'TTFT < 500 ms')."""
-    e2e_bound = None
-    if result.ttft_ms_bound is not None and result.tpot_ms_bound is not None and result.osl:
-        e2e_bound = result.ttft_ms_bound + (result.osl - 1) * result.tpot_ms_bound
-    bounds = {"ttft_ms": result.ttft_ms_bound, "tpot_ms": result.tpot_ms_bound, "itl_ms": result.itl_ms_bound,
-              "e2e_ms": e2e_bound}  # fmt: skip
-    for metric, limit in metric_limits(limits):
-        name, value, bound = LABELS[metric], getattr(result, metric), bounds[metric]
-        if value is not None:
-            if value > limit:
-                return f"{name} {value:.5g} ms > limit {limit:g} ms"
-        elif bound is not None:
-            if bound > limit:
-                return f"{name} only known to be below {bound:g} ms, which is above the limit {limit:g} ms"
-        else:
-            return f"{name} not recorded by the source"
-    return None
-
-
 def throughput_key(result: PerfResult) -> float:
     """Rank points by requests/s per GPU (output tokens/s when requests are unknown)."""
     if result.request_throughput_rps is not None:
@@ -125,13 +103,16 @@ def _best(results: list[PerfResult], query: PerfQuery) -> PerfResult | str:
         return f"does not fit in memory: {results[0].memory.reason}"
     meeting = [r for r in usable if limit_violation(r, query) is None]
     if not meeting:
-        lowest = min(usable, key=lambda r: (r.concurrency or 0, r.ttft_ms or 0))
-        what = "modeled" if is_modeled(lowest.provenance) else "measured"
-        return (
-            f"no {what} point meets the limits; at the lowest concurrency ({lowest.concurrency or 'not stated'}): "
-            f"{limit_violation(lowest, query)}"
-        )
+        return _refusal(usable, query)
     return max(meeting, key=lambda r: (throughput_key(r), -(r.concurrency or 0)))
+
+
+def _refusal(results: list[PerfResult], query: PerfQuery) -> str:
+    """Why no point serves: what the lowest-concurrency point misses."""
+    lowest = min(results, key=lambda r: (r.concurrency or 0, r.ttft_ms or 0))
+    what = "modeled" if is_modeled(lowest.provenance) else "measured"
+    return (f"no {what} point meets the limits; at the lowest concurrency ({lowest.concurrency or 'not stated'}): "
+            f"{limit_violation(lowest, query) or 'its limits met, but a point at a lower rate misses them'}")  # fmt: skip
 
 
 def model_precisions(catalog: Catalog, gpu: str, model: str | None = None,
@@ -277,23 +258,43 @@ def _curve(
     on the engine's measured rows; a measured row at the query's lengths stands in for the model at its concurrency.
     A layout beyond TP (attention DP, expert parallelism, pipeline stages), speculative decoding or another serving
     engine than the reference is modeled without anchors: the benchmark rows are of TP engines of the reference."""
+    return _priced_curve(query, catalog, tp, precision, percentile, beyond_capacity, engine_lengths, anchored, layout,
+                         speculation, hop_bytes_per_s).points  # fmt: skip
+
+
+def _priced_curve(
+    query: PerfQuery,
+    catalog: Catalog,
+    tp: int,
+    precision: str,
+    percentile: float | None,
+    beyond_capacity: bool = False,
+    engine_lengths: tuple[int, int] | None = None,
+    anchored: bool = True,
+    layout: Layout | None = None,
+    speculation: Speculation | None = None,
+    hop_bytes_per_s: float = 0.0,
+    reach: Reach | None = None,
+) -> PricedCurve:
+    """`_curve`, its open-loop rate ladder priced in ascending rate up to the first point `reach` refuses (all of it
+    without a reach, at one rate, or where measured rows stand among the points)."""
     layout = layout or Layout(tp)
     if layout != Layout(tp) or speculation is not None or query.engine != DEFAULT_ENGINE:
         anchored = False
     model = catalog.models[query.model]
     if not supports_roofline(model):
-        return f"architecture of {query.model} not published: the roofline cannot model it"
+        return PricedCurve(f"architecture of {query.model} not published: the roofline cannot model it")
     if query.isl is None or query.osl is None:
-        return "the roofline needs both ISL and OSL"
+        return PricedCurve("the roofline needs both ISL and OSL")
     gpu = catalog.gpus[query.gpu]
     if precision not in gpu.precisions:
-        return f"{gpu.id} does not support {precision}"
+        return PricedCurve(f"{gpu.id} does not support {precision}")
     refusal = tensor_split_refusal(model, layout.tp)
     if refusal is not None:
-        return refusal
+        return PricedCurve(refusal)
     found = calibrated(catalog, query.model, query.gpu, query.engine, query.engine_version)
     if isinstance(found, str):
-        return found
+        return PricedCurve(found)
     eff, engine_cls = found
     # an engine built for longer sequences must fit one of them; its paged KV cache then runs as many of the
     # query's sequences as their tokens fill
@@ -301,7 +302,7 @@ def _curve(
     memory = instance_memory(catalog, query.model, query.gpu, tp, precision, engine_isl, engine_osl,
                              layout.dp, layout.ep, layout.pp)  # fmt: skip
     if not memory.fits:
-        return f"{layout.label} {precision}: does not fit: {memory.reason}"
+        return PricedCurve(f"{layout.label} {precision}: does not fit: {memory.reason}")
     shape = engine_shape(catalog, model, gpu, layout, precision, speculation, hop_bytes_per_s)
     anchors = _anchors(catalog, shape, eff) if anchored else None
     measured = anchor_rows(catalog, shape) if anchored else []
@@ -311,11 +312,9 @@ def _curve(
              and query.prefix_cache is None}  # fmt: skip
     capacity = memory.running_limit(query.isl, query.osl, query.engine)
     if query.open_loop:
-        states, means = _open_loop_states(query, shape, eff, capacity, percentile)
-        if not states:
-            what = f"{query.rate_rps:g} requests/s is" if query.rate_rps is not None else "every rate is"
-            return (f"{layout.label} {precision}: {what} beyond what the engine serves under Poisson arrivals with "
-                    f"its batch within the KV cache ({capacity} sequences) 99% of the time")  # fmt: skip
+        rates = [query.rate_rps] if query.rate_rps is not None else _open_loop_rates(query, shape, eff, capacity)
+        stop = reach if query.rate_rps is None and not exact else None
+        states, means = [], []
     else:
         top = 2 * capacity if (beyond_capacity and capacity) else capacity
         ladder = [query.concurrency] if query.concurrency else sorted(set(concurrency_ladder(top)) | set(exact))
@@ -324,7 +323,6 @@ def _curve(
         means = (steady_state_curve(shape, eff, query.isl, query.osl, ladder, capacity, None, query.token_budget,
                                     query.prefix_cache)
                  if anchors and percentile is not None else states)  # the anchors correct means
-    factors = _anchor_factors(anchors, shape, eff, query, means)
     provenance, why = _provenance(catalog, shape, eff, query.isl)
     error = engine_error(catalog, query.model, query.gpu, query.engine, shape.crosses_domain, query.engine_version).as_dict()
     notes = (
@@ -345,11 +343,34 @@ def _curve(
     source = f"roofline ({eff.source})" + (f"; {anchors.describe()}" if anchors else "") + (
         f"; speculative decoding, acceptance {speculation.acceptance:g} assumed" if speculation is not None else "") + (
         f"; {_cache_assumed(query)}" if query.prefix_cache is not None else "")
-    modeled = [
-        _modeled_result(query, state, mean, factors[i] if factors else None, anchors, provenance, why, source,
-                        notes, memory, tp, precision, layout, percentile, error, engine_cls)
-        for i, (state, mean) in enumerate(zip(states, means))
-    ]  # fmt: skip
+
+    def results(states, means) -> tuple[list | None, list[PerfResult]]:
+        factors = _anchor_factors(anchors, shape, eff, query, means)
+        return factors, [
+            _modeled_result(query, state, mean, factors[i] if factors else None, anchors, provenance, why, source,
+                            notes, memory, tp, precision, layout, percentile, error, engine_cls)
+            for i, (state, mean) in enumerate(zip(states, means))
+        ]  # fmt: skip
+
+    complete = True
+    if query.open_loop:  # the ladder in chunks of ascending rate, until a point the reach refuses (module reach.py)
+        chunks = _rate_chunks(rates) if query.rate_rps is None else [rates]  # the same pieces, stopped or not
+        for index, chunk in enumerate(chunks):
+            more_states, more_means = _open_loop_states(query, shape, eff, capacity, percentile, chunk)
+            states, means = states + more_states, means + more_means
+            if stop is None or not more_states:
+                continue
+            _, modeled = results(states, means)  # a prefix's factors are the full ladder's (reach.py)
+            first = next((i for i in range(len(states) - len(more_states), len(states)) if stop.refuses(modeled[i])), None)
+            if first is not None:
+                complete = first == len(states) - 1 and index == len(chunks) - 1
+                states, means = states[: first + 1], means[: first + 1]
+                break
+        if not states:
+            what = f"{query.rate_rps:g} requests/s is" if query.rate_rps is not None else "every rate is"
+            return PricedCurve(f"{layout.label} {precision}: {what} beyond what the engine serves under Poisson "
+                               f"arrivals with its batch within the KV cache ({capacity} sequences) 99% of the time")  # fmt: skip
+    factors, modeled = results(states, means)
     if query.rate_rps is not None and factors:
         # the anchors scale the engine's time, and its rate with it: solve for the model's rate whose corrected
         # rate is the one asked for (the correction moves slowly with the rate: a few steps settle it)
@@ -361,7 +382,8 @@ def _curve(
             at *= asked / got
             states, means = _open_loop_states(dataclasses.replace(query, rate_rps=at), shape, eff, capacity, percentile)
             if not states:
-                return f"{layout.label} {precision}: {asked:g} requests/s is beyond what the engine serves under Poisson arrivals"
+                return PricedCurve(f"{layout.label} {precision}: {asked:g} requests/s is beyond what the engine serves "
+                                   "under Poisson arrivals")
             factors = _anchor_factors(anchors, shape, eff, query, means)
             modeled = [_modeled_result(query, states[0], means[0], factors[0], anchors, provenance, why, source, notes,
                                        memory, tp, precision, layout, percentile, error, engine_cls)]  # fmt: skip
@@ -369,9 +391,10 @@ def _curve(
         rows = [] if query.rate_rps is not None else [
             _row_point(row, min(modeled, key=lambda p: abs(p.concurrency - row.concurrency)), catalog)
             for row in exact.values()]  # fmt: skip
-        return _between_rows(sorted(modeled + rows, key=lambda p: p.request_throughput_rps), measured, query)
+        return PricedCurve(_between_rows(sorted(modeled + rows, key=lambda p: p.request_throughput_rps), measured, query),
+                           complete)  # fmt: skip
     points = [_row_point(exact[p.concurrency], p, catalog) if p.concurrency in exact else p for p in modeled]
-    return _between_rows(points, measured, query)
+    return PricedCurve(_between_rows(points, measured, query))
 
 
 def _cache_assumed(query: PerfQuery) -> str:
@@ -381,18 +404,30 @@ def _cache_assumed(query: PerfQuery) -> str:
             f"{cache.hit_rate:.0%} of requests; the mean prompt computes {cache.computed_tokens(query.isl):,.0f} tokens")
 
 
-def _open_loop_states(query: PerfQuery, shape: EngineShape, eff, capacity: int,
-                      percentile: float | None) -> tuple[list, list]:
-    """Open-loop states (planner/perf/open_loop.py) at the query's rate, or over a ladder of rates: the closed
-    loop's throughputs below the KV capacity and fractions of its highest; rates the engine cannot serve left
-    out. Returns (states at the percentile, means)."""
-    if query.rate_rps is not None:
+def _open_loop_rates(query: PerfQuery, shape: EngineShape, eff, capacity: int) -> list[float]:
+    """An open-loop curve's ladder of rates, ascending: the closed loop's throughputs below the KV capacity and
+    fractions of its highest."""
+    closed = steady_state_curve(shape, eff, query.isl, query.osl, concurrency_ladder(capacity), capacity,
+                                cache=query.prefix_cache)  # fmt: skip
+    top = max(s.request_throughput_rps for s in closed)
+    return sorted({s.request_throughput_rps for s in closed} | {top * f for f in OPEN_LOOP_LOADS})
+
+
+def _rate_chunks(rates: list[float]) -> list[list[float]]:
+    """A ladder priced in pieces (a reach may stop it): its lower half, whose chains settle fast, in one solve, then
+    two rates at a time. Every ladder is priced in these pieces, stopped or not: a rate's figures then come from the
+    same arrays to the last bit whether its curve was priced whole or up to a reach."""
+    half = len(rates) // 2
+    return [rates[:half]] + [rates[i : i + 2] for i in range(half, len(rates), 2)] if half else [rates]
+
+
+def _open_loop_states(query: PerfQuery, shape: EngineShape, eff, capacity: int, percentile: float | None,
+                      rates: list[float] | None = None) -> tuple[list, list]:  # fmt: skip
+    """Open-loop states (planner/perf/open_loop.py) at `rates`, else at the query's rate; rates the engine cannot
+    serve left out (on a ladder, also those whose batch reaches the KV capacity). Returns (states at the
+    percentile, means)."""
+    if rates is None:
         rates = [query.rate_rps]
-    else:
-        closed = steady_state_curve(shape, eff, query.isl, query.osl, concurrency_ladder(capacity), capacity,
-                                    cache=query.prefix_cache)  # fmt: skip
-        top = max(s.request_throughput_rps for s in closed)
-        rates = sorted({s.request_throughput_rps for s in closed} | {top * f for f in OPEN_LOOP_LOADS})
     from planner.perf.open_loop import open_loop_states  # scipy.stats/sparse: imported where the model runs
 
     states, means = open_loop_states(shape, eff, query.isl, query.osl, rates, capacity, percentile, query.token_budget,
@@ -512,21 +547,40 @@ def modeled_points(
     """Roofline points over the concurrency ladder (up to the KV capacity of an engine built for
     `engine_lengths`), anchored on the engine's rows, or why there are none; with `aic_where_extrapolated`
     (--perf-source auto), aiconfigurator's points where the roofline would extrapolate."""
-    curve = _curve(query, catalog, tp, precision, percentile, engine_lengths=engine_lengths, layout=layout,
-                   speculation=speculation, hop_bytes_per_s=hop_bytes_per_s)  # fmt: skip
+    return priced_points(query, catalog, tp, precision, percentile, engine_lengths, aic_where_extrapolated, layout,
+                         speculation, hop_bytes_per_s).points  # fmt: skip
+
+
+def priced_points(
+    query: PerfQuery,
+    catalog: Catalog,
+    tp: int,
+    precision: str,
+    percentile: float | None = None,
+    engine_lengths: tuple[int, int] | None = None,
+    aic_where_extrapolated: bool = False,
+    layout: Layout | None = None,
+    speculation: Speculation | None = None,
+    hop_bytes_per_s: float = 0.0,
+    reach: Reach | None = None,
+) -> PricedCurve:
+    """`modeled_points`, an open-loop ladder priced only as far as `reach` can use it (planner/perf/reach.py)."""
+    curve = _priced_curve(query, catalog, tp, precision, percentile, engine_lengths=engine_lengths, layout=layout,
+                          speculation=speculation, hop_bytes_per_s=hop_bytes_per_s, reach=reach)  # fmt: skip
     plain = (layout is None or layout == Layout(tp)) and speculation is None and query.prefix_cache is None
-    return _aic_instead(query, catalog, tp, precision, curve) if aic_where_extrapolated and plain else curve
-
-
-def within_cap(point: PerfResult, cap: int) -> bool:
-    """Whether a point's batch is within a cap of `cap` sequences per attention-DP rank (planner/perf/serving.py:
-    engines cap each rank's scheduler; an instance of DP ranks runs cap x DP)."""
-    return (point.concurrency or 0) <= instance_batch(cap, point.dp)
+    if not aic_where_extrapolated or not plain:
+        return curve
+    answer = _aic_instead(query, catalog, tp, precision, curve.points)
+    return curve if answer is curve.points else PricedCurve(answer)
 
 
 def best_points_by_cap(points: list[PerfResult], query: PerfQuery, caps) -> dict[int, PerfResult | str]:
-    """best_point for every batch cap at once: each point's limits are checked once (candidate enumeration asks
-    for every cap of the ladder on the same curve)."""
+    """The highest-throughput point of an engine's curve (ascending rate) for every batch cap at once, each point's
+    limits checked once (candidate enumeration asks for every cap of the ladder on the same curve). A plan sizes an
+    engine below the first modeled point the limits or the cap refuse (the first crossing): where the model's curve
+    dips back under a limit past it (an MoE step amortizing its expert reads as batches grow, a step chain's grid
+    near saturation), the rates beyond are not trusted. Measured rows standing among the points count where they
+    meet the limits. The same answer whether the curve was priced whole or up to its reach (planner/perf/reach.py)."""
     usable = [p for p in points if p.memory is None or p.memory.fits]
     meets = [limit_violation(p, query) is None for p in usable]
     out: dict[int, PerfResult | str] = {}
@@ -535,8 +589,13 @@ def best_points_by_cap(points: list[PerfResult], query: PerfQuery, caps) -> dict
         if not within:
             out[cap] = best_point(points, query, cap)  # says why, in the same words
             continue
-        meeting = [p for p, ok in zip(usable, meets) if ok and within_cap(p, cap)]
-        out[cap] = max(meeting, key=lambda r: (throughput_key(r), -(r.concurrency or 0))) if meeting else _best(within, query)
+        meeting = []
+        for point, ok in zip(usable, meets):
+            if ok and within_cap(point, cap):
+                meeting.append(point)
+            elif point.provenance != "measured":
+                break
+        out[cap] = max(meeting, key=lambda r: (throughput_key(r), -(r.concurrency or 0))) if meeting else _refusal(within, query)
     return out
 
 
