@@ -56,6 +56,23 @@ CHAIN_ROUNDS = 8  # rounds of chain and pace before a point that has not settled
 PACE_TOLERANCE = 0.03  # the chain's pace and the batch it gives agree to this share (figures move < 1% within it)
 ATOM_FLOOR = 1e-12  # an atom of TTFT's law lighter than this share of the whole is left out (its mass ~1e-9 in all)
 _SOLVED: OrderedDict[str, tuple[list[SteadyState], list[SteadyState]]] = OrderedDict()
+# what a solve computes whatever its rates (the closed loop's departures, the decode step on its grid of batches),
+# kept for the next piece of the same engine's ladder (planner/perf/layers.py prices a ladder in pieces)
+_RATE_FREE: OrderedDict[str, np.ndarray] = OrderedDict()
+
+
+def _rate_free(key: str, compute) -> np.ndarray:
+    """`compute()` once per key (the last CACHE_SIZE kept); the same array, read-only, every time."""
+    found = _RATE_FREE.get(key)
+    if found is None:
+        found = np.asarray(compute(), dtype=float)
+        found.setflags(write=False)
+        _RATE_FREE[key] = found
+        if len(_RATE_FREE) > CACHE_SIZE:
+            _RATE_FREE.popitem(last=False)
+    else:
+        _RATE_FREE.move_to_end(key)
+    return found
 _U_NODES, _U_WEIGHTS = np.polynomial.legendre.leggauss(4)
 _U_NODES, _U_WEIGHTS = (_U_NODES + 1) / 2, _U_WEIGHTS / 2  # Gauss-Legendre on [0, 1]
 
@@ -68,7 +85,8 @@ def _slots(shape: EngineShape, eff: Efficiency, isl: int, osl: int, rate, limit:
     geometric with ratio lambda / X(K) for the requests waiting. Returns, per rate, the probability that an arrival
     waits (PASTA: pi(N >= K)), the rate (per ms) at which a wait ends, X(K) - lambda (exponential waits; <= 0
     where the engine cannot keep up), and the batch that holds SLOT_PERCENTILE of the time."""
-    throughput = closed_loop_throughput(shape, eff, isl, osl, np.arange(1, limit + 1), limit, cache, token_budget)
+    throughput = _rate_free(repr(("slots", shape, eff, isl, osl, limit, cache, token_budget)), lambda: closed_loop_throughput(
+        shape, eff, isl, osl, np.arange(1, limit + 1), limit, cache, token_budget))  # fmt: skip
     drain = throughput[-1] - rate
     ratio = rate[:, None] / throughput[None, :]  # rates x N = 1..K
     log_pi = np.concatenate([np.zeros((len(rate), 1)), np.cumsum(np.log(np.maximum(ratio, 1e-300)), axis=1)], axis=1)
@@ -83,7 +101,7 @@ def _slots(shape: EngineShape, eff: Efficiency, isl: int, osl: int, rate, limit:
     return waits, drain, needed.astype(float)
 
 
-def _decoding(decode, rate, m: float, u, ok):
+def _decoding(decode, rate, m: float, u, ok, key: str = ""):
     """The others decoding at a time, the fluid n = lambda m D(1 + n) / u (Little's law on the decode phase, its
     steps stretched by the prompts' share of time), at each rate: the least root of G(n) = lambda m D(1 + n) / u - n,
     where G falls through 0 (the stable batch: one above it drains, one below it fills).
@@ -94,21 +112,32 @@ def _decoding(decode, rate, m: float, u, ok):
     first step of a mixture of experts asks lambda m D' / u > 1 at any load), so the root is bracketed on a
     geometric grid of batches first (D on the grid does not depend on the rate: one pass), bisected, and polished
     by Newton. Returns (n, the slope D(2 + n) - D(1 + n), ok: a root within MAX_DECODING where G's fall is real,
-    lambda m slope / u < 1)."""
+    lambda m slope / u < 1). `key` names the decode step for the grid's values to be kept (none: computed here)."""
     grid = np.concatenate([[0.0], np.geomspace(1e-3, MAX_DECODING, 160)])
-    steps = np.asarray(decode(1.0 + grid), dtype=float)
+    steps = _rate_free(repr(("grid", key)), lambda: decode(1.0 + grid)) if key else np.asarray(decode(1.0 + grid), dtype=float)
     excess = (rate * m / u)[:, None] * steps[None, :] - grid[None, :]  # G on the grid, rates x batches
     falls = excess <= 0
     ok = ok & falls.any(axis=1)
     first = np.where(ok, np.argmax(falls, axis=1), 1)
+    rows = np.arange(len(rate))
     low, high = grid[np.maximum(first - 1, 0)], grid[first]
-    for _ in range(64):  # the bracket shrinks to the last bits of n (1.07^-64)
-        middle = (low + high) / 2
-        below = rate * m * decode(1.0 + middle) / u - middle > 0
-        low, high = np.where(below, middle, low), np.where(below, high, middle)
-        if np.all(high - low <= 1e-13 * np.maximum(high, 1e-300)):
+    g_low, g_high = excess[rows, np.maximum(first - 1, 0)], excess[rows, first]
+    n = high.copy()
+    for _ in range(64):  # regula falsi, Illinois: the bracket's end kept twice has its G halved (superlinear)
+        width = g_low - g_high
+        guess = np.where(width > 0, high - g_high * (high - low) / np.where(width > 0, width, 1.0), (low + high) / 2)
+        guess = np.where((guess > low) & (guess < high), guess, (low + high) / 2)
+        g_guess = rate * m * decode(1.0 + guess) / u - guess
+        above = g_guess > 0  # the root lies above the guess
+        settled = np.abs(guess - n) <= 1e-13 * np.maximum(guess, 1e-300)
+        n = guess
+        g_high = np.where(above, g_high / 2, g_high)  # the high end kept again: halved
+        g_low = np.where(above, g_guess, g_low / 2)
+        low, high = np.where(above, guess, low), np.where(above, high, guess)
+        g_high = np.where(above, g_high, g_guess)
+        if np.all(settled | ~ok):
             break
-    n = np.where(ok, (low + high) / 2, 0.0)
+    n = np.where(ok, n, 0.0)
     for _ in range(3):  # Newton within the bracket: the last digits, where D is smooth
         d0 = decode(1.0 + n)
         slope = decode(2.0 + n) - d0
@@ -260,7 +289,7 @@ def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_b
     u = 1.0 - rho
     ok = u > 0
     safe_u = np.where(ok, u, 1.0)
-    n, slope, ok = _decoding(decode, rate, m, safe_u, ok)
+    n, slope, ok = _decoding(decode, rate, m, safe_u, ok, repr((shape, eff, context)))
     tpot_plain = np.where(ok, decode(1.0 + n) / safe_u, 1.0)
     # the spread of one request's TPOT (a Poisson functional of the others' arrivals, module docstring)
     feedback = np.maximum(u - rate * m * slope, 1e-300)
