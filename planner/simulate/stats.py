@@ -9,7 +9,9 @@
 - Warm-up: MSER-5 on E2E in arrival order (the cut that minimizes the standard error of the remaining mean), at
   least 5% of the run, at most half.
 - Confidence: batch means. The window's requests split into 10 batches by arrival; the interval of a percentile is
-  the mean of the batches' percentiles +- t(0.975, 9) x their standard deviation / sqrt(10).
+  the mean of the batches' percentiles +- t(0.975, 9) x their standard deviation / sqrt(10). Fewer than 200 values
+  (a short trace) make no batches: the percentile is then the sample's own and its interval the order statistics'
+  distribution-free one (`order_statistic_interval`).
 """
 
 from __future__ import annotations
@@ -151,6 +153,31 @@ def pooled_interval(seed_batches: list[np.ndarray]) -> tuple[float, float]:
     between = float(means.var(ddof=1)) / k if k > 1 else 0.0
     half = t_975(k * (BATCHES - 1)) * math.sqrt(max(within, between))
     return float(means.mean() - half), float(means.mean() + half)
+
+
+def order_statistic_interval(values: np.ndarray, percentile: float, weights=None) -> tuple[float, float]:
+    """(low, high) of a distribution-free 95% interval for a percentile from values too few to batch: the order
+    statistics x_(r) <= x_(s) with B ~ Binomial(n, p) below r at most 2.5% and at s or above at most 2.5% of the
+    time (the values taken as independent draws; `weights`, whole token counts, repeat a value that many times).
+    An end the sample cannot reach (P99 of 100 values has no upper one) is -inf or +inf."""
+    from scipy.stats import binom  # only for short runs and traces
+
+    order = np.argsort(values, kind="stable")
+    ordered = np.asarray(values, dtype=float)[order]
+    counts = np.ones(len(ordered)) if weights is None else np.asarray(weights, dtype=float)[order]
+    cumulative = np.cumsum(counts)
+    n = int(round(cumulative[-1])) if len(cumulative) else 0
+    if n == 0:
+        return -math.inf, math.inf
+    p = percentile / 100.0
+    below = int(binom.ppf(0.025, n, p))  # the first k with P(B <= k) >= 2.5%
+    r = below if binom.cdf(below, n, p) > 0.025 else below + 1  # P(B <= r - 1) <= 2.5%
+    s = int(binom.ppf(0.975, n, p)) + 1  # P(B <= s - 1) >= 97.5%
+
+    def statistic(k: int) -> float:  # x_(k), 1-based, of the values repeated by their counts
+        return float(ordered[min(int(np.searchsorted(cumulative, k - 1e-9)), len(ordered) - 1)])
+
+    return (statistic(r) if r >= 1 else -math.inf), (statistic(s) if s <= n else math.inf)
 
 
 def warmup_s(requests, duration_s: float) -> float:

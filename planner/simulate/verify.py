@@ -51,12 +51,13 @@ from planner.simulate.setups import _instances_per_node, engine_setup
 from planner.simulate.stats import (
     MIN_WARMUP_FRACTION,
     RunStats,
+    BATCHES,
     batch_estimates,
+    order_statistic_interval,
     pooled_interval,
     gap_arrays,
     request_latencies,
     run_statistics,
-    t_975,
     warmup_s,
 )
 
@@ -159,8 +160,9 @@ def classify(estimate: float, low: float | None, high: float | None, limit: floa
     - `misses`: the interval's lower end is above the limit (conclusive);
     - `holds`: the estimate and the interval's upper end are within the limit;
     - `inconclusive`: otherwise (the interval straddles the limit).
-    Without an interval (too few values, or one seed whose batches could not be formed) the estimate decides only
-    in a settled run; otherwise, or with no value at all, the verdict is inconclusive."""
+    Without an interval (no value in a seed's window) the estimate decides only in a settled run; otherwise, or
+    with no value at all, the verdict is inconclusive. An end at infinity (a sample too small to bound the
+    percentile from above) never holds."""
     if estimate is None or not math.isfinite(estimate):
         return INCONCLUSIVE
     if low is None or high is None:
@@ -190,8 +192,9 @@ def workload_verdict(checks, stats) -> str:
 
 def _checks(seed_runs, slo) -> tuple[tuple[LimitCheck, ...], bool]:
     """Each limit at the SLO percentile, pooled over seeds: the estimate from every seed's values together, the
-    interval from their batches (one seed: `stats.batch_interval`; several: `stats.pooled_interval`, or across the
-    seeds' estimates where a seed has too few values to batch). Settled: every interval within 5% of its value.
+    interval from their batches (`stats.pooled_interval`), or, where a seed has too few values to batch (fewer than
+    200: a short trace or run), the distribution-free interval of the order statistics of all the values
+    (`stats.order_statistic_interval`). Settled: every interval finite and within 5% of its value.
     Verdicts by `classify`; a limit every seed misses on its own (its own estimate and batch interval) is missed
     whatever the pooled interval says: more seeds never weaken a miss."""
     rows, settled = [], True
@@ -206,15 +209,14 @@ def _checks(seed_runs, slo) -> tuple[tuple[LimitCheck, ...], bool]:
         values = np.concatenate(pooled_values)
         weights = np.concatenate(pooled_weights)
         estimate = _estimate(values, weights, slo.percentile)
-        finite = [p for p in per_seed if math.isfinite(p)]
         if all(b is not None for b in batches):
             interval = pooled_interval(batches)
-        elif len(seed_runs) > 1 and len(finite) > 1:
-            half = t_975(len(finite) - 1) * float(np.std(finite, ddof=1)) / math.sqrt(len(finite))
-            interval = (float(np.mean(finite)) - half, float(np.mean(finite)) + half)
+        elif len(values):  # too few values to batch (a short trace or run): the sample's order statistics
+            interval = order_statistic_interval(values, slo.percentile, weights)
         if interval is not None:
             interval = (float(interval[0]), float(interval[1]))
-        if interval is None or not math.isfinite(estimate) or (interval[1] - interval[0]) / 2 > SETTLED_RELATIVE_HALF_WIDTH * abs(estimate):
+        if (interval is None or not math.isfinite(estimate) or not all(map(math.isfinite, interval))
+                or (interval[1] - interval[0]) / 2 > SETTLED_RELATIVE_HALF_WIDTH * abs(estimate)):
             settled = False
         passed = sum(1 for p in per_seed if math.isfinite(p) and p <= limit)
         # each seed alone: a conclusive miss needs its own batch interval above the limit
@@ -228,6 +230,7 @@ def _checks(seed_runs, slo) -> tuple[tuple[LimitCheck, ...], bool]:
             low = max(0.0, low)  # a t-interval across few seeds may reach below zero; a latency does not
         # an unsettled queue does not pass on a lucky run: the interval's upper end must be within the limit too
         verdict = MISSES if each_misses else classify(estimate, low, high, limit, settled)
+        high = high if high is None or math.isfinite(high) else None  # a sample too small to bound it above
         checks.append(LimitCheck(metric, limit, slo.percentile, estimate, low, high, passed, verdict == HOLDS, verdict))
     return tuple(checks), bool(settled)
 
@@ -386,11 +389,27 @@ def simulate_pool(pool: _Pool, options: SimulationOptions) -> list[WorkloadRun]:
         for w, (checks, _) in enumerate(results):
             if _more_seeds_helps(checks):
                 notes[w] = f"{'; '.join(_undecided(checks))}: no more seeds run, {fixed_by}"
+    for w, values in enumerate(seed_values):
+        few = _few_values(values, slos[w])
+        if few:
+            notes[w] = f"{notes[w]}; {few}" if notes[w] else few
     runs = []
     for w, ((requests, gaps, preemptions), window, (checks, settled)) in enumerate(zip(outs, windows, results)):
         stats = run_statistics(requests, gaps, window, preemptions, slos[w])
         runs.append(WorkloadRun(stats, checks, settled, length, simulated[w], len(seed_values[w]), extras[w], notes[w]))
     return runs
+
+
+def _few_values(seed_runs, slo) -> str:
+    """What the verdicts of limits with too few values to batch rest on ('' when every limit had enough)."""
+    counts = {metric: sum(len(run[metric][0]) for run in seed_runs) for metric, _ in _limits(slo)
+              if any(len(run[metric][0]) < BATCHES * 20 for run in seed_runs)}  # fmt: skip
+    if not counts:
+        return ""
+    said = ", ".join(f"{metric} over {count:,} value{'s' if count != 1 else ''}" for metric, count in counts.items())
+    return (f"fewer than {BATCHES * 20} values in a run's window ({said}): the percentile is the sample's own and its "
+            "95% interval the order statistics' (distribution-free, the values taken as independent); an interval "
+            "with no upper end (too few values for that percentile) never holds")
 
 
 def _seeds_note(why: str, extra: int, seeds: int, checks, budget: int, max_requests: int) -> str:
