@@ -277,6 +277,9 @@ def engine_layouts(scenario: Scenario, catalog: Catalog, model_id: str, system_i
     return layouts
 
 
+_UNOPENED = object()  # a builder's curve cache not opened yet
+
+
 class _Builder:
     def __init__(self, scenario: Scenario, catalog: Catalog):
         self.scenario, self.catalog = scenario, catalog
@@ -291,13 +294,21 @@ class _Builder:
         self.engine = DEFAULT_ENGINE  # the serving engine of the workload being enumerated
         self.engine_version: str | None = None  # its pinned version (engine@version), None: the newest
         # priced curves kept between runs (planner/perf/curve_cache.py), None with PLANNER_CACHE_DIR=off
-        self.store = curve_cache(catalog, "aic" in scenario.perf_sources)
+        self._store: object = _UNOPENED
         # engine curves, shared by every enumeration of this catalog in the process (a plan's fp4 and cold-prefix
         # re-plans ask for the same ones): pure functions of their keys, the catalog and whether aic answers, each
         # priced as far along its rates as the workloads asking for it can use (`reaches`, planner/perf/reach.py)
         self.curves: dict[tuple, PricedCurve] = catalog.derived.setdefault(
             ("engine curves", "aic" in scenario.perf_sources), {})  # fmt: skip
         self._reaches: dict[tuple, Reach] | None = None
+
+    @property
+    def store(self):
+        """The curve cache, opened on first use (its key hashes the package's source: a plan that prices no modeled
+        curve never pays for it); None with PLANNER_CACHE_DIR=off."""
+        if self._store is _UNOPENED:
+            self._store = curve_cache(self.catalog, "aic" in self.scenario.perf_sources)
+        return self._store
 
     def use_engine(self, label: str) -> str:
         """Enumerate for the engine a workload names ('vllm', 'vllm@0.12'); returns the engine."""
@@ -868,8 +879,8 @@ def enumerate_candidates(
             if progress is not None:
                 progress(done, total)
     builder.drop_dominated()
-    if builder.store is not None:
-        builder.store.trim()
+    if builder._store not in (_UNOPENED, None) and builder._store.written:  # a run that kept nothing new trims nothing
+        builder._store.trim()
     ordered = tuple(builder.candidates[k] for k in sorted(builder.candidates))
     options = tuple(builder.options[k] for k in sorted(builder.options))
     pruned = tuple(dict.fromkeys(builder.pruned))  # same reason for several batch caps: once

@@ -199,10 +199,10 @@ def _exit_on_verdict(checks, repaired: bool, allow_inconclusive: bool) -> None:
     """`plan --verify` as a gate: exit 5 when a simulated limit is conclusively missed (after the repair, with
     --repair), 6 when none is but one is inconclusive (a plan the simulation could not confirm is not passed),
     unless --allow-inconclusive."""
-    from planner.simulate.verify import INCONCLUSIVE, MISSES, overall_verdict
-
     if checks is None:
         return
+    from planner.simulate.verify import INCONCLUSIVE, MISSES, overall_verdict
+
     verdict = overall_verdict(checks)
     after = " after the repair" if repaired else ""
     if verdict == MISSES:

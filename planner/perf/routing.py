@@ -26,7 +26,12 @@ from functools import lru_cache
 import numpy as np
 
 _GRID = np.linspace(-12.0, 12.0, 24_001)
-_NORMAL_CDF = 0.5 * np.array([math.erfc(-x / math.sqrt(2.0)) for x in _GRID])
+
+
+@lru_cache(maxsize=1)
+def _normal_cdf() -> np.ndarray:
+    """Phi on the grid (made on first use: 24,001 erfc calls cost a start-up that never needs them 15 ms)."""
+    return 0.5 * np.array([math.erfc(-x / math.sqrt(2.0)) for x in _GRID])
 
 
 @lru_cache(maxsize=None)
@@ -34,7 +39,7 @@ def expected_max_of_normals(count: int) -> float:
     """E[max of `count` independent N(0, 1)] = int_0^inf (1 - Phi^n) dx - int_-inf^0 Phi^n dx (0 for one)."""
     if count <= 1:
         return 0.0
-    power = _NORMAL_CDF**count
+    power = _normal_cdf() ** count
     above, below = 1.0 - power[_GRID >= 0], power[_GRID <= 0]  # both include x = 0: trapezoid rule on each side
     dx = _GRID[1] - _GRID[0]
     return float(dx * (above.sum() - above[0] / 2 - below.sum() + below[-1] / 2))
