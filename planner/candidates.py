@@ -149,6 +149,7 @@ class CandidateSet:
     pruned: tuple[Pruned, ...]
     stats: CandidateStats
     fastest: dict[str, dict[str, Fastest]]  # workload -> metric (planner.metrics.LATENCY_METRICS) -> fastest
+    course_sized: tuple[str, ...] = ()  # workloads a closed-loop row sized under random arrivals (no model for them)
 
     def candidate(self, key: str) -> Candidate:
         return self._by_key()[key]
@@ -183,7 +184,7 @@ def restrict_candidates(cset: CandidateSet, offers) -> CandidateSet:
     pruned = tuple(p for p in cset.pruned if p.system in systems)
     stats = dataclasses.replace(cset.stats, kept=len(candidates), options=len(options),
                                 pruned=tuple(p for p in cset.stats.pruned if p[1] in systems))  # fmt: skip
-    return CandidateSet(candidates, options, pruned, stats, cset.fastest)
+    return CandidateSet(candidates, options, pruned, stats, cset.fastest, cset.course_sized)
 
 
 def on_prem_annual_cost_usd(price_usd: float, power_kw: float, rack_units: int, costs: OnPremCosts) -> tuple[float, str]:
@@ -301,6 +302,8 @@ class _Builder:
         self.curves: dict[tuple, PricedCurve] = catalog.derived.setdefault(
             ("engine curves", "aic" in scenario.perf_sources), {})  # fmt: skip
         self._reaches: dict[tuple, Reach] | None = None
+        # workloads sized by a closed-loop row under random arrivals (no architecture to model them with)
+        self.course_sized: set[str] = set()
 
     @property
     def store(self):
@@ -378,6 +381,9 @@ class _Builder:
             self.counts["latency"] += 1
             self.prune(workload, offer, points.reason, "latency")
             return True
+        points = self.random_arrivals(points, workload, offer)
+        if not points:  # closed-loop rows only: the roofline sizes the engine for random arrivals
+            return False
         added = False
         for point in points:
             self.counts["generated"] += 1
@@ -389,6 +395,27 @@ class _Builder:
             added = True
         # rows only of formats the default leaves out (fp4): the roofline answers at the default's, as without rows
         return added or workload.precisions is not None
+
+    def random_arrivals(self, points: list[PerfResult], workload: Workload, offer: SystemOffer) -> list[PerfResult]:
+        """The points that may size an engine: all of them by the course's method (perf.sizing: closed-loop); for
+        requests arriving at random (the default), those of the open loop (the roofline anchored on the rows). A
+        closed-loop row then sizes nothing where the roofline can model the model (it answers, anchored on the rows
+        where they state the engine), and sizes as the course reads it where it cannot, said in the plan."""
+        if self.scenario.sizing == "closed-loop":
+            return points
+        closed = [p for p in points if p.arrivals != "poisson"]
+        if not closed:
+            return points
+        if supports_roofline(self.catalog.models[workload.model]) and "modeled" in self.scenario.perf_sources:
+            for point in closed:
+                self.prune(workload, offer, (
+                    f"{point.provenance} closed-loop point ({point.request_throughput_rps:.4g} requests/s per "
+                    f"{point.gpus_per_instance} GPUs at concurrency {point.concurrency or 'not stated'}; {point.source}) "
+                    "not used for sizing: requests arrive at random, and the calibrated model sizes the engine for "
+                    "them (perf.sizing: closed-loop reads the row as the course does)"), "data")  # fmt: skip
+            return [p for p in points if p.arrivals == "poisson"]
+        self.course_sized.add(workload.name)
+        return points
 
     def from_model(self, offer: SystemOffer, workload: Workload, bucket_index: int, bucket: Bucket) -> None:
         """Roofline candidates: layout (TP, DP/EP, PP) x precision x engine lengths covering the bucket x batch
@@ -609,7 +636,8 @@ class _Builder:
         return PerfQuery(
             model=workload.model, gpu=self.catalog.systems[offer.system].gpu, isl=bucket.isl_tokens,
             osl=bucket.osl_tokens, ttft_ms=workload.slo.ttft_ms, itl_ms=workload.slo.itl_ms, e2e_ms=workload.slo.e2e_ms,
-            tpot_ms=workload.slo.tpot_ms, token_budget=self.scenario.token_budget, arrivals="poisson", engine=self.engine,
+            tpot_ms=workload.slo.tpot_ms, token_budget=self.scenario.token_budget,
+            arrivals="closed" if self.scenario.sizing == "closed-loop" else "poisson", engine=self.engine,
             engine_version=self.engine_version, prefix_cache=workload.prefix_cache,
         )  # fmt: skip
 
@@ -889,4 +917,5 @@ def enumerate_candidates(
         pruned_latency=builder.counts["latency"], pruned_dominated=builder.counts["dominated"], kept=len(ordered),
         options=len(options), pruned=tuple((p.workload, p.system, p.reason) for p in pruned),
     )  # fmt: skip
-    return CandidateSet(ordered, options, pruned, stats, {w: dict(m) for w, m in builder.fastest.items()})
+    return CandidateSet(ordered, options, pruned, stats, {w: dict(m) for w, m in builder.fastest.items()},
+                        tuple(sorted(builder.course_sized)))

@@ -279,10 +279,20 @@ class Plan:
     # workload's default left one out, or no figure: the note says why)
     precision_saving_usd_per_year: float | None = None
     precision_note: str = ""
+    # what engines' capacities were read off (perf.sizing): "random-arrivals" (the open loop) or "closed-loop" (the
+    # course's method), and what the other method gives where the plan states it (the seed cases: both)
+    sizing: str = "random-arrivals"
+    sizing_note: str = ""
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict with the names of design.md."""
         return asdict(self)
+
+
+SIZING_TEXT = {  # perf.sizing, as plans and reports say it
+    "random-arrivals": "each engine's capacity for requests arriving at random (the open loop: docs/perf-model.md)",
+    "closed-loop": "the course's method, each engine's closed-loop (benchmark) capacity at the limits",
+}
 
 
 def plan_from_document(document: dict) -> Plan:
@@ -394,6 +404,10 @@ def _precision_field_problems(plan: Plan) -> list[tuple[str, str]]:
         problems.append(("precision_saving_usd_per_year", problem))
     if not isinstance(plan.precision_note, str):
         problems.append(("precision_note", "text"))
+    if plan.sizing not in ("random-arrivals", "closed-loop"):
+        problems.append(("sizing", "random-arrivals or closed-loop"))
+    if not isinstance(plan.sizing_note, str):
+        problems.append(("sizing_note", "text"))
     decisions = plan.workload_precisions
     if decisions is None:
         return problems

@@ -28,7 +28,7 @@ SAME_RATE_ROWS = [
     node_row("llama-3-8b", "H200-SXM-141GB", 1000, 100, 10.0),
 ]
 SAME_RATE_SCENARIO = {
-    "name": "same-rate",
+    "name": "same-rate", "perf": {"sizing": "closed-loop"},
     "workloads": [{"name": "w", "model": "llama-3-8b", "isl_tokens": 1000, "osl_tokens": 100, "peak_rps": 45,
                    "slo": {"ttft_ms": 500}}],
     "sites": {"on_prem": {"systems": ["sys-a", "sys-b"], "amortization_years": 1, "usd_per_kwh": 0}},
@@ -36,9 +36,12 @@ SAME_RATE_SCENARIO = {
 }  # fmt: skip
 
 
-def _p50(tmp_path, name: str):
-    """A shipped scenario with every latency limit at P50 (daily-hybrid's known split: tests/test_plan_holds...)."""
+def _p50(tmp_path, name: str, sizing: str | None = None):
+    """A shipped scenario with every latency limit at P50 (daily-hybrid's known split: tests/test_plan_holds...),
+    sized by `sizing` where given."""
     document = yaml.safe_load((SCENARIOS / f"{name}.yaml").read_text())
+    if sizing is not None:
+        document.setdefault("perf", {})["sizing"] = sizing
     for workload in document["workloads"]:
         if workload.get("mode") != "offline":
             workload.setdefault("slo", {})["percentile"] = 50
@@ -135,7 +138,7 @@ def test_balancing_keeps_nodes_cost_demand_and_capacity(tmp_path, name):
 
 @pytest.mark.parametrize("breaks", ["build", "solve"])
 def test_a_failed_balance_keeps_the_programs_routes_with_a_warning(tmp_path, monkeypatch, breaks):
-    path, _ = _p50(tmp_path, "daily-hybrid")
+    path, _ = _p50(tmp_path, "daily-hybrid", "closed-loop")  # the split found with the seed rows read as the course does
     balanced = api.plan_file(path)
     monkeypatch.setattr(balance, "_routing_lp" if breaks == "build" else "solve_model", _failing)
     scenario, cset, model = _solved(path, None)

@@ -38,7 +38,7 @@ HYBRID_ROWS = [node_row("llama-3-8b", "H100-SXM-80GB", 1000, 100, 10.0)]
 
 def hybrid_scenario(deployment: str) -> dict:
     return {
-        "name": "peaky", "deployment": deployment,
+        "name": "peaky", "deployment": deployment, "perf": {"sizing": "closed-loop"},
         "workloads": [{"name": "chat", "model": "llama-3-8b", "isl_tokens": 1000, "osl_tokens": 100, "peak_rps": 100,
                        "slo": {"ttft_ms": 500}}],
         "periods": [{"name": "peak", "hours_per_year": 2000, "demand_factor": {"chat": 1.0}},
@@ -126,7 +126,7 @@ def limited(tmp_path):
 
     def run(limits: dict | None = None, on_prem: dict | None = None, extra_workload: bool = False):
         document = {
-            "name": "limits",
+            "name": "limits", "perf": {"sizing": "closed-loop"},
             "workloads": [{"name": "w", "model": "llama-3-8b", "isl_tokens": 1000, "osl_tokens": 100, "peak_rps": 25,
                            "slo": {"ttft_ms": 500}}],
             "sites": {"on_prem": {"systems": ["sys-a", "sys-b"], "amortization_years": 1, "usd_per_kwh": 0,
@@ -378,7 +378,7 @@ def test_a_variant_limit_that_does_not_bind_leaves_the_year_round_optimum(tmp_pa
 
     def planned(limits):
         document = {
-            "name": "day-night", "deployment": "on-prem",
+            "name": "day-night", "deployment": "on-prem", "perf": {"sizing": "closed-loop"},
             "workloads": [{"name": "day", "model": "llama-3-8b", "isl_tokens": 1000, "osl_tokens": 100, "peak_rps": 40,
                            "slo": {"ttft_ms": 500}},
                           {"name": "night", "model": "mistral-7b", "isl_tokens": 1000, "osl_tokens": 100,

@@ -64,7 +64,7 @@ def shared_fleets(draw):
         ],
         "periods": periods,
         "sites": {"on_prem": {"systems": [s["id"] for s in systems], "amortization_years": 3, "usd_per_kwh": 0.1}},
-        "perf": {"sources": ["measured"]},
+        "perf": {"sizing": "closed-loop", "sources": ["measured"]},
     }  # fmt: skip
     return systems, rows, scenario, rates
 
@@ -169,7 +169,7 @@ def day_night(periods: list[dict]) -> dict:
         ],
         "periods": periods,
         "sites": {"on_prem": {"systems": ["sys-0"]}},
-        "perf": {"sources": ["measured"]},
+        "perf": {"sizing": "closed-loop", "sources": ["measured"]},
     }  # fmt: skip
 
 
@@ -202,6 +202,7 @@ def test_both_switches_off_reproduce_the_v1_plan_and_sharing_saves_a_node():
     document["sites"]["on_prem"].update(infrastructure={"include": False}, maintenance_fraction_per_year=0,
                                         cost_of_capital_per_year=0)  # fmt: skip
     document["sites"]["cloud"]["software_usd_per_gpu_per_year"] = 0
+    document["perf"] = {"sizing": "closed-loop"}  # v1 read the seed rows as the course does
     costs = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in ("fixed", "shared"):

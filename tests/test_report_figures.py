@@ -101,8 +101,9 @@ def test_the_chosen_point_of_a_curve_is_the_plans_operating_point(planned):
 
 
 def test_a_row_without_engine_gets_the_roofline_stand_in_and_a_bar_for_a_bound(planned):
-    """daily-hybrid's assistant: the seed row states only rps/node and 'TTFT < 500 ms', no TP."""
-    p = planned["scenarios/daily-hybrid.yaml"]
+    """The seed case C2's assistant, sized by the course's method: its row states only rps/node and 'TTFT < 500 ms',
+    no TP (daily-hybrid's assistant, sized for random arrivals, runs the roofline's engine instead)."""
+    p = planned["scenarios/llama3-8b-assistant.yaml"]
     landscape = {land.workload: land for land in api.workload_landscapes(p)}["assistant"]
     figure, _ = curve_plot(p, "assistant", landscape)
     axes = figure.axes[0]

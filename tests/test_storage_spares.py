@@ -160,7 +160,7 @@ def one_system(tmp_path_factory):
 
     def run(nodes: int, limits: dict):
         document = {
-            "name": "spares",
+            "name": "spares", "perf": {"sizing": "closed-loop"},
             "workloads": [{"name": "w", "model": "llama-3-8b", "isl_tokens": 1000, "osl_tokens": 100,
                            "peak_rps": 10 * nodes, "slo": {"ttft_ms": 500}}],
             "sites": {"on_prem": {"systems": ["node"], "amortization_years": 1, "usd_per_kwh": 0}},
@@ -206,7 +206,7 @@ def test_the_spare_fraction_is_priced_into_the_mix_as_a_brute_force_finds(tmp_pa
     program's plan costs what the cheapest of them costs."""
     catalog = make_catalog(tmp_path, MIX_SYSTEMS, MIX_ROWS)
     document = {
-        "name": "mix", "workloads": [{"name": "w", "model": "llama-3-8b", "isl_tokens": 1000, "osl_tokens": 100,
+        "name": "mix", "perf": {"sizing": "closed-loop"}, "workloads": [{"name": "w", "model": "llama-3-8b", "isl_tokens": 1000, "osl_tokens": 100,
                                       "peak_rps": rps, "slo": {"ttft_ms": 500}}],
         "sites": {"on_prem": {"systems": ["sys-a", "sys-b"], "amortization_years": 1, "usd_per_kwh": 0}},
         "limits": {"spare_nodes_per_system": k, "spare_fraction": fraction},

@@ -120,7 +120,37 @@ def plan(
         result = _prefix_cache_saving(scenario, catalog, solver, limit, result)
     if lower:
         result = _precision_saving(scenario, catalog, solver, limit, result, lower)
+    if price_alternatives and scenario.sizing == "closed-loop":
+        result = _random_arrivals_sizing(scenario, catalog, solver, limit, result)
     return result
+
+
+def _random_arrivals_sizing(scenario: Scenario, catalog: Catalog, solver: str, time_limit_s: float, result: Plan) -> Plan:
+    """A plan sized by the course's method (closed loop) says what sizing for requests arriving at random gives:
+    the scenario planned again with `perf.sizing: random-arrivals` (one more enumeration and solve)."""
+    course = f"by it {_nodes(result)}, {result.objective_usd_per_year:,.0f} USD/year"
+    if _no_time_left():
+        return dataclasses.replace(result, sizing_note=f"{course}; no time left to size for random arrivals")
+    at_random = dataclasses.replace(scenario, sizing="random-arrivals")
+    try:
+        cset = enumerate_candidates(at_random, catalog)
+        other = solve_candidates(at_random, cset, catalog, solver, time_limit_s, explain=False)
+    except InfeasiblePlanError:
+        return dataclasses.replace(result, sizing_note=f"{course}; under random arrivals no plan meets the limits")
+    except (SolverStoppedError, command_deadline.TimeLimitError):
+        return dataclasses.replace(result, sizing_note=f"{course}; the plan for random arrivals did not solve in time")
+    demand = "; ".join(f"{w.name} at {max(p.demand_rps for p in w.periods):,.4g} requests/s" for w in other.workloads)
+    gap = "" if result.status == other.status == "optimal" else " (a solve stopped at its time limit: an estimate)"
+    unmodeled = (f", {', '.join(cset.course_sized)} still by the course's method (no architecture to model random "
+                 "arrivals with)" if cset.course_sized else "")  # fmt: skip
+    return dataclasses.replace(result, sizing_note=(
+        f"{course}; under random arrivals ({demand}): {_nodes(other)}, {other.objective_usd_per_year:,.0f} USD/year"
+        f"{unmodeled}{gap} (perf.sizing: random-arrivals plans it)"))  # fmt: skip
+
+
+def _nodes(plan: Plan) -> str:
+    """'1 dgx-h100' / '2 dgx-h100 + 1 p5.48xlarge': the plan's nodes by system."""
+    return " + ".join(f"{count} {system}" for system, count in sorted(plan.totals.nodes_by_system.items())) or "no nodes"
 
 
 def _no_time_left() -> bool:
@@ -259,9 +289,11 @@ def _prefix_cache_saving(scenario: Scenario, catalog: Catalog, solver: str, time
 
 
 def solve_candidates(
-    scenario: Scenario, cset: CandidateSet, catalog: Catalog, solver: str | None = None, time_limit_s: float | None = None
+    scenario: Scenario, cset: CandidateSet, catalog: Catalog, solver: str | None = None, time_limit_s: float | None = None,
+    explain: bool = True,
 ) -> Plan:
-    """The integer program over a candidate set already priced (the robust and sensitivity modes reuse one)."""
+    """The integer program over a candidate set already priced (the robust and sensitivity modes reuse one).
+    `explain=False`: no re-solves to find the binding limits (an alternative a plan only quotes the cost of)."""
     solver = solver or scenario.solver
     time_limit_s = time_limit_s if time_limit_s is not None else scenario.time_limit_s
     deadline = command_deadline.monotonic_deadline(time_limit_s)  # the solve and its re-solves share it
@@ -276,6 +308,12 @@ def solve_candidates(
     # the routes spread over the pools in proportion to capacity, the integers as solved (optimize/balance.py)
     unbalanced = balance_routing(model, cset, solver, time_left_s(deadline, time_limit_s))
     result = _read_plan(scenario, cset, catalog, model, solver, outcome)
-    result = dataclasses.replace(result, warnings=result.warnings + unbalanced,
+    course = tuple(
+        f"{name}: sized by the course's method (a closed-loop benchmark row read at the limits) although requests "
+        f"arrive at random: {next(w.model for w in scenario.workloads if w.name == name)} has no architecture the model can run them "
+        "through; plan --verify simulates the row's engine under random arrivals" for name in cset.course_sized)  # fmt: skip
+    result = dataclasses.replace(result, warnings=result.warnings + unbalanced + course, sizing=scenario.sizing,
                                  workload_precisions=precision_decisions(scenario, catalog, result))
+    if not explain:
+        return result
     return dataclasses.replace(result, binding_limits=costly_limits(scenario, cset, catalog, solver, time_limit_s, result, deadline))

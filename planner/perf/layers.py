@@ -514,7 +514,7 @@ def _modeled_result(query, state, mean, factors, anchors, provenance, why, sourc
         tpot_ms=float(tpot), percentile=percentile,
         statistic="mean" if percentile is None else "median" if percentile == 50 else f"p{percentile:g}",
         engine=query.engine, expected_error=error, engine_version=engine_cls.engine_version if engine_cls else "",
-        error_known=engine_cls.known if engine_cls else True,
+        error_known=engine_cls.known if engine_cls else True, arrivals="poisson" if query.open_loop else "closed",
     )  # fmt: skip
 
 
@@ -601,7 +601,10 @@ def best_points_by_cap(points: list[PerfResult], query: PerfQuery, caps) -> dict
 
 def best_point(points: list[PerfResult], query: PerfQuery, max_concurrency: int | None = None) -> PerfResult | str:
     """The highest-throughput point meeting the query's limits, at concurrency <= max_concurrency per attention-DP
-    rank."""
+    rank. For requests arriving at random (an open-loop query) the open loop's points answer where a curve has any:
+    a closed-loop row standing beside them was measured with a fixed number in flight, not at a rate."""
+    if query.open_loop and any(p.arrivals == "poisson" for p in points):
+        points = [p for p in points if p.arrivals == "poisson"]
     if max_concurrency is not None:
         points = [p for p in points if within_cap(p, max_concurrency)]
         if not points:

@@ -207,6 +207,9 @@ class PerfResult:
     # "not stated" where the row does not say
     engine_version: str = ""
     error_known: bool = True  # False: the class's held-out band is too wide to be an answer (planner/perf/engines.py)
+    # what the point's rate is: `closed` a fixed number in flight (a benchmark row, the closed loop), `poisson` requests
+    # arriving at random at that rate (the open loop, planner/perf/open_loop.py)
+    arrivals: str = "closed"
 
     def instances_per_node(self, gpus_per_node: int) -> float:
         """Whole instances a node holds; an instance over several whole nodes (pipeline stages) is a fraction."""

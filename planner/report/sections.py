@@ -14,6 +14,7 @@ from planner.api import (  # fmt: skip
     output_tokens_per_year,
 )
 from planner.landscape import main_assignment
+from planner.plan import SIZING_TEXT
 from planner.metrics import LABELS, LATENCY_METRICS, percentile_label
 from planner.metrics import limits as metric_limits
 from planner.perf.engines import ENGINE_NAMES
@@ -83,6 +84,8 @@ def plan_section(planned: PlannedScenario) -> Section:
         paragraphs.append("Binding limits: " + "; ".join(plan.binding_limits) + ".")
     if plan.prefix_cache_note:
         paragraphs.append(plan.prefix_cache_note[0].upper() + plan.prefix_cache_note[1:] + ".")
+    sizing = getattr(plan, "sizing", "random-arrivals")  # plans saved before sizing was named: the default's
+    paragraphs.append("Sizing: " + SIZING_TEXT.get(sizing, sizing) + (f"; {plan.sizing_note}" if getattr(plan, "sizing_note", "") else "") + ".")
     stats = plan.candidates
     paragraphs.append(
         f"{stats.generated} configurations tried: {stats.pruned_memory} do not fit in memory, {stats.pruned_latency} "

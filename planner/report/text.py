@@ -14,7 +14,7 @@ from planner.metrics import LABELS, LATENCY_METRICS, percentile_label
 from planner.metrics import limits as metric_limits
 from planner.perf.serving import engine_named
 from planner.perf.types import Layout
-from planner.plan import PER_PERIOD_ROLES, Plan
+from planner.plan import PER_PERIOD_ROLES, SIZING_TEXT, Plan
 from planner.scenario import Scenario
 
 if TYPE_CHECKING:  # the answers' types, for the signatures: the report layer does not import the API
@@ -65,6 +65,8 @@ def print_plan(plan: Plan, console: Console) -> None:
                   + ")")  # fmt: skip
     for warning in plan.warnings:
         console.print(f"[bold yellow]warning:[/bold yellow] {escape(warning)}")
+    console.print(escape(f"Sizing: {SIZING_TEXT.get(plan.sizing, plan.sizing)}" + (f"; {plan.sizing_note}" if plan.sizing_note else "")),
+                  soft_wrap=True)  # fmt: skip
     buy = Table(title="What to buy or rent", title_justify="left")
     for column in ("system", "how", "period", "nodes", "GPUs", "USD/year", "each node runs"):
         buy.add_column(column, justify="right" if column in ("nodes", "GPUs", "USD/year") else "left")

@@ -332,6 +332,7 @@ def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str) -> Scenario:
         solver=spec.solver.name,
         time_limit_s=spec.solver.time_limit_s,
         perf_margin=spec.robustness.perf_margin,
+        sizing=spec.perf.sizing,
         confidence=spec.robustness.confidence,
         demand_forecasts=tuple(
             (f.name, tuple(sorted(f.scale.items()))) for f in spec.robustness.demand_forecasts

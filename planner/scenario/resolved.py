@@ -132,6 +132,7 @@ class Scenario:
     solver: str
     time_limit_s: float
     perf_margin: float = 0.0  # plan for throughput (1 - margin) x what the perf model says
+    sizing: str = "random-arrivals"  # perf.sizing: random-arrivals (open loop) | closed-loop (the course's method)
     cloud_software: Figure | None = None  # software licences per GPU per year of rented nodes (prorated per hour)
     cloud_minimum_billing_hours: float = 0.0  # sites.cloud.minimum_billing_hours (billed_hours)
     cloud_start_up_hours: float = 0.0  # sites.cloud.start_up_minutes / 60 (billed_hours, demand_headroom)

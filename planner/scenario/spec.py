@@ -288,6 +288,7 @@ class EngineSpec(InputModel):
 
 PerfSource = Literal["measured", "interpolated", "aic", "modeled"]
 PerfSourceChoice = Literal["auto", "tables", "model", "aic"]
+Sizing = Literal["random-arrivals", "closed-loop"]
 
 
 class PerfSpec(InputModel):
@@ -298,6 +299,10 @@ class PerfSpec(InputModel):
 
     sources: list[PerfSource] = Field(default_factory=lambda: ["measured", "interpolated", "modeled"], min_length=1)
     source: PerfSourceChoice | None = None
+    # what an engine's capacity is read off (docs/perf-model.md, sizing): `random-arrivals` (the default), the open
+    # loop: requests arriving at random, a benchmark row speaking through the model anchored on it; `closed-loop`,
+    # the course's method: a benchmark's closed-loop curve read at the limits (the seed cases' golden answers)
+    sizing: Sizing = "random-arrivals"
 
     @model_validator(mode="after")
     def _one_way(self) -> "PerfSpec":
