@@ -241,25 +241,9 @@ def _bracketing(rows, isl: int, osl: int, concurrency: int, best: bool) -> str |
     return None
 
 
-def _curve(
-    query: PerfQuery,
-    catalog: Catalog,
-    tp: int,
-    precision: str,
-    percentile: float | None,
-    beyond_capacity: bool = False,
-    engine_lengths: tuple[int, int] | None = None,
-    anchored: bool = True,
-    layout: Layout | None = None,
-    speculation: Speculation | None = None,
-    hop_bytes_per_s: float = 0.0,
-) -> list[PerfResult] | str:
-    """The roofline's points for one engine over the concurrency ladder (or at the query's concurrency), anchored
-    on the engine's measured rows; a measured row at the query's lengths stands in for the model at its concurrency.
-    A layout beyond TP (attention DP, expert parallelism, pipeline stages), speculative decoding or another serving
-    engine than the reference is modeled without anchors: the benchmark rows are of TP engines of the reference."""
-    return _priced_curve(query, catalog, tp, precision, percentile, beyond_capacity, engine_lengths, anchored, layout,
-                         speculation, hop_bytes_per_s).points  # fmt: skip
+def _curve(*args, **kwargs) -> list[PerfResult] | str:
+    """The roofline's points for one engine (`_priced_curve`'s arguments, no reach): its whole ladder."""
+    return _priced_curve(*args, **kwargs).points
 
 
 def _priced_curve(
@@ -276,8 +260,12 @@ def _priced_curve(
     hop_bytes_per_s: float = 0.0,
     reach: Reach | None = None,
 ) -> PricedCurve:
-    """`_curve`, its open-loop rate ladder priced in ascending rate up to the first point `reach` refuses (all of it
-    without a reach, at one rate, or where measured rows stand among the points)."""
+    """The roofline's points for one engine over the concurrency ladder (or at the query's concurrency), anchored
+    on the engine's measured rows; a measured row at the query's lengths stands in for the model at its concurrency.
+    A layout beyond TP (attention DP, expert parallelism, pipeline stages), speculative decoding or another serving
+    engine than the reference is modeled without anchors: the benchmark rows are of TP engines of the reference.
+    An open-loop rate ladder is priced in ascending rate up to the first point `reach` refuses (all of it without a
+    reach, at one rate, or where measured rows stand among the points)."""
     layout = layout or Layout(tp)
     if layout != Layout(tp) or speculation is not None or query.engine != DEFAULT_ENGINE:
         anchored = False
@@ -532,23 +520,9 @@ def _between_rows(points: list[PerfResult], measured, query: PerfQuery) -> list[
     return out
 
 
-def modeled_points(
-    query: PerfQuery,
-    catalog: Catalog,
-    tp: int,
-    precision: str,
-    percentile: float | None = None,
-    engine_lengths: tuple[int, int] | None = None,
-    aic_where_extrapolated: bool = False,
-    layout: Layout | None = None,
-    speculation: Speculation | None = None,
-    hop_bytes_per_s: float = 0.0,
-) -> list[PerfResult] | str:
-    """Roofline points over the concurrency ladder (up to the KV capacity of an engine built for
-    `engine_lengths`), anchored on the engine's rows, or why there are none; with `aic_where_extrapolated`
-    (--perf-source auto), aiconfigurator's points where the roofline would extrapolate."""
-    return priced_points(query, catalog, tp, precision, percentile, engine_lengths, aic_where_extrapolated, layout,
-                         speculation, hop_bytes_per_s).points  # fmt: skip
+def modeled_points(*args, **kwargs) -> list[PerfResult] | str:
+    """`priced_points`' points, its whole ladder (no reach)."""
+    return priced_points(*args, **kwargs).points
 
 
 def priced_points(
@@ -564,7 +538,10 @@ def priced_points(
     hop_bytes_per_s: float = 0.0,
     reach: Reach | None = None,
 ) -> PricedCurve:
-    """`modeled_points`, an open-loop ladder priced only as far as `reach` can use it (planner/perf/reach.py)."""
+    """Roofline points over the concurrency ladder (up to the KV capacity of an engine built for
+    `engine_lengths`), anchored on the engine's rows, or why there are none; with `aic_where_extrapolated`
+    (--perf-source auto), aiconfigurator's points where the roofline would extrapolate. An open-loop ladder is
+    priced only as far as `reach` can use it (planner/perf/reach.py)."""
     curve = _priced_curve(query, catalog, tp, precision, percentile, engine_lengths=engine_lengths, layout=layout,
                           speculation=speculation, hop_bytes_per_s=hop_bytes_per_s, reach=reach)  # fmt: skip
     plain = (layout is None or layout == Layout(tp)) and speculation is None and query.prefix_cache is None
