@@ -733,22 +733,32 @@ def _price_curve(key: tuple) -> tuple:
     return key, _FORKED.priced(key)
 
 
+def modeled_curve_keys(builder: _Builder):
+    """(workload, offer, whether its engine is the reference release rows were measured on, memo key) of every
+    modeled curve the enumeration may ask for (`from_model`'s curve specs, aggregated serving); the builder's engine
+    is as it was afterwards."""
+    scenario, catalog = builder.scenario, builder.catalog
+    engine, version = builder.engine, builder.engine_version
+    try:
+        for workload in scenario.workloads:
+            if not supports_roofline(catalog.models[workload.model]) or not serves_aggregated(scenario, workload):
+                continue
+            for offer, label in itertools.product(scenario.offers, workload.engines):
+                reference = builder.use_engine(label) == DEFAULT_ENGINE and builder.engine_version is None
+                for bucket in workload.buckets:
+                    for shape, layout, precision, speculation, hop in builder.curve_specs(offer, workload, bucket):
+                        yield workload, offer, reference, (shape, layout, precision, workload.slo.percentile, speculation, hop)
+    finally:
+        builder.engine, builder.engine_version = engine, version
+
+
 def curve_reaches(builder: _Builder) -> dict[tuple, Reach]:
     """Per memo key of a modeled curve the scenario may ask for: the asks of the workloads reading it, their
     latency limits with the largest batch cap of the ladder (every smaller cap reads a prefix of what it reads)."""
-    scenario, catalog = builder.scenario, builder.catalog
-    cap = max(scenario.max_batch_ladder)
+    cap = max(builder.scenario.max_batch_ladder)
     asks: dict[tuple, dict] = defaultdict(dict)
-    engine, version = builder.engine, builder.engine_version
-    for workload in scenario.workloads:
-        if not supports_roofline(catalog.models[workload.model]) or not serves_aggregated(scenario, workload):
-            continue
-        for offer, label in itertools.product(scenario.offers, workload.engines):
-            builder.use_engine(label)
-            for bucket in workload.buckets:
-                for shape, layout, precision, speculation, hop in builder.curve_specs(offer, workload, bucket):
-                    asks[(shape, layout, precision, workload.slo.percentile, speculation, hop)][(workload.slo, cap)] = None
-    builder.engine, builder.engine_version = engine, version
+    for workload, _, _, key in modeled_curve_keys(builder):
+        asks[key][(workload.slo, cap)] = None
     return {key: Reach(tuple(found)) for key, found in asks.items()}
 
 
@@ -808,20 +818,12 @@ def prefetch_curves(builder: _Builder, progress: Callable[..., None] | None = No
     with_rows = {(row.model, row.gpu) for row in catalog.benchmarks}
     pending: dict[tuple, None] = {}
     needed: set[tuple] = set()
-    for workload in scenario.workloads:
-        if not supports_roofline(catalog.models[workload.model]) or not serves_aggregated(scenario, workload):
+    for workload, offer, reference, key in modeled_curve_keys(builder):
+        if reference and (workload.model, catalog.systems[offer.system].gpu) in with_rows:
             continue
-        for offer, label in itertools.product(scenario.offers, workload.engines):
-            engine = builder.use_engine(label)
-            if engine == DEFAULT_ENGINE and builder.engine_version is None and (workload.model, catalog.systems[offer.system].gpu) in with_rows:
-                continue
-            for bucket in workload.buckets:
-                for shape, layout, precision, speculation, hop in builder.curve_specs(offer, workload, bucket):
-                    key = (shape, layout, precision, workload.slo.percentile, speculation, hop)
-                    needed.add(key)
-                    if not builder.has_curve(key):
-                        pending[key] = None
-    builder.use_engine(DEFAULT_ENGINE)
+        needed.add(key)
+        if not builder.has_curve(key):
+            pending[key] = None
     tally = CurveTally(len(needed), len(needed) - len(pending))
     on_ray = executor() == "ray" and bool(pending)
     workers = min(worker_count(), len(pending) // 8)
