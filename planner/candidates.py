@@ -299,18 +299,25 @@ class _Builder:
         # engine curves, shared by every enumeration of this catalog in the process (a plan's fp4 and cold-prefix
         # re-plans ask for the same ones): pure functions of their keys, the catalog and whether aic answers, each
         # priced as far along its rates as the workloads asking for it can use (`reaches`, planner/perf/reach.py)
-        self.curves: dict[tuple, PricedCurve] = catalog.derived.setdefault(
-            ("engine curves", "aic" in scenario.perf_sources), {})  # fmt: skip
+        self.curves: dict[tuple, PricedCurve] = catalog.derived.setdefault(("engine curves", *self.context[1:]), {})
         self._reaches: dict[tuple, Reach] | None = None
         # workloads sized by a closed-loop row under random arrivals (no architecture to model them with)
         self.course_sized: set[str] = set()
+
+    @property
+    def context(self) -> tuple[Catalog, bool, bool]:
+        """What a curve is priced with beside its key (`price_curve`): the catalog, whether aiconfigurator's tables
+        answer where the roofline extrapolates, and whether measured rows anchor the roofline (not with
+        --perf-source model: the roofline alone, as `perf --perf-source model` answers)."""
+        sources = self.scenario.perf_sources
+        return self.catalog, "aic" in sources, "measured" in sources or "interpolated" in sources
 
     @property
     def store(self):
         """The curve cache, opened on first use (its key hashes the package's source: a plan that prices no modeled
         curve never pays for it); None with PLANNER_CACHE_DIR=off."""
         if self._store is _UNOPENED:
-            self._store = curve_cache(self.catalog, "aic" in self.scenario.perf_sources)
+            self._store = curve_cache(*self.context)
         return self._store
 
     def use_engine(self, label: str) -> str:
@@ -605,7 +612,7 @@ class _Builder:
     def priced(self, key: tuple) -> PricedCurve:
         """The curve of a memo key, priced as far as the workloads asking for it can use it, once."""
         if not self.has_curve(key):
-            self.curves[key] = price_curve((self.catalog, "aic" in self.scenario.perf_sources), key, self.reach(key))
+            self.curves[key] = price_curve(self.context, key, self.reach(key))
             self.keep_curve(key)
         return self.curves[key]
 
@@ -711,18 +718,18 @@ def serves_aggregated(scenario: Scenario, workload: Workload) -> bool:
     return scenario.disaggregated != "always" or workload.mode == "offline"
 
 
-def price_curve(context: tuple[Catalog, bool], key: tuple, reach: Reach | None = None) -> PricedCurve:
-    """One engine curve: its modeled points (or why there are none), from the catalog and whether aiconfigurator's
-    tables answer where the roofline extrapolates; `key` is the builder's (shape, layout, precision, percentile,
-    speculation, hop bytes/s), `reach` the asks it is priced for (planner/perf/reach.py). A pure function of its
-    arguments, wherever it runs."""
-    catalog, aic = context
+def price_curve(context: tuple[Catalog, bool, bool], key: tuple, reach: Reach | None = None) -> PricedCurve:
+    """One engine curve: its modeled points (or why there are none), from the builder's `context` (catalog, whether
+    aiconfigurator's tables answer where the roofline extrapolates, whether measured rows anchor it); `key` is the
+    builder's (shape, layout, precision, percentile, speculation, hop bytes/s), `reach` the asks it is priced for
+    (planner/perf/reach.py). A pure function of its arguments, wherever it runs."""
+    catalog, aic, anchored = context
     shape, layout, precision, percentile, speculation, hop_bytes_per_s = key
     return priced_points(shape, catalog, layout.tp, precision, percentile, aic_where_extrapolated=aic, layout=layout,
-                         speculation=speculation, hop_bytes_per_s=hop_bytes_per_s, reach=reach)  # fmt: skip
+                         speculation=speculation, hop_bytes_per_s=hop_bytes_per_s, reach=reach, anchored=anchored)  # fmt: skip
 
 
-def _price_on_ray(context: tuple[Catalog, bool], item: tuple) -> PricedCurve:
+def _price_on_ray(context: tuple[Catalog, bool, bool], item: tuple) -> PricedCurve:
     """A Ray task's curve: `item` is (memo key, reach)."""
     return price_curve(context, *item)
 
@@ -767,7 +774,7 @@ def _prefetch_on_ray(builder: _Builder, keys: list[tuple], progress) -> int:
     once; each task prices a few curves with `price_curve`. Checked against the deadline as results come back."""
     if progress is not None:
         progress(0, len(keys), f"pricing {len(keys)} engine curves on Ray")
-    context = (builder.catalog, "aic" in builder.scenario.perf_sources)
+    context = builder.context
 
     def report(done: int, total: int) -> None:
         deadline.check(CANDIDATE_STAGE)

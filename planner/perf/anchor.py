@@ -66,6 +66,13 @@ class AnchorSet:
     def correct(self, shape: EngineShape, eff: Efficiency, isl: int, osl: int, ladder, model: dict) -> dict:
         """Corrected TTFT and TPOT over `ladder` (running batches) at (isl, osl); `model` holds the roofline's means
         there."""
+        factors = self.factors(shape, eff, isl, osl, ladder)
+        return {metric: np.asarray(model[metric], dtype=float) * factors[metric] for metric in METRICS}
+
+    def factors(self, shape: EngineShape, eff: Efficiency, isl: int, osl: int, ladder) -> dict:
+        """The rows' ratio to the model, exp(sum_g b_g ln(R_g / m_g)), of TTFT and TPOT over `ladder` (running
+        batches) at (isl, osl): what `correct` multiplies the model's means by, and what an open-loop point scales
+        the engine's step by (prompt work by the TTFT factor, the rest by the TPOT factor: planner/perf/layers.py)."""
         ladder = np.asarray(ladder, dtype=float)
         distance = np.array([math.hypot(math.log(isl / g.isl), math.log(osl / g.osl)) / LENGTH_SCALE for g in self.groups])
         closeness = np.exp(-0.5 * distance**2)
@@ -78,7 +85,7 @@ class AnchorSet:
             for group, weight in zip(self.groups, weights):
                 if metric in group.points and weight > 0:
                     log_ratio += weight * self._log_ratio(shape, eff, group, metric, ladder)
-            out[metric] = np.asarray(model[metric], dtype=float) * np.exp(log_ratio)
+            out[metric] = np.exp(log_ratio)
         return out
 
     @staticmethod

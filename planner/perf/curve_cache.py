@@ -158,11 +158,12 @@ class CurveCache:
         return removed
 
 
-def curve_cache(catalog, with_aic: bool) -> CurveCache | None:
-    """The curve cache of this catalog (None when `PLANNER_CACHE_DIR` turns caching off)."""
+def curve_cache(catalog, with_aic: bool, anchored: bool = True) -> CurveCache | None:
+    """The curve cache of this catalog (None when `PLANNER_CACHE_DIR` turns caching off), for curves priced with
+    aiconfigurator's tables or not and anchored on measured rows or not."""
     directory = cache_directory()
     if directory is None:
         return None
     parts = (f"format {FORMAT}", _package_digest(), catalog_fingerprint(catalog), _engine_tables_digest(),
-             f"aic {_aic_version()}" if with_aic else "no aic")  # fmt: skip
+             f"aic {_aic_version()}" if with_aic else "no aic", *(() if anchored else ("not anchored",)))  # fmt: skip
     return CurveCache(directory, hashlib.sha256("\0".join(parts).encode()).hexdigest())

@@ -17,31 +17,35 @@ Where data exists for a query, the model does not overrule it: a limit the data 
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 
 from planner.catalog import PRECISION_SPECS, WEIGHT_ONLY_PRECISIONS, Catalog
 from planner.metrics import percentile_label
-from planner.perf.anchor import AnchorSet, anchor_rows, build_anchors
-from planner.perf.engines import DEFAULT_ENGINE, calibrated, engine_error
+from planner.perf.anchor import AnchorSet
+from planner.perf.engines import DEFAULT_ENGINE, engine_error
 from planner.perf.interpolate import concurrency_grid, over_concurrency, over_lengths
 from planner.perf.roofline import (
     EngineShape,
     Speculation,
     concurrency_ladder,
-    kv_bytes_for,
     steady_state_curve,
     supports_roofline,
 )
-from planner.perf.shapes import tensor_split_refusal
+from planner.perf.modeled_engine import (
+    engine_shape,
+    little_scale,
+    modeled_engine,
+    open_loop_points,
+    open_loop_rates,
+    rate_chunks,
+    step_efficiency,
+)
 from planner.perf.tables import (
     answers_at,
     group_by_engine,
-    instance_memory,
     matching_rows,
     result_from_row,
-    running_capacity,
 )
 from planner.perf.reach import PricedCurve, Reach, limit_violation, within_cap
 from planner.perf.types import Layout, MemoryFit, PerfMiss, PerfQuery, PerfResult
@@ -56,6 +60,7 @@ __all__ = [
     "PerfResult",
     "aic_unavailable_message",
     "best_point",
+    "engine_shape",
     "estimate",
     "is_modeled",
     "limit_violation",
@@ -65,6 +70,7 @@ __all__ = [
     "modeled_curve",
     "modeled_points",
     "priced_points",
+    "step_efficiency",
     "operating_points",
     "throughput_key",
 ]  # fmt: skip
@@ -78,9 +84,6 @@ PERF_SOURCE_LAYERS = {
     "aic": ("aic",),
 }
 TP_LADDER = (1, 2, 4, 8)
-# the rates an open-loop curve adds to the closed loop's throughputs: shares of the engine's highest (a plan
-# sizes an instance at the highest rate that meets its limits; these make that rate fine near saturation)
-OPEN_LOOP_LOADS = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.88, 0.91, 0.94, 0.97)
 MODEL_PROVENANCE = {"measured": "modeled", "aic kernels": "modeled (aic kernels)", "timed kernels": "modeled (timed kernels)",
                     "extrapolated": "extrapolated"}  # fmt: skip
 
@@ -184,16 +187,6 @@ def _table_points(query: PerfQuery, catalog: Catalog, interpolate: bool, groups=
     return variants
 
 
-def _anchors(catalog: Catalog, shape: EngineShape, eff) -> AnchorSet | None:
-    key = ("anchors", shape.model.id, shape.gpu.id, shape.tp, shape.precision)
-    if key not in catalog.derived:
-        catalog.derived[key] = build_anchors(
-            catalog, shape, eff,
-            lambda isl, osl: running_capacity(catalog, shape.model.id, shape.gpu.id, shape.tp, shape.precision, isl, osl),
-        )  # fmt: skip
-    return catalog.derived[key]
-
-
 def _provenance(catalog: Catalog, shape: EngineShape, eff, isl: int) -> tuple[str, str | None]:
     """The roofline's provenance for this engine and prompt, and why it is extrapolated (if it is)."""
     from planner.perf.calibration import fit_kernels  # scipy.optimize: imported where the roofline runs
@@ -215,14 +208,6 @@ def _provenance(catalog: Catalog, shape: EngineShape, eff, isl: int) -> tuple[st
     if why:
         return "extrapolated", why
     return MODEL_PROVENANCE[eff.basis], None
-
-
-def engine_shape(catalog: Catalog, model, gpu, layout: Layout, precision: str, speculation: Speculation | None = None,
-                 hop_bytes_per_s: float = 0.0) -> EngineShape:  # fmt: skip
-    """The roofline's engine for a layout; stages of a pipeline talk over the scale-out network of their node
-    (`hop_bytes_per_s`, 0 where none is known: the hop then costs its latency only)."""
-    return EngineShape(model, gpu, layout.tp, precision, kv_bytes_for(precision), layout.dp, layout.ep, layout.pp,
-                       hop_bytes_per_s, speculation)  # fmt: skip
 
 
 def _bracketing(rows, isl: int, osl: int, concurrency: int, best: bool) -> str | None:
@@ -261,48 +246,25 @@ def _priced_curve(
     reach: Reach | None = None,
 ) -> PricedCurve:
     """The roofline's points for one engine over the concurrency ladder (or at the query's concurrency), anchored
-    on the engine's measured rows; a measured row at the query's lengths stands in for the model at its concurrency.
-    A layout beyond TP (attention DP, expert parallelism, pipeline stages), speculative decoding or another serving
-    engine than the reference is modeled without anchors: the benchmark rows are of TP engines of the reference.
+    on the engine's measured rows (`modeled_engine`: which engines they anchor); a measured row at the query's
+    lengths stands in for the model at its concurrency. An open-loop point runs the engine's step as its rows scale
+    it (planner/perf/modeled_engine.py); a closed-loop point takes the rows' factors on its means (exact at them).
     An open-loop rate ladder is priced in ascending rate up to the first point `reach` refuses (all of it without a
     reach, at one rate, or where measured rows stand among the points)."""
-    layout = layout or Layout(tp)
-    if layout != Layout(tp) or speculation is not None or query.engine != DEFAULT_ENGINE:
-        anchored = False
-    model = catalog.models[query.model]
-    if not supports_roofline(model):
-        return PricedCurve(f"architecture of {query.model} not published: the roofline cannot model it")
-    if query.isl is None or query.osl is None:
-        return PricedCurve("the roofline needs both ISL and OSL")
-    gpu = catalog.gpus[query.gpu]
-    if precision not in gpu.precisions:
-        return PricedCurve(f"{gpu.id} does not support {precision}")
-    refusal = tensor_split_refusal(model, layout.tp)
-    if refusal is not None:
-        return PricedCurve(refusal)
-    found = calibrated(catalog, query.model, query.gpu, query.engine, query.engine_version)
-    if isinstance(found, str):
-        return PricedCurve(found)
-    eff, engine_cls = found
-    # an engine built for longer sequences must fit one of them; its paged KV cache then runs as many of the
-    # query's sequences as their tokens fill
-    engine_isl, engine_osl = engine_lengths or (query.isl, query.osl)
-    memory = instance_memory(catalog, query.model, query.gpu, tp, precision, engine_isl, engine_osl,
-                             layout.dp, layout.ep, layout.pp)  # fmt: skip
-    if not memory.fits:
-        return PricedCurve(f"{layout.label} {precision}: does not fit: {memory.reason}")
-    shape = engine_shape(catalog, model, gpu, layout, precision, speculation, hop_bytes_per_s)
-    anchors = _anchors(catalog, shape, eff) if anchored else None
-    measured = anchor_rows(catalog, shape) if anchored else []
+    engine = modeled_engine(query, catalog, tp, precision, engine_lengths, anchored, layout, speculation, hop_bytes_per_s)
+    if isinstance(engine, str):
+        return PricedCurve(engine)
+    shape, eff, memory, layout, anchors, measured, capacity = (
+        engine.shape, engine.eff, engine.memory, engine.layout, engine.anchors, engine.measured, engine.capacity)
+    gpu = shape.gpu
     # a row stands in for the model at its concurrency where its statistic is the percentile asked for
     exact = {r.concurrency: r for r in measured  # rows measured cold prefills: none stands for a cached workload
              if (r.isl, r.osl) == (query.isl, query.osl) and r.concurrency and answers_at(r, percentile)
              and query.prefix_cache is None}  # fmt: skip
-    capacity = memory.running_limit(query.isl, query.osl, query.engine)
     if query.open_loop:
-        rates = [query.rate_rps] if query.rate_rps is not None else _open_loop_rates(query, shape, eff, capacity)
+        rates = [query.rate_rps] if query.rate_rps is not None else open_loop_rates(query, engine)
         stop = reach if query.rate_rps is None and not exact else None
-        states, means = [], []
+        states, means, scales = [], [], []
     else:
         top = 2 * capacity if (beyond_capacity and capacity) else capacity
         ladder = [query.concurrency] if query.concurrency else sorted(set(concurrency_ladder(top)) | set(exact))
@@ -311,6 +273,7 @@ def _priced_curve(
         means = (steady_state_curve(shape, eff, query.isl, query.osl, ladder, capacity, None, query.token_budget,
                                     query.prefix_cache)
                  if anchors and percentile is not None else states)  # the anchors correct means
+        scales = [None] * len(states)
     provenance, why = _provenance(catalog, shape, eff, query.isl)
     error = engine_error(catalog, query.model, query.gpu, query.engine, shape.crosses_domain, query.engine_version).as_dict()
     notes = (
@@ -332,49 +295,33 @@ def _priced_curve(
         f"; speculative decoding, acceptance {speculation.acceptance:g} assumed" if speculation is not None else "") + (
         f"; {_cache_assumed(query)}" if query.prefix_cache is not None else "")
 
-    def results(states, means) -> tuple[list | None, list[PerfResult]]:
-        factors = _anchor_factors(anchors, shape, eff, query, means)
-        return factors, [
+    def results(states, means, scales) -> list[PerfResult]:
+        factors = None if query.open_loop else _anchor_factors(anchors, shape, eff, query, means)
+        return [
             _modeled_result(query, state, mean, factors[i] if factors else None, anchors, provenance, why, source,
-                            notes, memory, tp, precision, layout, percentile, error, engine_cls)
+                            notes, memory, tp, precision, layout, percentile, error, engine.engine_cls, scales[i])
             for i, (state, mean) in enumerate(zip(states, means))
         ]  # fmt: skip
 
     complete = True
     if query.open_loop:  # the ladder in chunks of ascending rate, until a point the reach refuses (module reach.py)
-        chunks = _rate_chunks(rates) if query.rate_rps is None else [rates]  # the same pieces, stopped or not
+        chunks = rate_chunks(rates) if query.rate_rps is None else [rates]  # the same pieces, stopped or not
         for index, chunk in enumerate(chunks):
-            more_states, more_means = _open_loop_states(query, shape, eff, capacity, percentile, chunk)
-            states, means = states + more_states, means + more_means
+            more_states, more_means, more_scales = open_loop_points(query, engine, percentile, chunk)
+            states, means, scales = states + more_states, means + more_means, scales + more_scales
             if stop is None or not more_states:
                 continue
-            _, modeled = results(states, means)  # a prefix's factors are the full ladder's (reach.py)
+            modeled = results(states, means, scales)  # a point's figures are its own (reach.py)
             first = next((i for i in range(len(states) - len(more_states), len(states)) if stop.refuses(modeled[i])), None)
             if first is not None:
                 complete = first == len(states) - 1 and index == len(chunks) - 1
-                states, means = states[: first + 1], means[: first + 1]
+                states, means, scales = states[: first + 1], means[: first + 1], scales[: first + 1]
                 break
         if not states:
             what = f"{query.rate_rps:g} requests/s is" if query.rate_rps is not None else "every rate is"
             return PricedCurve(f"{layout.label} {precision}: {what} beyond what the engine serves under Poisson "
                                f"arrivals with its batch within the KV cache ({capacity} sequences) 99% of the time")  # fmt: skip
-    factors, modeled = results(states, means)
-    if query.rate_rps is not None and factors:
-        # the anchors scale the engine's time, and its rate with it: solve for the model's rate whose corrected
-        # rate is the one asked for (the correction moves slowly with the rate: a few steps settle it)
-        asked, at = query.rate_rps, query.rate_rps
-        for _ in range(20):
-            got = modeled[0].request_throughput_rps
-            if abs(got / asked - 1.0) <= 1e-9:
-                break
-            at *= asked / got
-            states, means = _open_loop_states(dataclasses.replace(query, rate_rps=at), shape, eff, capacity, percentile)
-            if not states:
-                return PricedCurve(f"{layout.label} {precision}: {asked:g} requests/s is beyond what the engine serves "
-                                   "under Poisson arrivals")
-            factors = _anchor_factors(anchors, shape, eff, query, means)
-            modeled = [_modeled_result(query, states[0], means[0], factors[0], anchors, provenance, why, source, notes,
-                                       memory, tp, precision, layout, percentile, error, engine_cls)]  # fmt: skip
+    modeled = results(states, means, scales)
     if query.open_loop:  # rows are closed-loop measurements: they stand beside the open-loop points, not for them
         rows = [] if query.rate_rps is not None else [
             _row_point(row, min(modeled, key=lambda p: abs(p.concurrency - row.concurrency)), catalog)
@@ -392,41 +339,6 @@ def _cache_assumed(query: PerfQuery) -> str:
             f"{cache.hit_rate:.0%} of requests; the mean prompt computes {cache.computed_tokens(query.isl):,.0f} tokens")
 
 
-def _open_loop_rates(query: PerfQuery, shape: EngineShape, eff, capacity: int) -> list[float]:
-    """An open-loop curve's ladder of rates, ascending: the closed loop's throughputs below the KV capacity and
-    fractions of its highest."""
-    closed = steady_state_curve(shape, eff, query.isl, query.osl, concurrency_ladder(capacity), capacity,
-                                cache=query.prefix_cache)  # fmt: skip
-    top = max(s.request_throughput_rps for s in closed)
-    return sorted({s.request_throughput_rps for s in closed} | {top * f for f in OPEN_LOOP_LOADS})
-
-
-def _rate_chunks(rates: list[float]) -> list[list[float]]:
-    """A ladder priced in pieces (a reach may stop it): its lower half, whose chains settle fast, in one solve, then
-    two rates at a time. Every ladder is priced in these pieces, stopped or not: a rate's figures then come from the
-    same arrays to the last bit whether its curve was priced whole or up to a reach."""
-    half = len(rates) // 2
-    return [rates[:half]] + [rates[i : i + 2] for i in range(half, len(rates), 2)] if half else [rates]
-
-
-def _open_loop_states(query: PerfQuery, shape: EngineShape, eff, capacity: int, percentile: float | None,
-                      rates: list[float] | None = None) -> tuple[list, list]:  # fmt: skip
-    """Open-loop states (planner/perf/open_loop.py) at `rates`, else at the query's rate; rates the engine cannot
-    serve left out (on a ladder, also those whose batch reaches the KV capacity). Returns (states at the
-    percentile, means)."""
-    if rates is None:
-        rates = [query.rate_rps]
-    from planner.perf.open_loop import open_loop_states  # scipy.stats/sparse: imported where the model runs
-
-    states, means = open_loop_states(shape, eff, query.isl, query.osl, rates, capacity, percentile, query.token_budget,
-                                     query.prefix_cache)  # fmt: skip
-    # a ladder keeps the rates whose batch the KV cache holds 99% of the time: beyond, sequences wait for memory in
-    # bursts the model does not follow (benchmarks/model_vs_sim.py), and a plan does not size an engine there
-    kept = [i for i, s in enumerate(states) if math.isfinite(s.e2e_ms) and math.isfinite(means[i].e2e_ms)
-            and (query.rate_rps is not None or s.concurrency < capacity)]  # fmt: skip
-    return [states[i] for i in kept], [means[i] for i in kept]
-
-
 def _row_point(row, model: PerfResult, catalog: Catalog) -> PerfResult:
     """A measured row at the model's point: the row's own figures, and the model's (anchored on the rows) for a
     metric the row does not record (one token gap, ITL, where a tool reports a request's mean gap only)."""
@@ -441,35 +353,27 @@ def _row_point(row, model: PerfResult, catalog: Catalog) -> PerfResult:
 
 
 def _anchor_factors(anchors: AnchorSet | None, shape: EngineShape, eff, query: PerfQuery, means) -> list | None:
-    """(TTFT, TPOT) factors the anchors put on the model's means, per point. Beyond the KV capacity the batch stops
-    growing: the correction is the one at the running batch."""
+    """(TTFT, TPOT) factors the anchors put on a closed loop's means, per point. Beyond the KV capacity the batch
+    stops growing: the correction is the one at the running batch."""
     if anchors is None:
         return None
     model_means = {m: np.array([getattr(p, m) for p in means]) for m in ("ttft_ms", "tpot_ms")}
     corrected = anchors.correct(shape, eff, query.isl, query.osl, [p.running for p in means], model_means)
-    if query.open_loop and len(means) > 1:
-        # the rows correct a closed loop; on the open loop's means their factor, falling toward a queue-bound row,
-        # can outpace the model's own rise (1% on Llama 3.3 70B between 10.4 and 11.2 requests/s): a latency never
-        # falls as the arrival rate rises, so each corrected mean is at least the one at the lower rate
-        order = np.argsort([p.request_throughput_rps for p in means], kind="stable")
-        for metric in corrected:
-            corrected[metric][order] = np.maximum.accumulate(corrected[metric][order])
     return list(zip(corrected["ttft_ms"] / model_means["ttft_ms"], corrected["tpot_ms"] / model_means["tpot_ms"]))
 
 
 def _modeled_result(query, state, mean, factors, anchors, provenance, why, source, notes, memory, tp, precision,
                     layout: Layout | None = None, percentile: float | None = None, error: dict | None = None,
-                    engine_cls=None) -> PerfResult:  # fmt: skip
-    """One roofline point as a PerfResult, corrected by the anchors' (TTFT, TPOT) factors if any (the TPOT factor
-    corrects the decode step, so it moves the token gaps, ITL, too)."""
+                    engine_cls=None, anchoring=None) -> PerfResult:  # fmt: skip
+    """One roofline point as a PerfResult: a closed loop's corrected by the anchors' (TTFT, TPOT) factors if any
+    (the TPOT factor corrects the decode step, so it moves the token gaps, ITL, too); an open loop's solved on the
+    step and overhead the rows set (`anchoring`, planner/perf/modeled_engine.py)."""
     decode_tokens = max(query.osl - 1, 0)
     if factors:
         ttft_factor, tpot_factor = factors
         # the rows moved the engine's latencies: its throughput follows by Little's law on the corrected means
         # (the same sequences in the engine for the corrected time), and the wait for a KV slot with it
-        engine_ttft = mean.ttft_ms - mean.slot_wait_ms
-        modeled_ms = engine_ttft + decode_tokens * mean.tpot_ms
-        rps = mean.request_throughput_rps * modeled_ms / (engine_ttft * ttft_factor + decode_tokens * mean.tpot_ms * tpot_factor)
+        rps = mean.request_throughput_rps * little_scale(mean, ttft_factor, tpot_factor, query.osl)
         slot_scale = mean.request_throughput_rps / rps
     else:
         ttft_factor = tpot_factor = slot_scale = 1.0
@@ -490,6 +394,8 @@ def _modeled_result(query, state, mean, factors, anchors, provenance, why, sourc
     ]
     if factors:
         derivations.append(f"{anchors.describe()}: TTFT x{ttft_factor:.3f}, TPOT and ITL x{tpot_factor:.3f}")
+    if anchoring is not None:
+        derivations.append(f"{anchors.describe()}: {anchoring.describe()}")
     if why:
         derivations.append(f"extrapolated: {why}")
     return PerfResult(
@@ -537,13 +443,14 @@ def priced_points(
     speculation: Speculation | None = None,
     hop_bytes_per_s: float = 0.0,
     reach: Reach | None = None,
+    anchored: bool = True,
 ) -> PricedCurve:
     """Roofline points over the concurrency ladder (up to the KV capacity of an engine built for
-    `engine_lengths`), anchored on the engine's rows, or why there are none; with `aic_where_extrapolated`
+    `engine_lengths`), anchored on the engine's rows (unless not `anchored`), or why there are none; with `aic_where_extrapolated`
     (--perf-source auto), aiconfigurator's points where the roofline would extrapolate. An open-loop ladder is
     priced only as far as `reach` can use it (planner/perf/reach.py)."""
     curve = _priced_curve(query, catalog, tp, precision, percentile, engine_lengths=engine_lengths, layout=layout,
-                          speculation=speculation, hop_bytes_per_s=hop_bytes_per_s, reach=reach)  # fmt: skip
+                          speculation=speculation, hop_bytes_per_s=hop_bytes_per_s, reach=reach, anchored=anchored)  # fmt: skip
     plain = (layout is None or layout == Layout(tp)) and speculation is None and query.prefix_cache is None
     if not aic_where_extrapolated or not plain:
         return curve

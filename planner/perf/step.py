@@ -29,7 +29,7 @@ efficiencies are calibrated per GPU generation (`calibration.py`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -93,8 +93,15 @@ class Efficiency:
     step_overhead_ms: float = 0.0
     ttft_overhead_ms: float = 0.0
     queue_factor: float = 1.0
+    # measured rows of the engine scale its whole step (planner/perf/modeled_engine.py: the rows' TPOT factor; their
+    # TTFT beyond it moves ttft_overhead_ms); 1 without rows. The model and the simulator run the same step.
+    step_scale: float = 1.0
     source: str = ""
     basis: str = "measured"
+
+    def anchored(self, step_scale: float, ttft_overhead_ms: float) -> Efficiency:
+        """These factors with the step scaled and the per-request overhead set as measured rows put them."""
+        return replace(self, step_scale=float(step_scale), ttft_overhead_ms=float(ttft_overhead_ms))
 
     def gemm(self, precision):
         return _by_precision(precision, self.gemm_bf16, self.gemm_fp8, self.gemm_fp4)
@@ -120,20 +127,29 @@ class Efficiency:
             f"MoE GEMM bf16/fp8/fp4 {self.moe_gemm_bf16:.0%}/{self.moe_gemm_fp8:.0%}/{self.moe_gemm_fp4:.0%}, reads "
             f"{self.moe_bandwidth:.0%} of dense + {self.moe_layer_latency_us:.3g} us per layer, "
             f"per step {self.step_overhead_ms:.3g} ms, per request {self.ttft_overhead_ms:.3g} ms, queue x{self.queue_factor:.3g}"
-        )
+        ) + (f"; step x{self.step_scale:.3f} to measured rows" if self.step_scale != 1.0 else "")
 
 
 ENGINE_FACTORS = ("step_overhead_ms", "ttft_overhead_ms", "queue_factor")
 MOE_GEMM_FACTORS = {"bf16": "moe_gemm_bf16", "fp8": "moe_gemm_fp8", "fp4": "moe_gemm_fp4"}  # by compute precision
 MOE_FACTORS = (*MOE_GEMM_FACTORS.values(), "moe_bandwidth", "moe_layer_latency_us")
 SCALE_OUT_FACTORS = ("scale_out", "scale_out_latency_us")
+STEP_SCALES = ("step_scale",)  # set by measured rows (modeled_engine.py), never fitted
 KERNEL_FACTORS = tuple(f.name for f in fields(Efficiency)
-                       if f.name not in (*ENGINE_FACTORS, *SCALE_OUT_FACTORS, "source", "basis"))  # fmt: skip
+                       if f.name not in (*ENGINE_FACTORS, *SCALE_OUT_FACTORS, *STEP_SCALES, "source", "basis"))  # fmt: skip
 
 
 
 def step_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, decode_batch, decode_context, prefill_prompts=0.0,
             prefill_isl=0.0):  # fmt: skip
+    """One iteration (`_unscaled_step_ms`), x the step scale measured rows put on the engine (`Efficiency.
+    step_scale`). Arguments may be arrays (broadcast)."""
+    total = _unscaled_step_ms(shape, eff, decode_batch, decode_context, prefill_prompts, prefill_isl)
+    return total * eff.step_scale if eff.step_scale != 1.0 else total
+
+
+def _unscaled_step_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, decode_batch, decode_context,
+                      prefill_prompts=0.0, prefill_isl=0.0):  # fmt: skip
     """One iteration: a decode token for each of `decode_batch` sequences holding `decode_context` tokens, fused with
     `prefill_prompts` prompts of `prefill_isl` tokens (module docstring). Arguments may be arrays (broadcast).
 
@@ -157,7 +173,7 @@ def step_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, decode_batch, deco
         hop_ms = (pp - 1) * (eff.allreduce_latency_us * 1e-3 + hop_bytes / shape.hop_bytes_per_s * 1e3)
     total = pp * stage + eff.step_overhead_ms + hop_ms
     if spec is not None:
-        draft_ms = spec.draft_tokens * (step_ms(shape.draft, eff, decode_batch, decode_context) - eff.step_overhead_ms)
+        draft_ms = spec.draft_tokens * (_unscaled_step_ms(shape.draft, eff, decode_batch, decode_context) - eff.step_overhead_ms)
         total = total + np.where(decode_batch > 0, draft_ms, 0.0)
     return total
 
@@ -207,8 +223,10 @@ def _layer_latency_us(a: ModelShape, eff: Efficiency, precision):
 
 
 def fixed_ms(shape: EngineShape | ShapeBatch, eff: Efficiency):
-    """What every iteration pays whatever it holds: per-layer kernel latencies and the engine's own overhead."""
-    return shape.arch.layers * _layer_latency_us(shape.arch, eff, shape.precision) * 1e-3 + eff.step_overhead_ms
+    """What every iteration pays whatever it holds: per-layer kernel latencies and the engine's own overhead (x the
+    step scale, as `step_ms` counts them)."""
+    fixed = shape.arch.layers * _layer_latency_us(shape.arch, eff, shape.precision) * 1e-3 + eff.step_overhead_ms
+    return fixed * eff.step_scale if eff.step_scale != 1.0 else fixed
 
 
 def allreduce_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, tokens, busiest=None):

@@ -76,12 +76,37 @@ def _engine_shape(route, catalog):
     return None
 
 
+def _model_step(route, assignment, catalog, layout: Layout, precision: str, token_budget: int, speculation,
+                hop_bytes_per_s: float, prefix_cache, open_loop: bool):  # fmt: skip
+    """(factors, what measured rows set) of the engine as the plan sized it where the roofline priced its point for
+    requests arriving at random (modeled, or interpolated between rows): the step and per-request overhead its rows
+    give at the point's rate (planner/perf/modeled_engine.py), the model's own; None for a measured point, which
+    the roofline's steps are scaled to instead."""
+    from planner.perf import PerfQuery, is_modeled, step_efficiency
+
+    if not (is_modeled(assignment.provenance) or (open_loop and assignment.provenance == "interpolated")):
+        return None
+    system = catalog.systems[route.system]
+    query = PerfQuery(route.model, system.gpu, route.bucket_isl, route.bucket_osl, layout.tp, precision,
+                      token_budget=token_budget, arrivals="poisson", rate_rps=route.rps_per_instance or None,
+                      engine=route.engine, engine_version=_pinned(route), prefix_cache=prefix_cache)  # fmt: skip
+    found = step_efficiency(query, catalog, layout.tp, precision, (route.engine_isl, route.engine_osl), layout,
+                            speculation, hop_bytes_per_s)  # fmt: skip
+    if isinstance(found, str):  # the plan's own engine: the roofline models it (unanchored, as without rows)
+        from planner.perf.engines import engine_efficiency
+
+        return engine_efficiency(catalog, route.model, system.gpu, route.engine, _pinned(route)), ""
+    return found
+
+
 def engine_setup(route, assignment, instances: int, share: float, catalog, token_budget: int = 8192,
-                 shared_with: str = "", speculation=None) -> EngineSetup | str:  # fmt: skip
+                 shared_with: str = "", speculation=None, prefix_cache=None, open_loop: bool = True) -> EngineSetup | str:  # fmt: skip
     """The engines that serve `route` (module docstring), or why it cannot be simulated. `shared_with`: the other
     workloads whose requests the engines also take (said in the description: "3 x TP2 fp4 engines shared with code").
-    `speculation`: the scenario's (planner.perf.roofline.Speculation), used where the route is speculative."""
-    from planner.perf import engine_shape, is_modeled
+    `speculation`: the scenario's (planner.perf.roofline.Speculation), used where the route is speculative.
+    `prefix_cache` (planner.perf.types.PrefixCache): the workload's, as the plan priced it; `open_loop`: the plan
+    sized engines for requests arriving at random (its sizing), so an interpolated point is the model's."""
+    from planner.perf import engine_shape
     from planner.perf.disagg import PREFILL_TOKEN_BUDGET
     from planner.perf.engines import engine_efficiency
 
@@ -95,6 +120,7 @@ def engine_setup(route, assignment, instances: int, share: float, catalog, token
     tp, precision, memory = found
     gpu = catalog.gpus[system.gpu]
     layout = _layout(route)
+    hop = 0.0
     if layout.beyond_tp:
         # one engine whose ranks step in lockstep (the all-to-all of every MoE layer waits for all of them), its
         # batch spread evenly over the attention-DP ranks and its experts evenly loaded: the performance model's own
@@ -103,7 +129,10 @@ def engine_setup(route, assignment, instances: int, share: float, catalog, token
         shape = engine_shape(catalog, catalog.models[route.model], gpu, layout, precision, speculation, hop)
     else:
         shape = engine_shape(catalog, catalog.models[route.model], gpu, Layout(tp), precision, speculation)
-    efficiency = engine_efficiency(catalog, route.model, gpu.id, route.engine, _pinned(route))
+    modeled = None if route.stage in ("prefill", "decode") else _model_step(
+        route, assignment, catalog, layout if layout.beyond_tp else Layout(tp), precision, token_budget, speculation,
+        hop, prefix_cache, open_loop)  # fmt: skip
+    efficiency, anchored = modeled or (engine_efficiency(catalog, route.model, gpu.id, route.engine, _pinned(route)), "")
     base = RooflineSteps(shape, efficiency)
     overhead = efficiency.ttft_overhead_ms
     admission = kv_admission(route.engine)
@@ -136,12 +165,13 @@ def engine_setup(route, assignment, instances: int, share: float, catalog, token
         engine += " (ranks in lockstep, experts evenly loaded)" if layout.dp > 1 or layout.ep > 1 else " (stages in lockstep)"
     if speculation is not None:
         engine += f"; {speculation.describe()}"
-    if is_modeled(assignment.provenance):
+    if modeled is not None:
         # the plan's cap is per attention-DP rank (planner/perf/serving.py)
         batch = instance_batch(route.max_batch, layout.dp) if route.max_batch else kv_batch
         return EngineSetup(base, batch, kv_tokens, count,
                            f"{count} x {engine}, roofline steps, batch <= {batch}, budget {budget} tokens, "
-                           f"{ENGINE_NAMES.get(route.engine, route.engine)} {ADMISSION_TEXT[admission]}",
+                           f"{ENGINE_NAMES.get(route.engine, route.engine)} {ADMISSION_TEXT[admission]}"
+                           + (f"; {anchored}" if anchored else ""),
                            overhead, token_budget=budget, speculation=speculation, kv_admission=admission)  # fmt: skip
     rps = _rps_per_engine(route, system, per_node)
     isl, osl = route.bucket_isl, route.bucket_osl

@@ -111,33 +111,61 @@ def mser5_cut(values: np.ndarray) -> int:
     return d * 5
 
 
-def batch_estimates(values: np.ndarray, times: np.ndarray, percentile: float, weights=None) -> np.ndarray | None:
-    """The percentile in each of BATCHES batches by `times` (arrival, or a token gap's end), or None with too few
-    values per batch."""
+def batch_shares(values: np.ndarray, times: np.ndarray, threshold: float, weights=None) -> np.ndarray | None:
+    """The share of values at or below `threshold` in each of BATCHES batches by `times` (arrival, or a token gap's
+    end; `weights` count a value that many times), or None with too few values per batch."""
     if len(values) < BATCHES * 20:
         return None
     edges = np.quantile(times, np.linspace(0, 1, BATCHES + 1))
     slot = np.clip(np.searchsorted(edges, times, side="right") - 1, 0, BATCHES - 1)
-    estimates = []
-    for b in range(BATCHES):
-        mask = slot == b
-        if not mask.any():
-            return None
-        if weights is None:
-            estimates.append(float(np.percentile(values[mask], percentile)))
+    counts = np.ones(len(values)) if weights is None else np.asarray(weights, dtype=float)
+    below = np.bincount(slot, weights=counts * (np.asarray(values) <= threshold), minlength=BATCHES)
+    total = np.bincount(slot, weights=counts, minlength=BATCHES)
+    if (total <= 0).any():
+        return None
+    return below / total
+
+
+def quantile_interval(seeds: list, percentile: float) -> tuple[float, float] | None:
+    """(low, high) of a 95% interval for a percentile from one or more independent runs (`seeds`: (values, weights
+    or None, times) each), or None where a run has too few values to batch.
+
+    The estimate is the percentile q of all the values together. How far the share of values at or below q wanders
+    between batches of a run (and between runs: `pooled_interval`, its half-width h) is how uncertain the level p is
+    at which q sits, so the interval is the values' own quantiles at p - h and p + h (Chen & Kelton's batched
+    quantile interval): centred on the whole sample's estimate, not on the mean of the batches' percentiles (a
+    small batch's P99 is biased low in a skewed tail), bounded shares that batch well even where the latency's tail
+    is heavy, and an atom (requests that never wait: an M/D/1 response time's P50 at load 0.5 is the service time
+    exactly) inside the interval. Where the batches disagree by more than the tail holds (p + h >= 100%: a tail
+    that is nearly flat, one batch at a slightly higher level, as a P99 TPOT near saturation), the end is the
+    largest value seen (the smallest, below): at least 200 values in every run, so a percentile beyond all of them
+    would need every batch to miss it."""
+    values = np.concatenate([np.asarray(v, dtype=float) for v, _, _ in seeds])
+    weights = None if all(w is None for _, w, _ in seeds) else np.concatenate(
+        [np.ones(len(v)) if w is None else np.asarray(w, dtype=float) for v, w, _ in seeds])  # fmt: skip
+    if len(values) == 0:
+        return None
+    estimate = float(np.percentile(values, percentile)) if weights is None else weighted_percentile(values, weights, [percentile])[0]
+    shares = [batch_shares(np.asarray(v, dtype=float), t, estimate, w) for v, w, t in seeds]
+    if any(b is None for b in shares):
+        return None
+    low, high = pooled_interval(shares)
+    half = (high - low) / 2 * 100.0  # in percentile points
+    ends = []
+    for level in (percentile - half, percentile + half):
+        if level <= 0.0 or level >= 100.0:
+            ends.append(float(values.min() if level <= 0.0 else values.max()))
+        elif weights is None:
+            ends.append(float(np.percentile(values, level)))
         else:
-            estimates.append(weighted_percentile(values[mask], weights[mask], [percentile])[0])
-    return np.array(estimates)
+            ends.append(weighted_percentile(values, weights, [level])[0])
+    return ends[0], ends[1]
 
 
 def batch_interval(values: np.ndarray, times: np.ndarray, percentile: float, weights=None):
-    """(low, high) of the batch-means interval of a percentile, batches by `times` (arrival, or a token gap's end),
-    or None with too few values per batch."""
-    estimates = batch_estimates(values, times, percentile, weights)
-    if estimates is None:
-        return None
-    half = t_975(BATCHES - 1) * estimates.std(ddof=1) / math.sqrt(BATCHES)
-    return float(estimates.mean() - half), float(estimates.mean() + half)
+    """(low, high) of one run's 95% interval of a percentile (`quantile_interval`), batches by `times` (arrival, or
+    a token gap's end), or None with too few values per batch."""
+    return quantile_interval([(values, weights, times)], percentile)
 
 
 def pooled_interval(seed_batches: list[np.ndarray]) -> tuple[float, float]:
