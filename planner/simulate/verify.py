@@ -324,6 +324,7 @@ def simulate_pool(pool: _Pool, options: SimulationOptions) -> list[WorkloadRun]:
     else:
         duration = _first_duration(pool_rate, min(pool.rates), min(options.max_requests, MAX_RUN_REQUESTS))
     fixed = options.duration_s is not None or options.trace is not None
+    settled = False  # the pilot's intervals within 5% at the length chosen (unfixed runs)
 
     def window_of(requests, length: float) -> tuple[float, float]:
         # a trace is not stationary: its warm-up is the minimum, not a cut that MSER finds in its daily swings
@@ -405,9 +406,11 @@ def simulate_pool(pool: _Pool, options: SimulationOptions) -> list[WorkloadRun]:
         if few:
             notes[w] = f"{notes[w]}; {few}" if notes[w] else few
     runs = []
-    for w, ((requests, gaps, preemptions), window, (checks, settled)) in enumerate(zip(outs, windows, results)):
+    for w, ((requests, gaps, preemptions), window, (checks, judged_settled)) in enumerate(zip(outs, windows, results)):
         stats = run_statistics(requests, gaps, window, preemptions, slos[w])
-        runs.append(WorkloadRun(stats, checks, settled, length, simulated[w], len(seed_values[w]), extras[w], notes[w]))
+        # settled: the length was found (the pilot's intervals within 5% before a cap); a fixed run's own intervals
+        run_settled = judged_settled if fixed else settled
+        runs.append(WorkloadRun(stats, checks, run_settled, length, simulated[w], len(seed_values[w]), extras[w], notes[w]))
     return runs
 
 
