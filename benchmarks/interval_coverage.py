@@ -150,7 +150,7 @@ def _verified(queue: Queue, percentile: float, seeds: int, rng, pilot: bool) -> 
         n *= 2
     runs = [_run_values(queue, rng, n) for _ in range(seeds)] if pilot else [first] + [
         _run_values(queue, rng, n) for _ in range(seeds - 1)]  # fmt: skip
-    checks, _ = _checks(runs, slo)
+    checks, _ = _checks(runs, slo, pilot and not settled)
     return checks[0].simulated_ms, checks[0].ci_low_ms, checks[0].ci_high_ms, settled, n
 
 

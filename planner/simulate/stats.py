@@ -126,7 +126,7 @@ def batch_shares(values: np.ndarray, times: np.ndarray, threshold: float, weight
     return below / total
 
 
-def quantile_interval(seeds: list, percentile: float) -> tuple[float, float] | None:
+def quantile_interval(seeds: list, percentile: float, correlated: bool = False) -> tuple[float, float] | None:
     """(low, high) of a 95% interval for a percentile from one or more independent runs (`seeds`: (values, weights
     or None, times) each), or None where a run has too few values to batch.
 
@@ -139,7 +139,8 @@ def quantile_interval(seeds: list, percentile: float) -> tuple[float, float] | N
     exactly) inside the interval. Where the batches disagree by more than the tail holds (p + h >= 100%: a tail
     that is nearly flat, one batch at a slightly higher level, as a P99 TPOT near saturation), the end is the
     largest value seen (the smallest, below): at least 200 values in every run, so a percentile beyond all of them
-    would need every batch to miss it."""
+    would need every batch to miss it. `correlated`: the runs reached their cap before settling
+    (`pooled_interval`)."""
     values = np.concatenate([np.asarray(v, dtype=float) for v, _, _ in seeds])
     weights = None if all(w is None for _, w, _ in seeds) else np.concatenate(
         [np.ones(len(v)) if w is None else np.asarray(w, dtype=float) for v, w, _ in seeds])  # fmt: skip
@@ -149,7 +150,7 @@ def quantile_interval(seeds: list, percentile: float) -> tuple[float, float] | N
     shares = [batch_shares(np.asarray(v, dtype=float), t, estimate, w) for v, w, t in seeds]
     if any(b is None for b in shares):
         return None
-    low, high = pooled_interval(shares)
+    low, high = pooled_interval(shares, correlated)
     half = (high - low) / 2 * 100.0  # in percentile points
     ends = []
     for level in (percentile - half, percentile + half):
@@ -168,19 +169,34 @@ def batch_interval(values: np.ndarray, times: np.ndarray, percentile: float, wei
     return quantile_interval([(values, weights, times)], percentile)
 
 
-def pooled_interval(seed_batches: list[np.ndarray]) -> tuple[float, float]:
+MAX_LAG_CORRELATION = 0.8  # the batches' lag-1 correlation counted at most (it inflates the variance 9x there)
+
+
+def pooled_interval(seed_batches: list[np.ndarray], correlated: bool = False) -> tuple[float, float]:
     """(low, high) of a percentile's 95% interval from several independent runs (seeds) of BATCHES batches each:
     the mean of every batch estimate, its variance the larger of the batches' (pooled within seeds, over k seeds
     of B batches: variance / kB) and the seeds' (the spread of the seed means / k, which catches batches of one run
     that are not independent), Student's t at k (B - 1) degrees of freedom. Every seed adds evidence: the interval
     narrows with seeds where the runs agree, instead of starting over at the t of k - 1 degrees of freedom (12.7
-    wide at 2 seeds, wider than one seed's)."""
+    wide at 2 seeds, wider than one seed's). `correlated` (a run that reached its cap before settling: its batches
+    may lean on each other): each run's batch variance x (1 + r) / (1 - r), r its batches' lag-1 correlation
+    (0 to MAX_LAG_CORRELATION) -- the variance of a mean of AR(1) batches."""
     k = len(seed_batches)
     means = np.array([float(b.mean()) for b in seed_batches])
-    within = float(np.mean([b.var(ddof=1) for b in seed_batches])) / (k * BATCHES)
+    variances = [b.var(ddof=1) * (_lag_inflation(b) if correlated else 1.0) for b in seed_batches]
+    within = float(np.mean(variances)) / (k * BATCHES)
     between = float(means.var(ddof=1)) / k if k > 1 else 0.0
     half = t_975(k * (BATCHES - 1)) * math.sqrt(max(within, between))
     return float(means.mean() - half), float(means.mean() + half)
+
+
+def _lag_inflation(batches: np.ndarray) -> float:
+    """(1 + r) / (1 - r) for the batches' lag-1 correlation r, clipped to [0, MAX_LAG_CORRELATION]."""
+    deviations = batches - batches.mean()
+    square = float((deviations**2).sum())
+    r = float((deviations[:-1] * deviations[1:]).sum()) / square if square > 0 else 0.0
+    r = min(max(r, 0.0), MAX_LAG_CORRELATION)
+    return (1 + r) / (1 - r)
 
 
 def order_statistic_interval(values: np.ndarray, percentile: float, weights=None) -> tuple[float, float]:
