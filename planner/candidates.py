@@ -270,12 +270,19 @@ def engine_layouts(scenario: Scenario, catalog: Catalog, model_id: str, system_i
     if model.moe is not None and scenario.expert_parallel and model.moe.experts > 1:
         sizes = [g for g in (2, 4, 8, 16, 32, 64, 72) if g <= node and g <= model.moe.experts and g in {*scenario.tp_ladder, 16, 32, 64, 72}]
         layouts += [Layout(1, g, g) for g in sizes]
-    widest = max((tp for tp in scenario.tp_ladder if tp <= node), default=0)
-    bf16_gb = model.params_b * 2
-    usable_gb = catalog.gpus[system.gpu].memory_gb * node * (1 - catalog.defaults.memory_reserve_fraction.value)
-    if widest == node and bf16_gb > usable_gb and system.network_gbit_per_s is not None:
-        layouts += [Layout(widest, pp=n) for n in range(2, scenario.max_pipeline_nodes + 1)]
+    if pipeline_wanted(scenario, catalog, model_id, system_id) and system.network_gbit_per_s is not None:
+        layouts += [Layout(node, pp=n) for n in range(2, scenario.max_pipeline_nodes + 1)]
     return layouts
+
+
+def pipeline_wanted(scenario: Scenario, catalog: Catalog, model_id: str, system_id: str) -> bool:
+    """Whether pipeline stages over several nodes are tried for the model on the system: its bf16 weights exceed
+    one node's usable memory and the TP ladder reaches the whole node (they then also need the node's network)."""
+    model, system = catalog.models[model_id], catalog.systems[system_id]
+    node = system.gpus_per_node
+    widest = max((tp for tp in scenario.tp_ladder if tp <= node), default=0)
+    usable_gb = catalog.gpus[system.gpu].memory_gb * node * (1 - catalog.defaults.memory_reserve_fraction.value)
+    return widest == node and model.params_b * 2 > usable_gb
 
 
 _UNOPENED = object()  # a builder's curve cache not opened yet
