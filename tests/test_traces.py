@@ -215,3 +215,35 @@ def test_bucket_maximum_below_its_length_is_refused(tmp_path, cli):
     path.write_text(yaml.safe_dump(document))
     code, out, err = cli("validate", path)
     assert code == 2 and "max_isl_tokens (1000) must be >= isl_tokens (2000)" in err
+
+
+def test_a_replaced_workload_keeps_its_limits_engines_and_mode(azure_trace, tmp_path):
+    base = yaml.safe_load((SCENARIOS / "chat-and-code-p95.yaml").read_text())
+    base["workloads"][0]["engines"] = ["vllm", "sglang"]
+    base["workloads"][0]["precisions"] = ["fp8"]
+    path = tmp_path / "base.yaml"
+    path.write_text(yaml.safe_dump(base))
+    answer = analyze_workload(azure_trace, model="llama-3.3-70b", name="chat", base_scenario=path, period="day")
+    chat = next(w for w in answer.scenario_document["workloads"] if w["name"] == "chat")
+    assert chat["slo"] == base["workloads"][0]["slo"]
+    assert chat["engines"] == ["vllm", "sglang"] and chat["precisions"] == ["fp8"]
+    assert chat["mode"] == "streaming" and "buckets" in chat and "isl_tokens" not in chat  # the trace's lengths
+    assert set(answer.kept) == {"slo", "engines", "precisions", "mode"}
+    # a mode given on the command line wins over the base's
+    answer = analyze_workload(azure_trace, model="llama-3.3-70b", name="chat", base_scenario=path, period="day",
+                              mode="sequential")  # fmt: skip
+    assert next(w for w in answer.scenario_document["workloads"] if w["name"] == "chat")["mode"] == "sequential"
+
+
+def test_the_trace_demand_scales_to_a_stated_peak_or_by_a_factor(azure_trace):
+    plain = analyze_workload(azure_trace, model="llama-3.1-8b", period="day")
+    mean = plain.block["workloads"][0]["mean_rps"]
+    peaked = analyze_workload(azure_trace, model="llama-3.1-8b", period="day", peak_rps=40.0)
+    workload = peaked.block["workloads"][0]
+    assert workload["peak_rps"] == 40.0 and "mean_rps" not in workload and "peak_quantile" not in workload
+    assert "40" in peaked.scaled
+    tripled = analyze_workload(azure_trace, model="llama-3.1-8b", period="day", scale=3.0)
+    assert tripled.block["workloads"][0]["mean_rps"] == pytest.approx(3 * mean, rel=1e-3)
+    with pytest.raises(PlannerInputError) as error:
+        analyze_workload(azure_trace, model="llama-3.1-8b", peak_rps=40.0, scale=2.0)
+    assert error.value.file == "--peak-rps"

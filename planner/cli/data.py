@@ -161,6 +161,7 @@ app.add_typer(workload_app, name="workload")
     "planner workload analyze requests.csv --model llama-3.1-8b --name chat   (your request log)",
     "planner workload analyze requests.csv --model llama-3.1-8b --base scenarios/contact-center.yaml "
     "--out my-scenario.yaml",
+    "planner workload analyze requests.csv --model llama-3.1-8b --name chat --peak-rps 40   (size for 40 rps)",
 ))
 def workload_analyze(
     trace: Annotated[Path, typer.Argument(help="Request trace: CSV, TSV or JSONL, one request per line.")],
@@ -169,14 +170,21 @@ def workload_analyze(
     quantile: Annotated[float | None, typer.Option("--quantile", callback=_finite, help="Peak quantile (default: catalog's).")] = None,
     model: Annotated[str | None, typer.Option("--model", help="Model id of the workload (planner catalog models).")] = None,
     name: Annotated[str | None, typer.Option("--name", help="Workload name (default: the trace file's stem).")] = None,
-    mode: Annotated[str, typer.Option("--mode", help="streaming, sequential or offline.")] = "streaming",
+    mode: Annotated[str | None, typer.Option("--mode", help="streaming, sequential or offline (default: the --base "
+                                                            "workload's of that name, else streaming).")] = None,
     time_column: Annotated[str | None, typer.Option("--time-column", help="Arrival time column.")] = None,
     input_column: Annotated[str | None, typer.Option("--input-column", help="Input tokens column.")] = None,
     output_column: Annotated[str | None, typer.Option("--output-column", help="Output tokens column.")] = None,
     time_unit: Annotated[
         str, typer.Option("--time-unit", help="Unit of numeric timestamps: auto (seconds where that reads as traffic, else asks), s, ms, us, ns.")
     ] = "auto",
-    base: Annotated[Path | None, typer.Option("--base", help="Scenario to add the workload to (needs --model).")] = None,
+    base: Annotated[Path | None, typer.Option("--base", help="Scenario to add the workload to (needs --model); a "
+                                              "workload of the same name is replaced, keeping its slo, engines and "
+                                              "precisions.")] = None,
+    peak_rps: Annotated[float | None, typer.Option("--peak-rps", callback=_finite, help="Size for this peak rate "
+                                                   "at the busiest period (the others in proportion).")] = None,
+    scale: Annotated[float | None, typer.Option("--scale", callback=_finite, help="Multiply the trace's rates "
+                                                "(e.g. 3 for next year's traffic).")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write the block (or, with --base, the scenario) here.")] = None,
     json: JsonOption = False,
     catalog: CatalogOption = None,
@@ -185,13 +193,13 @@ def workload_analyze(
     """Request rate per period, the ISL x OSL histogram and engine variants of a trace, as a scenario workload."""
 
     def action() -> None:
-        if mode not in ("streaming", "sequential", "offline"):
+        if mode is not None and mode not in ("streaming", "sequential", "offline"):
             raise PlannerInputError("--mode", "mode", f"unknown mode '{mode}'; allowed: streaming, sequential, offline")
         # --base dh.yaml --out dh.yaml would rewrite it without its comments
         _check_output(out, lambda: [trace, *files.scenario_inputs(base, catalog)])
         answer = api.analyze_workload(
             trace, period, engines, quantile, name, model, mode, (time_column, input_column, output_column), time_unit,
-            base, catalog,
+            base, catalog, peak_rps, scale,
         )  # fmt: skip
         document = answer.scenario_document if answer.scenario_document is not None else answer.block
         block_yaml = yaml.safe_dump(document, sort_keys=False, width=120)

@@ -188,6 +188,9 @@ def workload_analysis_document(answer) -> dict:
     document = {"analysis": asdict(answer.analysis), "block": answer.block}
     if answer.scenario_document is not None:
         document["scenario"] = answer.scenario_document
+        document["kept_from_base"] = list(answer.kept)
+    if answer.scaled:
+        document["demand_scaled"] = answer.scaled
     return document
 
 

@@ -469,9 +469,16 @@ def print_trace_analysis(answer, console: Console, block_yaml: str, written_to: 
     if a.prefix_hit_rate is not None:
         console.print(f"prefix cache (from the trace's block hashes): {a.prefix_hit_rate:.1%} of requests find part of "
                       f"their prompt cached, {a.prefix_tokens:,} tokens on average; the block says prefix_cache")  # fmt: skip
+    if answer.scaled:
+        console.print(f"demand: {answer.scaled}")
+    if answer.kept:
+        console.print(f"kept from the base scenario's workload of that name: {', '.join(answer.kept)} (the trace gives "
+                      "its lengths and demand only)")  # fmt: skip
     for note in a.notes:
         console.print(escape(f"note: {note}"))
-    if all(w.get("mode") != "offline" and not w.get("slo") for w in answer.block["workloads"]):
+    name = answer.block["workloads"][0]["name"]
+    made = [w for w in (answer.scenario_document or answer.block)["workloads"] if isinstance(w, dict) and w.get("name") == name]
+    if all(w.get("mode") != "offline" and not w.get("slo") for w in made):
         console.print("note: a trace records no latency limits, so the block has no slo: add one (slo: {ttft_ms: ..., "
                       "itl_ms: ...}), or the plan sizes this workload at maximum throughput and warns", markup=False)  # fmt: skip
     if written_to:
