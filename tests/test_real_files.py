@@ -210,6 +210,15 @@ def test_guidellm_checkpoint_precision_the_gpu_lacks_asks_how_it_ran():
              gpu="H100", precision="bf16")  # fmt: skip
 
 
+def test_a_directory_of_mixed_runs_ingests_what_applies_and_skips_the_rest_with_a_line_each():
+    # the docs' example: on H100 the fp4 gpt-oss checkpoint cannot say how it ran; the three other reports ingest
+    result = _one([BENCH / "guidellm"], tool="guidellm", gpu="H100")
+    assert len({r.source for r in result.rows}) == 3
+    (skipped,) = result.skipped
+    assert "gpt-oss-20b" in skipped and "says fp4, which H100-SXM-80GB has no tensor format for" in skipped
+    assert any(note.startswith("skipped ") and "gpt-oss-20b" in note for note in result.notes)
+
+
 # ---- traces ----
 
 

@@ -502,7 +502,15 @@ def ingest(tool: str, paths: list[Path | str], options: IngestOptions, catalog: 
             raise PlannerInputError(
                 str(file), "", f"not a {tool} result of a known layout: {type(exc).__name__}: {str(exc)[:120]}"
             ) from None
-        engine = engine_of(file, runs, options, catalog, hardware)
+        try:
+            engine = engine_of(file, runs, options, catalog, hardware)
+        except PlannerInputError as reason:
+            if directory is None:  # a file named on the command line: its problem is the user's to fix
+                raise
+            # a directory of mixed runs (one quantized to a format this GPU lacks, a model not in the catalog):
+            # the others are ingested, this one skipped with its reason
+            skipped.append(f"{file}: {reason.problem.field}: {reason.problem.message}")
+            continue
         measured.extend((run, engine) for run in runs)
         with_runs.add(directory)
         run_files += 1
