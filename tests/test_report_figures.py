@@ -100,6 +100,33 @@ def test_the_chosen_point_of_a_curve_is_the_plans_operating_point(planned):
         plt.close(figure)
 
 
+def test_a_pipelined_plans_curve_is_its_own_engines_not_tp_alones(tmp_path):
+    # DeepSeek-R1 fp8 fits no DGX H100: the plan runs TP8 over pipeline stages, and its curve and chosen point are
+    # that engine's (issue 49: the report marked TP8 alone at its own best concurrency as chosen)
+    path = tmp_path / "r1.yaml"
+    path.write_text(
+        "name: r1-pp\nmetrics_version: 2\ndeployment: on-prem\nworkloads:\n  - name: reasoning\n"
+        "    model: deepseek-r1\n    isl_tokens: 1000\n    osl_tokens: 1000\n    peak_rps: 2\n"
+        "    slo: {tpot_ms: 60, ttft_ms: 5000}\n    engines: [vllm]\nsites:\n  on_prem:\n    systems: [dgx-h100]\n"
+    )  # fmt: skip
+    p = api.plan_in_context(path)
+    main = main_assignment(p.plan, "reasoning")
+    assert "PP" in main.layout
+    figure, caption = curve_plot(p, "reasoning", None)
+    assert main.layout in caption
+    chosen = [line for line in figure.axes[0].get_lines() if line.get_label().startswith("chosen operating point")]
+    assert len(chosen) == 1
+    metric = {"TTFT": "ttft_ms", "TPOT": "tpot_ms", "ITL": "itl_ms", "E2E": "e2e_ms"}[
+        figure.axes[0].get_ylabel().split(":")[0].split(" ")[0]]
+    assert _point_of(chosen[0])[1] == pytest.approx(getattr(main, metric), rel=1e-3)
+    route = next(r for r in p.plan.routing if r.workload == "reasoning")
+    gpus = p.catalog.systems[main.system].gpus_per_node
+    # on the x axis, the tokens/s per GPU of the plan's instance at its planned rate (an instance spans the stages)
+    stages = int(main.layout.split("PP")[1])
+    assert _point_of(chosen[0])[0] == pytest.approx(route.rps_per_instance * main.bucket_osl / (gpus * stages), rel=1e-3)
+    plt.close(figure)
+
+
 def test_a_row_without_engine_gets_the_roofline_stand_in_and_a_bar_for_a_bound(planned):
     """The seed case C2's assistant, sized by the course's method: its row states only rps/node and 'TTFT < 500 ms',
     no TP (daily-hybrid's assistant, sized for random arrivals, runs the roofline's engine instead)."""

@@ -22,7 +22,7 @@ from planner.api import (  # fmt: skip
     workload_landscapes,
 )
 from planner.landscape import Landscape, main_assignment
-from planner.perf import PerfQuery, is_modeled
+from planner.perf import Layout, PerfQuery, is_modeled, modeled_points
 from planner.perf.roofline import supports_roofline
 from planner.report import plots
 from planner.report.bom import markdown_table
@@ -98,9 +98,18 @@ def curve_plot(planned: PlannedScenario, workload_name: str, landscape: Landscap
         note = (f"the plan serves {workload_name} disaggregated ({main.stage} pool shown): this aggregated curve of "
                 "the same engine is for reference; the pools' points are in the operating points table")  # fmt: skip
     elif is_modeled(main.provenance) and main.tp and main.precision:
-        # the plan's point: its engine (lengths, layout) at the rate each of its instances serves
-        answer = dataclasses.replace(answer, chosen=_planned_point(planned, workload_name, main, query, percentile)
-                                     or answer.chosen)  # fmt: skip
+        layout = _planned_layout(main)
+        if layout.beyond_tp:  # the curve of the plan's engine (attention DP, EP, pipeline stages), not TP alone's
+            curve = modeled_points(dataclasses.replace(query, concurrency=None, ttft_ms=None, tpot_ms=None,
+                                                       itl_ms=None, e2e_ms=None), catalog, main.tp, main.precision,
+                                   percentile, engine_lengths=(main.engine_isl, main.engine_osl), layout=layout,
+                                   hop_bytes_per_s=_hop(system, layout))  # fmt: skip
+            answer = dataclasses.replace(answer, modeled_points=() if isinstance(curve, str) else tuple(
+                p for p in curve if is_modeled(p.provenance)))  # fmt: skip
+        # the plan's point: its engine (lengths, layout) at the rate each of its instances serves; never the TP
+        # curve's own best where the plan runs another layout
+        planned_point = _planned_point(planned, workload_name, main, query, percentile)
+        answer = dataclasses.replace(answer, chosen=planned_point if planned_point or layout.beyond_tp else answer.chosen)
     elif main.concurrency:  # a measured row the plan runs: its point, not the curve's own best
         same = [p for p in answer.data_points + answer.modeled_points if p.concurrency == main.concurrency]
         same.sort(key=lambda p: p.provenance != main.provenance)
@@ -135,18 +144,29 @@ def curve_plot(planned: PlannedScenario, workload_name: str, landscape: Landscap
 def _planned_point(planned: PlannedScenario, workload_name: str, main, query: PerfQuery, percentile: float):
     """The roofline's point of the plan's main assignment: its engine at the requests/s one of its instances
     serves (the route's), at the workload's percentile; None where the plan has no such route."""
-    from planner.perf import Layout, modeled_points
-
     route = next((r for r in planned.plan.routing if r.workload == workload_name and r.system == main.system
                   and r.tp == main.tp and r.precision == main.precision and r.bucket_isl == main.bucket_isl
                   and r.bucket_osl == main.bucket_osl and r.stage == main.stage and r.layout == main.layout
                   and r.engine == main.engine and r.rps_per_instance > 0), None)  # fmt: skip
-    if route is None or main.layout != f"TP{main.tp}":
+    if route is None:
         return None
+    layout = _planned_layout(main)
     points = modeled_points(dataclasses.replace(query, rate_rps=route.rps_per_instance), planned.catalog, main.tp,
-                            main.precision, percentile,
-                            engine_lengths=(main.engine_isl, main.engine_osl), layout=Layout(main.tp))  # fmt: skip
+                            main.precision, percentile, engine_lengths=(main.engine_isl, main.engine_osl),
+                            layout=layout, hop_bytes_per_s=_hop(planned.catalog.systems[main.system], layout))  # fmt: skip
     return None if isinstance(points, str) else points[0]
+
+
+def _planned_layout(main) -> Layout:
+    """The assignment's engine layout: TP alone, or with attention DP, EP and pipeline stages as the plan names it."""
+    if main.layout and any(part in main.layout for part in ("DP", "EP", "PP")):
+        return Layout.parse(main.layout)
+    return Layout(main.tp)
+
+
+def _hop(system, layout: Layout) -> float:
+    """The network between pipeline stages (as candidates price them): the stage's share of the node's NICs."""
+    return (system.network_bytes_per_s(layout.tp * layout.dp) or 0.0) if layout.pp > 1 else 0.0
 
 
 def plots_section(planned: PlannedScenario) -> Section:
