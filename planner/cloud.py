@@ -3,8 +3,8 @@
 Three ways to rent a system, each a `SystemOffer` the optimizer prices:
 
 - **on demand** (`pricing="on-demand"`): a count per period, billed per hour rented. With a minimum billing of
-  m hours per rental and a start-up lead time L (the node is started L before its period begins, so it is
-  ready), a rental of a daily block of b = hours / 365 hours is billed 365 x max(b + L, m) hours a year.
+  m hours per rental and a start-up lead time L (the node is started L before its first period, so it is
+  ready), a rental of D hours of consecutive periods is billed L + max(D, m - L) hours.
 - **committed** (`pricing="reserved"`): a constant count all year at a committed price, from the catalog (a
   capacity block), `reserved_usd_per_hour`, or `commitments:` (a term in months with a price or a discount off
   on demand). Periods recur daily, so every commitment, a month's or three years', is a constant count: the
@@ -15,9 +15,13 @@ Three ways to rent a system, each a `SystemOffer` the optimizer prices:
   tau). Each spot option's requests/s is A times the node's, and spot nodes may carry at most `max_share` of a
   workload's demand in a period (interruptions are correlated: a reclaimed pool leaves together).
 
-A rise of demand the periods do not foresee must be absorbed by the running fleet while new nodes start:
-with growth g (a share of demand per hour) and lead time L, each period is sized for (1 + g L) x its demand
-(`demand_headroom`), on top of `limits.headroom_fraction`.
+A rise of demand the periods do not foresee must be absorbed while new nodes start: with growth g (a share of
+demand per hour) and lead time L, the nodes rented per period (those started for it) hold g L of what they carry
+in reserve (`demand_headroom`; planner/optimize/model.py `capacity_rate`); bought and reserved nodes start nothing
+and hold none.
+
+Rentals (`RentalDay`, `rental_bill`): a node rented through consecutive periods (in the order listed, a day) is one
+rental, billed its lead time once and at least the minimum billing once (planner/optimize/billing.py `add_rentals`).
 """
 
 from __future__ import annotations
@@ -83,15 +87,94 @@ def spot_availability(interruptions_per_hour: float, replacement_hours: float) -
     return 1.0 / (1.0 + interruptions_per_hour * replacement_hours)
 
 
-def billed_hours(hours_per_year: float, minimum_billing_hours: float, start_up_hours: float) -> float:
-    """Hours a year a node rented for a daily block of hours_per_year / 365 is billed: 365 x max(b + L, m), at
-    most 8760 (the block recurs daily; L: started ahead, m: each rental's minimum)."""
-    if hours_per_year >= HOURS_PER_YEAR:
-        return hours_per_year
+@dataclass(frozen=True)
+class RentalDay:
+    """The periods as one day, for billing rentals: the periods recur daily in the order the scenario lists them
+    (block b[t] = hours_per_year / 365 hours a day); `cyclic` when they fill the year (the last one is followed by
+    the first of the next day), else a chain (the rest of the day has no demand and no node is rented in it).
+
+    A rental is a node rented through consecutive periods: it is started L hours before its first period (billed)
+    and billed L + max(D, m - L) hours for D hours of periods (m: the minimum billing). For a rental started in
+    period tau: `window[tau]` = K(tau), tau and the periods after it that lie wholly within its first m - L hours
+    (it may run through them at no extra cost); `residual[tau]` = r(tau) = m - L - the hours of K(tau) when that is
+    positive (billed if it stops at the end of K(tau)); `after[tau]` = t*(tau), the period that follows K(tau) (None
+    at the end of a chain: r(tau) is then always billed). `constant`: m - L covers the whole day (a rental runs
+    all day: the count is the same in every period)."""
+
+    order: tuple[str, ...]
+    blocks: dict[str, float]
+    cyclic: bool
+    start_up_hours: float
+    window: dict[str, tuple[str, ...]]
+    residual: dict[str, float]
+    after: dict[str, str | None]
+    constant: bool
+
+    def previous(self, period: str) -> str | None:
+        """The period before `period` in the day (the last one before the first where the day is cyclic)."""
+        index = self.order.index(period)
+        if index == 0:
+            return self.order[-1] if self.cyclic else None  # one period all year: itself (never started again)
+        return self.order[index - 1]
+
+
+def rental_day(periods, minimum_billing_hours: float, start_up_hours: float) -> RentalDay | None:
+    """The day the rentals of `periods` (each with .name and .hours_per_year) are billed over; None where a rental
+    costs only its hours (no minimum billing, no start-up), and periods are then independent."""
     if minimum_billing_hours <= 0 and start_up_hours <= 0:
-        return hours_per_year
-    block = hours_per_year / DAYS_PER_YEAR
-    return min(HOURS_PER_YEAR, DAYS_PER_YEAR * max(block + start_up_hours, minimum_billing_hours))
+        return None
+    order = tuple(p.name for p in periods)
+    blocks = {p.name: p.hours_per_year / DAYS_PER_YEAR for p in periods}
+    day = sum(blocks.values())
+    cyclic = day >= 24.0 - 1e-6
+    span = minimum_billing_hours - start_up_hours  # the hours of periods a rental is billed for at least
+    window, residual, after = {}, {}, {}
+    for index, name in enumerate(order):
+        covered, members, nxt = blocks[name], [name], None
+        for step in range(1, len(order)):
+            if not cyclic and index + step >= len(order):
+                break
+            following = order[(index + step) % len(order)]
+            if covered + blocks[following] > span + 1e-9:
+                nxt = following
+                break
+            covered += blocks[following]
+            members.append(following)
+        window[name] = tuple(members)
+        residual[name] = max(0.0, span - covered) if covered < span - 1e-9 else 0.0
+        after[name] = nxt if residual[name] > 0 else None
+    constant = cyclic and span >= day - 1e-9
+    return RentalDay(order, blocks, cyclic, start_up_hours, window, residual, after, constant)
+
+
+def rental_bill(day: RentalDay, counts: dict[str, int]) -> tuple[int, float]:
+    """(starts a day, minimum-billing hours a day beyond the periods' own) for a system rented `counts[t]` nodes in
+    each period (idle ones included), as the program's rows bill them at their optimum (planner/optimize/billing.py
+    `add_rentals`): starts s[t] = max(0, counts[t] - counts[t-1]); the rentals started in tau that stop at the end
+    of K(tau) pay r(tau), the fewest the counts allow, cheapest first. Raises ValueError where the counts end a
+    rental within its minimum (a count the program never gives)."""
+    starts = {}
+    for name in day.order:
+        before = day.previous(name)
+        starts[name] = max(0, counts.get(name, 0) - (counts.get(before, 0) if before is not None else 0))
+    if day.constant and len({counts.get(name, 0) for name in day.order}) > 1:
+        raise ValueError("a rental is billed at least the whole day: the count must be the same in every period")
+    topped = 0.0
+    for period in day.order:
+        held = sum(starts[tau] for tau in day.order if period in day.window[tau])
+        if held > counts.get(period, 0):
+            raise ValueError(f"{held} rentals started earlier must still run in period {period}, billed at least "
+                             f"their minimum; {counts.get(period, 0)} are rented there")  # fmt: skip
+        continuing = sorted((day.residual[tau], tau) for tau in day.order if day.after[tau] == period)
+        short = held + sum(starts[tau] for _, tau in continuing) - counts.get(period, 0)
+        for residual, tau in continuing:  # the cheapest rentals stop at the end of their minimum
+            if short <= 0:
+                break
+            stopped = min(short, starts[tau])
+            topped += stopped * residual
+            short -= stopped
+    topped += sum(starts[tau] * day.residual[tau] for tau in day.order if day.residual[tau] > 0 and day.after[tau] is None)
+    return sum(starts.values()), topped
 
 
 def demand_headroom(growth_per_hour: float, start_up_hours: float) -> float:

@@ -11,8 +11,10 @@ Per node, linear in the node count (priced into each candidate, planner/candidat
 - storage: TB per node x USD per TB, as capital (x a(r, n)): shared storage bought with each node, beyond the
   drives its price includes (a site figure: left out with the racks and networks, `infrastructure: {include: false}`).
 
-Per site, in whole units (integer variables of the program, planner/optimize/model.py `add_site_infrastructure`):
-- racks R >= RU / RU per rack and R >= kW / kW per rack, each with its PDUs;
+Per site, in whole units (integer variables of the program, planner/optimize/billing.py `add_site_infrastructure`):
+- racks of whole nodes of one system, ceil(nodes / nodes per rack) with nodes per rack = min(floor(kW per rack /
+  node kW), floor(RU per rack / node RU)), at least 1, each rack with its PDUs; a rack-scale system (GB200 NVL72)
+  is a rack itself, with its own power shelves (no site rack, no PDUs);
 - per network (the compute fabric: a node's network_gbit_per_s over the port speed; the front-end: a fixed number
   of ports per node), one switch while the ports fit in it, else a two-tier leaf-spine: leaves L >= ports / (P/2)
   (half of a leaf's P ports face the nodes), spines S >= L / 2; links: one per node port and P/2 per leaf.
@@ -43,6 +45,7 @@ BREAKDOWN_OF_KIND = {
     "support": "maintenance", "facility": "facility", "software": "software", "installation": "infrastructure",
     "rack": "infrastructure", "pdu": "infrastructure", "fabric": "infrastructure", "frontend": "infrastructure",
     "storage": "infrastructure", "other": "infrastructure",
+    "on-demand": "cloud_on_demand", "spot": "cloud_spot",  # rentals' start-up and minimum billing (rental_lines)
 }  # fmt: skip
 
 
@@ -85,6 +88,36 @@ def fabric_ports(network_gbit_per_s: float | None, infrastructure: Infrastructur
     if not network_gbit_per_s:
         return 0
     return math.ceil(network_gbit_per_s / infrastructure.fabric_port_gbit_per_s - 1e-9)
+
+
+def nodes_per_rack(power_kw: float | None, rack_units: int | None, infrastructure: Infrastructure) -> int | None:
+    """Whole nodes of a system one rack holds: min(floor(kW per rack / node kW), floor(RU per rack / node RU)), at
+    least 1 (a node beyond the rack's budget takes a rack of its own); None where the node states neither figure
+    (it is counted in no rack, as the budgets count it in no kW or RU)."""
+    fits = []
+    if power_kw:
+        fits.append(math.floor(infrastructure.kw_per_rack / power_kw + 1e-9))
+    if rack_units:
+        fits.append(math.floor(infrastructure.rack_units_per_rack / rack_units + 1e-9))
+    return max(1, min(fits)) if fits else None
+
+
+def rack_count(nodes_by_system: dict[str, int], systems, infrastructure: Infrastructure) -> tuple[int, int]:
+    """(site racks, rack-scale systems) for the bought nodes (spares included) of each system: racks hold whole
+    nodes of one system, ceil(nodes / nodes_per_rack) each; a rack-scale system (catalog `rack_scale`, GB200 NVL72)
+    is a rack itself. The integer program's rows (`add_site_infrastructure`) give the same at its optimum."""
+    racks = rack_scale = 0
+    for system_id, nodes in nodes_by_system.items():
+        system = systems[system_id]
+        if nodes <= 0:
+            continue
+        if system.rack_scale:
+            rack_scale += nodes
+            continue
+        per_rack = nodes_per_rack(system.power_kw, system.rack_units, infrastructure)
+        if per_rack is not None:
+            racks += math.ceil(nodes / per_rack)
+    return racks, rack_scale
 
 
 def switches_for(ports: int, switch_ports: int) -> tuple[int, int, int]:
@@ -172,13 +205,23 @@ def infrastructure_lines(scenario, catalog, lines) -> tuple:
                 site.storage_usd_per_tb, terabytes * site.storage_usd_per_tb,
                 terabytes * site.storage_usd_per_tb * costs.annuity, ["storage_usd_per_tb", "storage_tb_per_node"])
         if site is not None:
-            rack_units = sum((catalog.systems[line.system].rack_units or 0) * line.nodes for line in bought)
-            racks = max(math.ceil(rack_units / site.rack_units_per_rack - 1e-9), math.ceil(kw / site.kw_per_rack - 1e-9))
-            add("rack", "racks", "on-prem", racks, "rack", site.rack_usd, racks * site.rack_usd,
-                racks * site.rack_usd * costs.annuity, ["rack_usd", "rack_units_per_rack", "kw_per_rack"])
-            pdus = racks * int(site.pdus_per_rack)  # whole PDUs (Figure values are floats)
-            add("pdu", "PDUs", "on-prem", pdus, "PDU", site.pdu_usd, pdus * site.pdu_usd, pdus * site.pdu_usd * costs.annuity,
-                ["pdu_usd", "pdus_per_rack"])
+            nodes_by_system: dict[str, int] = {}
+            for line in bought:
+                nodes_by_system[line.system] = nodes_by_system.get(line.system, 0) + line.nodes
+            racks, rack_scale = rack_count(nodes_by_system, catalog.systems, site)
+            if racks:
+                add("rack", "racks", "on-prem", racks, "rack", site.rack_usd, racks * site.rack_usd,
+                    racks * site.rack_usd * costs.annuity, ["rack_usd", "rack_units_per_rack", "kw_per_rack"])
+            if rack_scale:
+                names = ", ".join(sorted(s for s in nodes_by_system if catalog.systems[s].rack_scale))
+                out.append(InfrastructureLine(
+                    f"rack-scale systems' own racks ({names}: enclosure, power shelves and busbar in the system's price)",
+                    "on-prem", rack_scale, "rack", 0.0, 0.0, 0.0, "catalog systems: rack_scale (the system is a rack)",
+                    "catalog default (cited)", "rack"))  # fmt: skip
+            if racks:
+                pdus = racks * int(site.pdus_per_rack)  # whole PDUs (Figure values are floats)
+                add("pdu", "PDUs", "on-prem", pdus, "PDU", site.pdu_usd, pdus * site.pdu_usd, pdus * site.pdu_usd * costs.annuity,
+                    ["pdu_usd", "pdus_per_rack"])
             for network, label in (("fabric", "compute fabric"), ("frontend", "front-end network")):
                 if network == "fabric":
                     ports = sum(fabric_ports(catalog.systems[line.system].network_gbit_per_s, site) * line.nodes for line in bought)
@@ -197,6 +240,7 @@ def infrastructure_lines(scenario, catalog, lines) -> tuple:
                 add(network, f"{label} links ({ports} node ports + {links - ports} uplinks)", "on-prem", links, "link", link_usd,
                     links * link_usd, links * link_usd * costs.annuity,
                     [f"{network}_link_usd"] + (["fabric_port_gbit_per_s"] if network == "fabric" else ["frontend_ports_per_node"]))
+    out.extend(rental_lines(scenario, lines))
     licence = scenario.cloud_software
     if licence is not None and licence.value > 0:
         rented = [line for line in lines if line.site == "cloud"]
@@ -207,6 +251,40 @@ def infrastructure_lines(scenario, catalog, lines) -> tuple:
                                           round(gpu_years * licence.value, 2), licence.source, licence.origin,
                                           "software"))  # fmt: skip
     return tuple(out)
+
+
+def rental_lines(scenario, lines) -> list:
+    """What nodes rented per period are billed beyond their periods' hours (planner.cloud.rental_bill over the
+    scenario's `rental_day`), per system and pricing: the start-up lead time of each start and the minimum billing
+    of rentals shorter than it, in node-hours a year at the offer's price."""
+    from planner.cloud import DAYS_PER_YEAR, rental_bill
+    from planner.plan import PER_PERIOD_ROLES, InfrastructureLine
+
+    day = scenario.rental_day
+    if day is None:
+        return []
+    counts: dict[tuple[str, str], dict[str, int]] = {}
+    for line in lines:
+        if line.role in PER_PERIOD_ROLES:
+            per_period = counts.setdefault((line.system, line.role), {})
+            per_period[line.period] = per_period.get(line.period, 0) + line.nodes
+    out = []
+    for (system, pricing), per_period in sorted(counts.items()):
+        usd = next(o.usd_per_hour for o in scenario.offers if o.system == system and o.pricing == pricing)
+        starts, topped = rental_bill(day, per_period)
+        lead = DAYS_PER_YEAR * starts * day.start_up_hours
+        if lead > 0:
+            out.append(InfrastructureLine(
+                f"{system} {pricing} start-up ({starts} rental{'s' if starts > 1 else ''} started a day, each "
+                f"{day.start_up_hours * 60:g} min ahead of its period)", "cloud", round(lead, 6), "node-hour",
+                round(usd, 6), 0.0, round(lead * usd, 2), "sites.cloud.start_up_minutes", "scenario", pricing))  # fmt: skip
+        if topped > 0:
+            out.append(InfrastructureLine(
+                f"{system} {pricing} minimum billing ({scenario.cloud_minimum_billing_hours:g} h per rental: "
+                f"{topped:g} node-hours a day billed beyond the periods run)", "cloud", round(DAYS_PER_YEAR * topped, 6),
+                "node-hour", round(usd, 6), 0.0, round(DAYS_PER_YEAR * topped * usd, 2),
+                "sites.cloud.minimum_billing_hours", "scenario", pricing))  # fmt: skip
+    return out
 
 
 def _infra_figure(costs, name: str):

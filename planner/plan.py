@@ -55,7 +55,8 @@ class InfrastructureLine:
     source: str
     origin: str
     # what it is, for the cost breakdown (planner.infrastructure.BREAKDOWN_OF_KIND): support | facility | software |
-    # installation | rack | pdu | fabric | frontend | storage; a plan file saved before the field: from its item
+    # installation | rack | pdu | fabric | frontend | storage | on-demand | spot (rentals' start-up and minimum
+    # billing); a plan file saved before the field: from its item
     kind: str = "other"
 
 

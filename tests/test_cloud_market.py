@@ -14,7 +14,7 @@ from conftest import SCENARIOS
 from planner.api import plan_in_context
 from planner.candidates import enumerate_candidates
 from planner.catalog import load_catalog
-from planner.cloud import billed_hours, spot_availability
+from planner.cloud import rental_bill, rental_day, spot_availability
 from planner.errors import PlannerInputError
 from planner.report.bom import build_bom
 from planner.scenario import load_scenario
@@ -31,16 +31,38 @@ def _cloud(tmp_path, name="cloud.yaml", **cloud):
     return path
 
 
-@pytest.mark.parametrize("hours, minimum, lead, expected", [
-    (3650, 0, 0, 3650),                      # per-second billing, no lead time: the period's hours
-    (3650, 0, 0.5, 3650 + 365 * 0.5),        # started half an hour ahead every day
-    (2190, 12, 0, 365 * 12),                 # a 6 h block billed 12 h a day
-    (2190, 12, 7, 365 * 13),                 # 6 h + 7 h ahead exceed the 12 h minimum
-    (2920, 730, 0, 8760),                    # a month's minimum: all year
-    (8760, 0, 2, 8760),                      # all year already: nothing to start ahead
+class _Period:
+    def __init__(self, name, hours_per_year):
+        self.name, self.hours_per_year = name, hours_per_year
+
+
+DAY = [_Period("business", 3650), _Period("evening", 2190), _Period("night", 2920)]  # 10 h, 6 h, 8 h: a day
+
+
+@pytest.mark.parametrize("periods, minimum, lead, counts, starts, topped", [
+    (DAY, 0, 0.5, {"business": 3, "evening": 1}, 3, 0),       # 3 rentals a day (one runs into the evening)
+    (DAY, 0, 0.5, {"business": 2, "evening": 2, "night": 2}, 0, 0),  # rented all day: never started again
+    (DAY, 12, 0, {"business": 2, "evening": 2}, 2, 0),        # 16 h rentals: past the 12 h minimum
+    (DAY, 12, 0, {"business": 2}, 2, 2 * 2),                  # 10 h rentals billed 12 h
+    (DAY, 12, 0, {"evening": 1, "night": 1}, 1, 0),           # evening (6 h) runs into the night (8 h): 14 h
+    (DAY, 12, 0, {"evening": 1}, 1, 6),                       # 6 h billed 12 h
+    (DAY, 12, 7, {"evening": 1}, 1, 0),                       # 6 h + 7 h ahead exceed the minimum
+    (DAY, 23, 0, {"business": 1, "evening": 1}, 1, 7),        # 16 h of a 23 h minimum
+    ([_Period("all", 8760)], 12, 0.25, {"all": 5}, 0, 0),     # one period all year: rented once
+    ([_Period("day", 3650)], 12, 0.25, {"day": 5}, 5, 5 * 1.75),  # the rest of the day is no period: started daily
+    ([_Period(f"h{h:02d}", 365) for h in range(24)], 12, 0, {f"h{h:02d}": 5 for h in range(24)}, 0, 0),  # issue 49
 ])  # fmt: skip
-def test_billed_hours_is_the_daily_block_plus_lead_time_or_the_minimum(hours, minimum, lead, expected):
-    assert billed_hours(hours, minimum, lead) == pytest.approx(expected)
+def test_a_rental_is_billed_its_lead_time_per_start_and_at_least_its_minimum(periods, minimum, lead, counts, starts, topped):
+    """Rentals span consecutive periods (the listed order, a day when the periods fill the year): each start pays
+    its lead time, a rental shorter than the minimum pays the rest of it (closed forms worked by hand)."""
+    day = rental_day(periods, minimum, lead)
+    assert rental_bill(day, counts) == (starts, pytest.approx(topped))
+
+
+def test_counts_that_end_a_rental_within_its_minimum_are_refused():
+    day = rental_day([_Period(f"h{h}", 365) for h in range(24)], 3, 0)  # hourly periods, 3 h minimum
+    with pytest.raises(ValueError, match="billed at least their minimum"):
+        rental_bill(day, {"h1": 2, "h2": 1})  # one of two rentals started at h1 stops after an hour
 
 
 @pytest.mark.parametrize("rate, tau_h", [(0.0, 1.0), (0.05, 10 / 60), (1.0, 1.0), (2.0, 0.25)])
@@ -135,22 +157,33 @@ def test_the_cheapest_commitment_is_offered_and_the_bom_says_what_it_signs_for(t
 
 
 def test_a_start_up_lead_time_is_billed_and_sized_for(tmp_path):
-    """15 minutes of lead time: each rental's daily block is billed 15 minutes longer; with demand growing 20% an
-    hour the fleet holds 5% more capacity while new nodes start."""
+    """15 minutes of lead time: each rental started is billed 15 minutes more (a rental spans the consecutive
+    periods it runs through); with demand growing 20% an hour the rented nodes hold 5% more capacity than they
+    carry while new nodes start; the demand routed stays the demand."""
     base = plan_in_context(_cloud(tmp_path, "a.yaml", reserved_usd_per_hour={})).plan
     planned = plan_in_context(_cloud(tmp_path, "b.yaml", reserved_usd_per_hour={}, start_up_minutes=15,
                                      demand_growth_per_hour=0.2))
     plan, scenario = planned.plan, planned.scenario
     assert scenario.demand_headroom == pytest.approx(0.05)
+    counts: dict[str, dict[str, int]] = {}
     for line in plan.lines:
         assert line.role == "on-demand"
         hours = next(p.hours_per_year for p in scenario.periods if p.name == line.period)
         usd = next(o.usd_per_hour for o in scenario.offers if o.system == line.system and o.pricing == "on-demand")
-        assert line.annual_cost_usd == pytest.approx(usd * line.nodes * (hours + 365 * 0.25), abs=0.05)
+        assert line.annual_cost_usd == pytest.approx(usd * line.nodes * hours, abs=0.05)
+        counts.setdefault(line.system, {}).setdefault(line.period, 0)
+        counts[line.system][line.period] += line.nodes
+    order = [p.name for p in scenario.periods]  # a day: business hours, evening, night
+    for system, per_period in counts.items():
+        usd = next(o.usd_per_hour for o in scenario.offers if o.system == system and o.pricing == "on-demand")
+        starts = sum(max(0, per_period.get(t, 0) - per_period.get(order[i - 1], 0)) for i, t in enumerate(order))
+        (item,) = [i for i in plan.infrastructure if i.item.startswith(f"{system} on-demand start-up")]
+        assert item.count == pytest.approx(365 * 0.25 * starts) and item.annual_cost_usd == pytest.approx(
+            usd * 365 * 0.25 * starts, abs=0.05)
     for period in scenario.periods:
         for workload in scenario.workloads:
             routed = sum(r.rps for r in plan.routing if r.period == period.name and r.workload == workload.name)
-            assert routed == pytest.approx(period.demand_rps[workload.name] * 1.05, rel=1e-6)
+            assert routed == pytest.approx(period.demand_rps[workload.name], rel=1e-6)
     assert plan.objective_usd_per_year > base.objective_usd_per_year
 
 

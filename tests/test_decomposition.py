@@ -32,7 +32,7 @@ def _highs(problem, share: float = 1.0):
 
 
 def _fleet(tmp: Path, case, reconfigure: bool, share: bool):
-    systems, rows, engines, demand, limits = case
+    systems, rows, engines, demand, limits = case[:5]  # without the market's rentals (case[5]): they tie the periods
     if not (tmp / "catalog").exists():
         make_catalog(tmp, systems, rows)
     catalog = load_catalog(tmp / "catalog")

@@ -8,8 +8,10 @@ force enumerates bought node counts, the engine variants allowed and, per period
 instances cover a demand when some choice of them on the nodes does (a Pareto frontier of the two workloads'
 capacities over the systems). It knows the fleet semantics of docs/optimizer.md (a unit is an instance's GPUs when
 nodes are shared, a whole node running one engine when not; on bought nodes one count all year when not
-reconfigured, while rented nodes follow each period) and nothing of planner.optimize. Order relations are checked
-on the planner's own answers: a relaxation never costs more.
+reconfigured, while rented nodes follow each period) and nothing of planner.optimize. The cloud's market rules too
+(issue 49): a rental of consecutive periods (the two 12-hour periods make a day) is billed its start-up lead time
+L and at least the minimum billing m per rental, and rented capacity holds the start-up headroom g L. Order
+relations are checked on the planner's own answers: a relaxation never costs more.
 """
 
 from __future__ import annotations
@@ -58,9 +60,13 @@ def cases(draw):
                 rps = float(f"{draw(st.integers(10, 120)) / 10 * tp ** 0.8:.3g}")
                 rows.append(instance_row(model, gpu, tp, rps))
                 engines.append((system_id, model, gpu, tp, rps))
+    market = {}
     if draw(st.booleans()):  # rented by the hour, the same GPU (and engines) as sys-0
         systems.append(cloud_system("cloud-0", GPUS[0], draw(st.integers(1, 16))))
         engines += [("cloud-0", *e[1:]) for e in engines if e[0] == "sys-0"]
+        market = {"start_up_minutes": draw(st.sampled_from((0, 0, 15, 90))),
+                  "minimum_billing_hours": draw(st.sampled_from((0, 0, 6, 16, 20))),
+                  "demand_growth_per_hour": draw(st.sampled_from((0, 0, 0.4)))}  # fmt: skip
     demand = {
         name: [draw(st.integers(0, 10)) / 10 * peak for _ in range(2)]
         for name, peak in (("chat", draw(st.integers(1, 250)) / 10), ("batch", draw(st.integers(1, 120)) / 10))
@@ -74,10 +80,10 @@ def cases(draw):
         limits["max_gpus"] = {GPUS[draw(st.sampled_from((0, 0, 1)))]: 8 * draw(st.integers(1, 4))}  # mostly the rented GPU
     if draw(st.booleans()):
         limits["spare_nodes_per_system"] = 1
-    return systems, rows, engines, demand, limits
+    return systems, rows, engines, demand, limits, market
 
 
-def scenario_document(systems, demand, limits, reconfigure: bool, share: bool) -> dict:
+def scenario_document(systems, demand, limits, reconfigure: bool, share: bool, market: dict | None = None) -> dict:
     peak = {name: max(values) or 0.1 for name, values in demand.items()}
     return {
         "name": "brute",
@@ -88,7 +94,8 @@ def scenario_document(systems, demand, limits, reconfigure: bool, share: bool) -
                     for t in range(2)],
         "sites": {"on_prem": {"systems": [s["id"] for s in systems if s["kind"] == "on-prem"], "amortization_years": 3,
                               "usd_per_kwh": 0.1},
-                  **({"cloud": {"systems": ["cloud-0"]}} if any(s["kind"] == "cloud" for s in systems) else {})},
+                  **({"cloud": {"systems": ["cloud-0"], **(market or {})}} if any(s["kind"] == "cloud" for s in systems)
+                     else {})},
         "deployment": "hybrid" if any(s["kind"] == "cloud" for s in systems) else "on-prem",
         "perf": {"sources": ["measured"]},
         "limits": limits,
@@ -143,14 +150,32 @@ def covered(points, need: dict[str, float]) -> bool:
     return any(a >= need["chat"] - 1e-9 and b >= need["batch"] - 1e-9 for a, b in points)
 
 
-def brute_force(systems, engines, demand, limits, reconfigure: bool, share: bool, defaults) -> float | None:
+def rental_cost(usd_per_hour: float, counts: tuple[int, int], market: dict) -> float:
+    """A year of renting counts[t] nodes in each of the two 12-hour periods of a day (the day wraps), a rental of D
+    hours billed L + max(D, m - L), worked by hand: with a >= b nodes in the busy and the quiet period, a - b rentals
+    start a day in the busy one (none where a = b). Each may go on through the quiet period into the next day where a
+    quiet slot is free (the node stepping aside has run a whole day, past any minimum below 24 h): b of them can,
+    and the max(0, a - 2b) others run 12 h, billed max(12, m - L). So a day bills 12 (a + b) hours of periods, L per
+    start, and max(0, m - L - 12) for each 12-hour rental."""
+    lead = market.get("start_up_minutes", 0) / 60
+    minimum = market.get("minimum_billing_hours", 0)
+    busy, quiet = max(counts), min(counts)
+    short = max(0, busy - 2 * quiet)
+    daily = 12 * (busy + quiet) + (busy - quiet) * lead + short * max(0.0, minimum - lead - 12)
+    return usd_per_hour * 365 * daily
+
+
+def brute_force(systems, engines, demand, limits, reconfigure: bool, share: bool, defaults, market=None) -> float | None:
     """The cheapest plan: bought node counts (with their spares), the engine variants allowed (at most V), and per
-    period the fewest rented nodes whose engines, with those on the bought nodes, cover the period's demand (bought
-    nodes' engines one choice all year when not reconfigured)."""
+    period rented nodes at least as many as cover the period's demand with the engines on the bought nodes (bought
+    nodes' engines one choice all year when not reconfigured), the pair of rented counts billed per rental
+    (`rental_cost`); rented engines serve 1 / (1 + g L) of their rate (the start-up headroom)."""
+    market = market or {}
     bought = [s for s in systems if s["kind"] == "on-prem"]
     rented = next((s for s in systems if s["kind"] == "cloud"), None)
     cost = {s["id"]: node_cost(s, defaults) for s in bought}
-    period_cost = rented["usd_per_hour"] * HOURS if rented else 0.0
+    headroom = 1 + market.get("demand_growth_per_hour", 0) * market.get("start_up_minutes", 0) / 60
+    engines = [(*e[:4], e[4] / headroom) if rented and e[0] == rented["id"] else e for e in engines]
     power = {s["id"]: s["power_kw"] for s in bought}
     gpu = {s["id"]: s["gpu"] for s in systems}
     spares = limits.get("spare_nodes_per_system", 0)
@@ -186,18 +211,26 @@ def brute_force(systems, engines, demand, limits, reconfigure: bool, share: bool
                         return m
                 return None
 
+            def cheapest_rental(extra):  # any counts at least the fewest serve (more rented never serve less)
+                if None in extra:
+                    return None
+                if rented is None:
+                    return 0.0
+                return min(rental_cost(rented["usd_per_hour"], (a, b), market)
+                           for a in range(extra[0], most_rented + 1) for b in range(extra[1], most_rented + 1))
+
             if reconfigure:
                 base = frontier(options)
-                extra = [fewest_rented(base, need) for need in periods]
-                candidates_ = [] if None in extra else [sum(extra)]
+                found = cheapest_rental([fewest_rented(base, need) for need in periods])
+                candidates_ = [] if found is None else [found]
             else:  # one choice of engines on the bought nodes for the year; rented nodes follow each period
                 candidates_ = []
                 for point in frontier(options):
-                    extra = [fewest_rented([point], need) for need in periods]
-                    if None not in extra:
-                        candidates_.append(sum(extra))
+                    found = cheapest_rental([fewest_rented([point], need) for need in periods])
+                    if found is not None:
+                        candidates_.append(found)
             if candidates_:
-                plan_cost = total + min(candidates_) * period_cost
+                plan_cost = total + min(candidates_)
                 if best is None or plan_cost < best - 1e-6:
                     best = plan_cost
     return best
@@ -217,6 +250,7 @@ RENTED_GPUS_COUNT = (
      ("cloud-0", "llama-3-8b", GPUS[0], 1, 1.0), ("cloud-0", "llama-2-70b", GPUS[0], 8, 5.28)],
     {"chat": [0.0, 0.01], "batch": [0.0, 0.01]},
     {"max_gpus": {GPUS[0]: 8}},
+    {},
 )  # fmt: skip
 
 
@@ -224,15 +258,15 @@ RENTED_GPUS_COUNT = (
 @given(cases())
 @example(RENTED_GPUS_COUNT)
 def test_every_switch_and_limit_gives_the_brute_force_optimum(case):
-    systems, rows, engines, demand, limits = case
+    systems, rows, engines, demand, limits, market = case
     with tempfile.TemporaryDirectory() as tmp:
         catalog = load_catalog(make_catalog(Path(tmp), systems, rows))
         costs = {}
         for reconfigure, share in itertools.product((True, False), repeat=2):
             for name, applied in (("limited", limits), ("free", {})):
-                document = scenario_document(systems, demand, applied, reconfigure, share)
+                document = scenario_document(systems, demand, applied, reconfigure, share, market)
                 scenario = load_scenario(write_scenario(Path(tmp), document, f"{name}-{reconfigure}-{share}.yaml"), catalog)
-                expected = brute_force(systems, engines, demand, applied, reconfigure, share, catalog.defaults)
+                expected = brute_force(systems, engines, demand, applied, reconfigure, share, catalog.defaults, market)
                 try:
                     result = plan(scenario, catalog)
                 except InfeasiblePlanError:

@@ -6,7 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictBool,
+    field_validator,
+    model_validator,
+)
 
 from planner.catalog.names import Alias, Name, closest_name, name_index, resolve_name
 from planner.errors import PlannerInputError, unknown_id_message
@@ -137,6 +144,9 @@ class System(InputModel):
     # the node's scale-out network (RDMA NICs for GPU traffic), all ports together: what moves a KV cache from a
     # prefill to a decode instance, and activations between pipeline stages; None where not published
     network_gbit_per_s: float | None = Field(default=None, gt=0, le=1e6)
+    # the node is a whole rack (GB200 NVL72): its enclosure, power shelves and busbar come with it, so it takes one
+    # rack position of its own and no site rack or rack PDUs (planner/infrastructure.py `rack_count`)
+    rack_scale: StrictBool = False
     notes: str = ""
     source: str = Field(min_length=1)
 

@@ -26,15 +26,24 @@ U[c,t] in Z>=0  units of c running in period t (one U[c] for every period when c
                 not reconfigured between periods)
 x[w,b,c,t] >= 0 requests/s of bucket (w,b) routed to c in period t
 d[w,t]          peak demand of w in period t; H the headroom fraction
+g L[c]          start-up headroom: g L (demand growth per hour x start-up lead time) where c runs on nodes rented
+                per period (on demand, spot), 0 on bought and reserved ones
+s[h,t] >= 0     rentals of h in H_dem started in period t; y[h,t] >= 0 of them stopped at the end of their
+                minimum-billing window K(t) (r(t) hours billed beyond their periods; planner.cloud.RentalDay)
+R[s]   in Z>=0  racks of on-prem system s, q[s] nodes each (a rack-scale system is its own rack: none)
 S[s]   in Z>=0  spare on-prem nodes of system s (N + k), with used[s] in {0,1}
 use[v] in {0,1} engine variant v is built (only with a variant limit)
 split[w] in {0,1} workload w is served by prefill and decode pools (only with fleet.disaggregated: auto)
 
 minimize   sum_{h in H_fix} cost[h] N[h] + sum_{h in H_dem, t} usd_per_hour[h] h[t] M[h,t] + sum_s cost[s] S[s]
+           + 365 sum_{h in H_dem} usd_per_hour[h] (L sum_t s[h,t] + sum_t r(t) y[h,t]) + racks and networks
 subject to sum_{c in C_agg + C_pre} x[w,b,c,t] = d[w,t] s[w,b] (1 + H)    demand, every (w,b,t)
            sum_{c in C_pre} x[w,b,c,t] = sum_{c in C_dec} x[w,b,c,t]         prefill-decode flow, every (w,b,t)
            sum_{b, C_pre} x <= D[w,t] split[w];  sum_{b, C_agg} x <= D[w,t] (1 - split[w])   one way per workload
-           sum_{(w,b)} x[w,b,c,t] / rho[w,b,c] <= U[c,t]                   engine capacity, every (c,t)
+           sum_{(w,b)} x[w,b,c,t] (1 + g L[c]) / rho[w,b,c] <= U[c,t]      engine capacity, every (c,t)
+           s[h,t] >= M[h,t] - M[h,t-1];  M[h,t] >= sum_{tau: t in K(tau)} s[h,tau] + sum_{tau: t*(tau) = t}
+               (s[h,tau] - y[h,tau]);  y <= s                                  rentals, every (h,t) of H_dem
+           q[s] R[s] >= N[s] + S[s]                                            racks of whole nodes, every s
            sum_{c on h} g[c] U[c,t] <= G[h] N[h]  (or G[h] M[h,t])         node room, every (h,t)
            sum power_kw (N + S) <= P;  sum rack_units (N + S) <= R;  sum capex_usd (N + S) <= K   budgets
            sum_{h on GPU g} G[h] (N[h] or M[h,t]) + spares of g <= A[g]                GPUs, every (g,t)

@@ -15,8 +15,9 @@ import pulp
 from planner.candidates import Candidate, CandidateSet, unit_rate
 from planner.catalog import Catalog
 from planner.errors import PlannerInputError
-from planner.infrastructure import fabric_ports, node_extras_usd_per_year
-from planner.scenario import Scenario
+from planner.infrastructure import node_extras_usd_per_year
+from planner.optimize.billing import add_rentals, add_site_infrastructure
+from planner.scenario import PER_PERIOD_PRICING, Scenario
 
 _TOLERANCE = 1e-6
 
@@ -87,6 +88,9 @@ class FleetModel:
     split: dict[str, pulp.LpVariable] = field(default_factory=dict)  # split[w]: w served disaggregated
     infrastructure: dict[str, pulp.LpVariable] = field(default_factory=dict)  # racks, switches (add_site_infrastructure)
     infrastructure_cost: list = field(default_factory=list)  # their annual cost terms
+    starts: dict[tuple[tuple, str], pulp.LpVariable] = field(default_factory=dict)  # s[h,t] (add_rentals)
+    stops_short: dict[tuple[tuple, str], pulp.LpVariable] = field(default_factory=dict)  # y[h,t] (add_rentals)
+    rental_cost: list = field(default_factory=list)  # start-up and minimum billing terms (add_rentals)
 
     def nodes(self, hardware: tuple, period: str):
         """N[h] for bought/reserved hardware, M[h,t] for on-demand."""
@@ -96,9 +100,9 @@ class FleetModel:
 
 
 def bucket_demand(scenario: Scenario) -> dict[tuple[str, int, str], float]:
-    """d[w,t] s[w,b] (1 + H + g L) for every bucket and period with demand (g L: `Scenario.demand_headroom`, what
-    the running fleet absorbs while rented nodes start)."""
-    headroom = 1.0 + scenario.limits.headroom_fraction + scenario.demand_headroom
+    """d[w,t] s[w,b] (1 + H) for every bucket and period with demand (the start-up headroom g L is held by the
+    nodes rented per period, never by the demand: `capacity_rate`)."""
+    headroom = 1.0 + scenario.limits.headroom_fraction
     demand = {}
     for period in scenario.periods:
         for workload in scenario.workloads:
@@ -112,10 +116,22 @@ def bucket_demand(scenario: Scenario) -> dict[tuple[str, int, str], float]:
     return demand
 
 
-def unit_load(cset: CandidateSet, demand: dict, candidate: Candidate, period: str) -> float:
+def capacity_rate(option, candidate: Candidate, scenario: Scenario) -> float:
+    """rho[w,b,c] / (1 + g L[c]): the requests/s a unit of c may be planned to carry. g L[c] = g L (growth per hour
+    x start-up lead time, `Scenario.demand_headroom`) on nodes rented per period (on demand, spot), which are
+    started for the period and so must hold what demand may rise while they start; 0 on bought and reserved nodes,
+    which start nothing: a plan that rents nothing per period is planned as if no such offer existed."""
+    rate = unit_rate(option, candidate)
+    if candidate.pricing in PER_PERIOD_PRICING:
+        return rate / (1.0 + scenario.demand_headroom)
+    return rate
+
+
+def unit_load(cset: CandidateSet, scenario: Scenario, demand: dict, candidate: Candidate, period: str) -> float:
     """Units of c that all the demand it can serve in period t would keep busy."""
     return sum(
-        demand.get((o.workload, o.bucket, period), 0.0) / unit_rate(o, candidate) for o in cset.options_of(candidate.key)
+        demand.get((o.workload, o.bucket, period), 0.0) / capacity_rate(o, candidate, scenario)
+        for o in cset.options_of(candidate.key)
     )
 
 
@@ -138,7 +154,7 @@ def node_bound(model: FleetModel, cset: CandidateSet, scenario: Scenario, demand
                 for o in cset.options_of(c.key):
                     cell = (o.workload, o.bucket, period.name)
                     if cell in demand:
-                        gpus = math.ceil(demand[cell] / unit_rate(o, c) - 1e-9) * c.gpus_per_unit
+                        gpus = math.ceil(demand[cell] / capacity_rate(o, c, scenario) - 1e-9) * c.gpus_per_unit
                         best[(*cell[:2], c.stage)] = min(best.get((*cell[:2], c.stage), math.inf), gpus)
             gpus = sum(best.values())
         else:
@@ -151,7 +167,7 @@ def define_unit_variables(model: FleetModel, cset: CandidateSet, scenario: Scena
     """U[c,t] in Z>=0, bounded by the units all the demand c can serve would keep busy (a tight box helps branch
     and bound). Without reconfiguration a configuration on bought/reserved nodes has one U[c] for the year."""
     for index, c in enumerate(cset.candidates):
-        bounds = {p.name: math.ceil(unit_load(cset, demand, c, p.name) - 1e-9) for p in scenario.periods}
+        bounds = {p.name: math.ceil(unit_load(cset, scenario, demand, c, p.name) - 1e-9) for p in scenario.periods}
         model.unit_bounds.update({(c.key, p): b for p, b in bounds.items()})
         if c.fixed and not scenario.reconfigure_between_periods:
             var = pulp.LpVariable(f"U_{index}", 0, max(bounds.values()), cat=pulp.LpInteger)
@@ -165,14 +181,19 @@ def define_unit_variables(model: FleetModel, cset: CandidateSet, scenario: Scena
 
 
 def define_node_variables(model: FleetModel, cset: CandidateSet, scenario: Scenario, demand: dict) -> None:
-    """N[h] in Z>=0 for bought/reserved h; M[h,t] in Z>=0 for on-demand h, each bounded by node_bound."""
+    """N[h] in Z>=0 for bought/reserved h; M[h,t] in Z>=0 for on-demand h, each bounded by node_bound. Where
+    rentals are billed per start (`Scenario.rental_day`), a node may be kept rented through a quiet period rather
+    than started again: every M[h,t] is bounded by the busiest period's bound."""
+    day = scenario.rental_day
     for index, hardware in enumerate(model.hardware.values()):
         if hardware.fixed:
             upper = node_bound(model, cset, scenario, demand, hardware, scenario.periods)
             model.fixed_nodes[hardware.key] = pulp.LpVariable(f"N_{index}", 0, upper, cat=pulp.LpInteger)
             continue
-        for t, period in enumerate(scenario.periods):
-            upper = node_bound(model, cset, scenario, demand, hardware, (period,))
+        uppers = [node_bound(model, cset, scenario, demand, hardware, (period,)) for period in scenario.periods]
+        if day is not None:
+            uppers = [max(uppers)] * len(uppers)
+        for t, (period, upper) in enumerate(zip(scenario.periods, uppers)):
             if upper > 0:
                 model.period_nodes[(hardware.key, period.name)] = pulp.LpVariable(
                     f"M_{index}_{t}", 0, upper, cat=pulp.LpInteger
@@ -243,9 +264,10 @@ def add_serving_mode(model: FleetModel, cset: CandidateSet, scenario: Scenario, 
             model.problem += pulp.lpSum(sides["aggregated"]) <= bound * (1 - split), f"split_agg_{index}_{t}"
 
 
-def add_engine_capacity(model: FleetModel, cset: CandidateSet) -> None:
-    """sum_(w,b) x[w,b,c,t] / rho[w,b,c] <= U[c,t] for every configuration and period."""
-    rate = {(o.workload, o.bucket, o.candidate): unit_rate(o, cset.candidate(o.candidate)) for o in cset.options}
+def add_engine_capacity(model: FleetModel, cset: CandidateSet, scenario: Scenario) -> None:
+    """sum_(w,b) x[w,b,c,t] (1 + g L[c]) / rho[w,b,c] <= U[c,t] for every configuration and period: nodes rented
+    per period hold the start-up headroom g L on what they carry (`capacity_rate`), bought and reserved ones none."""
+    rate = {(o.workload, o.bucket, o.candidate): capacity_rate(o, cset.candidate(o.candidate), scenario) for o in cset.options}
     load: dict[tuple[str, str], list] = defaultdict(list)
     for (workload, bucket, key, period), var in model.routed.items():
         load[(key, period)].append(var * (1.0 / rate[(workload, bucket, key)]))
@@ -392,7 +414,7 @@ def add_gpu_floor(model: FleetModel, cset: CandidateSet, scenario: Scenario, dem
     fewest: dict[tuple[str, int], float] = {}
     for o in cset.options:
         c = cset.candidate(o.candidate)
-        per_rps = c.gpus_per_unit / unit_rate(o, c)
+        per_rps = c.gpus_per_unit / capacity_rate(o, c, scenario)
         fewest[(o.workload, o.bucket)] = min(fewest.get((o.workload, o.bucket), math.inf), per_rps)
     step = math.gcd(*(h.gpus_per_node for h in model.hardware.values()))  # GPUs of whole nodes come in these steps
     for t, period in enumerate(scenario.periods):
@@ -415,7 +437,7 @@ def add_instance_floor(model: FleetModel, cset: CandidateSet, scenario: Scenario
     for c in cset.candidates:
         configs_of[c.model].append(c)
     for o in cset.options:
-        rate = unit_rate(o, cset.candidate(o.candidate))
+        rate = capacity_rate(o, cset.candidate(o.candidate), scenario)
         fastest[(o.workload, o.bucket)] = max(fastest.get((o.workload, o.bucket), 0.0), rate)
     for t, period in enumerate(scenario.periods):
         need: dict[str, float] = defaultdict(float)
@@ -438,19 +460,20 @@ def node_extras(hardware: Hardware, scenario: Scenario) -> float:
 
 def cost_expression(model: FleetModel, scenario: Scenario) -> pulp.LpAffineExpression:
     """sum_{H_fix} (cost[h] + e[h]) N[h] + sum_{H_dem,t} (usd_per_hour[h] + e[h]) h[t] M[h,t]
-    + sum_s (cost[s] + e[s]) S[s] + the site's racks and networks (`add_site_infrastructure`)."""
+    + sum_s (cost[s] + e[s]) S[s] + the site's racks and networks (`add_site_infrastructure`) + what rentals are
+    billed beyond their hours (start-up, minimum billing: `add_rentals`)."""
     terms = [(h.annual_cost_usd + node_extras(h, scenario)) * model.fixed_nodes[k] for k, h in model.hardware.items() if h.fixed]
     hours = {p.name: p.hours_per_year for p in scenario.periods}
-    billed = {p.name: scenario.billed_hours(p.name) for p in scenario.periods}
     for (key, period), var in model.period_nodes.items():
         hardware = model.hardware[key]
-        terms.append((hardware.usd_per_hour * billed[period] + node_extras(hardware, scenario) * hours[period]) * var)
+        terms.append((hardware.usd_per_hour + node_extras(hardware, scenario)) * hours[period] * var)
     for system_id, spare in model.spares.items():
         figures = model.spare_figures[system_id]
         extras = node_extras_usd_per_year("capex", figures["capex_usd"], figures["power_kw"], figures["gpus_per_node"],
                                           scenario.on_prem_costs, None)  # fmt: skip
         terms.append((figures["annual_cost_usd"] + sum(extras.values())) * spare)
     terms.extend(model.infrastructure_cost)
+    terms.extend(model.rental_cost)
     return pulp.lpSum(terms)
 
 
@@ -468,52 +491,6 @@ def add_spot_share(model: FleetModel, cset: CandidateSet, scenario: Scenario, de
         value = demand.get(cell[:3], 0.0)
         bound = scenario.spot_max_share * value
         model.problem += pulp.lpSum(variables) <= (bound if share is None else bound * share), f"spot_share_{index}"
-
-
-def add_site_infrastructure(model: FleetModel, scenario: Scenario, catalog: Catalog) -> None:
-    """The on-prem site's racks and networks in whole units (planner/infrastructure.py), with a(r, n) the annuity:
-    racks R >= sum RU (N + S) / RU_rack and R >= sum kW (N + S) / kW_rack, costing a(r, n) (rack + k PDU) R;
-    for each network with p ports per node and switches of P ports: ports = sum p (N + S) <= P one + (P/2) L,
-    L <= B (1 - one), 2 S >= L (one switch, or leaves and spines), costing a(r, n) (switch (one + L + S)
-    + link (ports + (P/2) L))."""
-    costs = scenario.on_prem_costs
-    if costs is None or costs.infrastructure is None or not any(h.pricing == "capex" for h in model.hardware.values()):
-        return
-    site, annuity = costs.infrastructure, costs.annuity
-    racks = pulp.LpVariable("racks", lowBound=0, cat=pulp.LpInteger)
-    model.infrastructure["racks"] = racks
-    model.problem += site.rack_units_per_rack * racks >= _on_prem_sum(model, "rack_units"), "racks_by_units"
-    model.problem += site.kw_per_rack * racks >= _on_prem_sum(model, "power_kw"), "racks_by_power"
-    model.infrastructure_cost.append(annuity * (site.rack_usd + site.pdus_per_rack * site.pdu_usd) * racks)
-    per_node = {
-        "fabric": lambda system: fabric_ports(system.network_gbit_per_s, site),
-        "frontend": lambda system: int(site.frontend_ports_per_node),
-    }
-    for network, ports_of in per_node.items():
-        switch_ports = int(getattr(site, f"{network}_switch_ports"))
-        terms, most = [], 0.0
-        for key, hardware in model.hardware.items():
-            if hardware.pricing == "capex":
-                ports = ports_of(catalog.systems[hardware.system])
-                terms.append(ports * model.fixed_nodes[key])
-                most += ports * (model.fixed_nodes[key].upBound or 1000)
-        for system_id, spare in model.spares.items():
-            ports = ports_of(catalog.systems[system_id])
-            terms.append(ports * spare)
-            most += ports * (spare.upBound or 1000)
-        if most <= 0:
-            continue
-        ports = pulp.lpSum(terms)
-        one = pulp.LpVariable(f"{network}_one_switch", cat=pulp.LpBinary)
-        leaves = pulp.LpVariable(f"{network}_leaves", lowBound=0, cat=pulp.LpInteger)
-        spines = pulp.LpVariable(f"{network}_spines", lowBound=0, cat=pulp.LpInteger)
-        model.infrastructure.update({f"{network}_one_switch": one, f"{network}_leaves": leaves, f"{network}_spines": spines})
-        model.problem += ports <= switch_ports * one + (switch_ports // 2) * leaves, f"{network}_ports"
-        model.problem += leaves <= math.ceil(most / (switch_ports // 2)) * (1 - one), f"{network}_one_or_leaves"
-        model.problem += 2 * spines >= leaves, f"{network}_spines"
-        switch_usd, link_usd = getattr(site, f"{network}_switch_usd"), getattr(site, f"{network}_link_usd")
-        model.infrastructure_cost.append(annuity * (switch_usd * (one + leaves + spines)
-                                                    + link_usd * (ports + (switch_ports // 2) * leaves)))  # fmt: skip
 
 
 def build_fleet_model(
@@ -534,11 +511,12 @@ def build_fleet_model(
     define_routing_variables(model, cset, demand)
     add_spare_nodes(model, scenario, catalog)
     add_site_infrastructure(model, scenario, catalog)
+    add_rentals(model, scenario)
     model.problem += cost_expression(model, scenario), "annual_cost_usd"
     add_demand_constraints(model, cset, demand, demand_share)
     add_prefill_decode_flow(model, cset)
     add_serving_mode(model, cset, scenario, demand)
-    add_engine_capacity(model, cset)
+    add_engine_capacity(model, cset, scenario)
     add_spot_share(model, cset, scenario, demand, demand_share)
     add_node_room(model, cset, scenario)
     add_variant_limit(model, cset, scenario)

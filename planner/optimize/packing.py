@@ -74,7 +74,7 @@ def node_lines(scenario, cset: CandidateSet, model: FleetModel, fixed: dict, ren
                 continue
             packing = pack_nodes(hardware, count, running(key, period.name))
             for schedule, n in _groups([(content,) for content in packing]):
-                cost = hardware.usd_per_hour * scenario.billed_hours(period.name) * n
+                cost = hardware.usd_per_hour * period.hours_per_year * n  # starts and minimums: infrastructure_lines
                 lines.append(_node_line(scenario, cset, hardware, schedule, n, period.name, cost, (period.name,)))
     return lines
 

@@ -94,6 +94,15 @@ def plan_warnings(scenario, workloads) -> tuple[str, ...]:
             f"every hourly cost count those hours only, and the other {HOURS_PER_YEAR - covered:,.6g} hours are "
             f"planned as having no demand{per_day}"
         )  # fmt: skip
+    day = scenario.rental_day
+    if day is not None and len(day.order) > 1:
+        order = " -> ".join(day.order) + (f" -> {day.order[0]}" if day.cyclic else " (then no demand until the next day)")
+        warnings.append(
+            f"nodes rented per period are billed per rental ({scenario.cloud_start_up_hours * 60:g} min of start-up, "
+            f"a {scenario.cloud_minimum_billing_hours:g} h minimum): the periods are taken as a day in the order "
+            f"listed, {order}, and a node rented through consecutive periods is one rental: list the periods in the "
+            "order they come"
+        )  # fmt: skip
     for workload, result in zip(scenario.workloads, workloads):
         slo = workload.slo
         if workload.mode == "offline" or metric_limits(slo):
@@ -237,6 +246,7 @@ def _totals(scenario: Scenario, cset: CandidateSet, catalog: Catalog, lines: lis
     for item in infrastructure:  # by the line's kind (support, facility, software; the rest is the site's)
         kinds[BREAKDOWN_OF_KIND[item.kind]] += item.annual_cost_usd
     maintenance = kinds["maintenance"]
+    on_demand, spot = on_demand + kinds["cloud_on_demand"], spot + kinds["cloud_spot"]  # rentals' starts and minimums
     breakdown = CostBreakdown(
         round(capital, 2), round(energy, 2), round(maintenance, 2), round(space, 2), round(reserved, 2), round(on_demand, 2),
         facility_usd=round(kinds["facility"], 2), software_usd=round(kinds["software"], 2),

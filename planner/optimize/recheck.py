@@ -66,8 +66,9 @@ def check_lines(plan: Plan, scenario: Scenario, catalog: Catalog) -> None:
         if line.role in PER_PERIOD_ROLES:
             if line.period not in periods:
                 raise PlannerInputError("--plan", f"{where}.period", f"a {line.role} line is for one period of the scenario")
-            annual = costs["usd_per_hour"] * scenario.billed_hours(line.period) * line.nodes
-            why = f"{line.nodes} nodes x {costs['usd_per_hour']:g} USD/h x {scenario.billed_hours(line.period):g} h billed"
+            hours = next(p.hours_per_year for p in scenario.periods if p.name == line.period)
+            annual = costs["usd_per_hour"] * hours * line.nodes
+            why = f"{line.nodes} nodes x {costs['usd_per_hour']:g} USD/h x {hours:g} h (starts and minimums: infrastructure)"
         else:
             annual = costs["annual_cost_usd"] * line.nodes
             why = f"{line.nodes} nodes x {costs['annual_cost_usd']:,.2f} USD/year ({costs['cost_note'][:80]})"
@@ -120,7 +121,10 @@ def recheck_plan(plan: Plan, scenario: Scenario, catalog: Catalog) -> Plan:
     check_instances(plan, catalog)
     check_routing(plan, scenario)
     lines = list(plan.lines)
-    infrastructure = infrastructure_lines(scenario, catalog, lines)
+    try:
+        infrastructure = infrastructure_lines(scenario, catalog, lines)
+    except ValueError as error:  # rented counts that end a rental within its minimum billing
+        raise PlannerInputError("--plan", "lines", f"the rented nodes do not follow the scenario's billing: {error}") from None
     held = {(i.site, i.item): i for i in plan.infrastructure}
     for item in infrastructure:
         saved = held.pop((item.site, item.item), None)

@@ -173,7 +173,7 @@ def build_bom(plan: Plan, scenario: Scenario, catalog: Catalog) -> Bom:
             ))  # fmt: skip
         else:
             offer = offers[(line.system, line.role)]  # the cloud's roles are its pricings
-            period_hours = 8760.0 if line.role == "reserved" else scenario.billed_hours(line.period)
+            period_hours = 8760.0 if line.role == "reserved" else next(p.hours_per_year for p in scenario.periods if p.name == line.period)
             lines.append(BomLine(
                 item=line.system, description=system.name, site=line.site, how=line.role, period=line.period,
                 gpu=line.gpu, count=line.nodes, gpus=line.gpus, runs=runs, expected_error_throughput=_expected_error(plan, line),
@@ -254,7 +254,7 @@ def _assumptions(scenario: Scenario, catalog: Catalog) -> tuple[Assumption, ...]
         items.append(Assumption("cloud start_up_minutes", round(scenario.cloud_start_up_hours * 60, 6),
                                 "minutes a rented node starts ahead of its period (billed)", here))  # fmt: skip
         items.append(Assumption("cloud demand_growth_per_hour", scenario.cloud_demand_growth_per_hour,
-                                f"share of demand per hour; sized for +{scenario.demand_headroom:.2%} while nodes start", here))  # fmt: skip
+                                f"share of demand per hour; nodes rented per period hold +{scenario.demand_headroom:.2%} of what they carry while nodes start", here))  # fmt: skip
         for offer in scenario.offers:
             if offer.pricing == "spot":
                 items.append(Assumption(f"spot availability {offer.system}", round(offer.capacity_factor, 6),

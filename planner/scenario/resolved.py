@@ -139,12 +139,13 @@ class Scenario:
     cloud_demand_growth_per_hour: float = 0.0  # sites.cloud.demand_growth_per_hour
     spot_max_share: float = 1.0  # sites.cloud.spot.max_share
 
-    def billed_hours(self, period_name: str) -> float:
-        """Hours a year a node rented for a period is billed (planner.cloud.billed_hours): its hours, or with a
-        minimum billing of m hours per rental, a start-up lead time L and the period recurring daily,
-        365 x max(hours / 365 + L, m) (at most 8760)."""
-        hours = next(p.hours_per_year for p in self.periods if p.name == period_name)
-        return cloud_market.billed_hours(hours, self.cloud_minimum_billing_hours, self.cloud_start_up_hours)
+    @property
+    def rental_day(self) -> cloud_market.RentalDay | None:
+        """The day over which nodes rented per period are billed per rental (start-up and minimum billing:
+        planner.cloud.rental_day); None where nothing is rented per period or a rental costs only its hours."""
+        if not self.elastic:
+            return None
+        return cloud_market.rental_day(self.periods, self.cloud_minimum_billing_hours, self.cloud_start_up_hours)
 
     @property
     def elastic(self) -> bool:
@@ -153,7 +154,8 @@ class Scenario:
 
     @property
     def demand_headroom(self) -> float:
-        """g L when nodes are rented per period (planner.cloud.demand_headroom), else 0."""
+        """g L when nodes are rented per period (planner.cloud.demand_headroom), else 0: the share of what a node
+        rented per period carries that it holds in reserve while further nodes start (optimize.model.capacity_rate)."""
         if not self.elastic:
             return 0.0
         return cloud_market.demand_headroom(self.cloud_demand_growth_per_hour, self.cloud_start_up_hours)
