@@ -182,11 +182,11 @@ def demand_headroom(growth_per_hour: float, start_up_hours: float) -> float:
     return growth_per_hour * start_up_hours
 
 
-def cloud_offers(cloud, catalog: Catalog, file: str) -> list[SystemOffer]:
+def cloud_offers(cloud, catalog: Catalog, file: str, start_up_hours: float) -> list[SystemOffer]:
     """The cloud site's offers: per system on demand (or all year when a rental is billed a day or more), the
-    cheapest commitment, and spot where the scenario asks for it."""
+    cheapest commitment, and spot where the scenario asks for it. `start_up_hours`: a rented node's lead time (the
+    scenario's, else the catalog default's)."""
     offers = []
-    start_up_hours = cloud.start_up_minutes / 60.0
     for system_id in cloud.systems:
         system = catalog.systems[system_id]
         override = cloud.usd_per_hour.get(system_id)

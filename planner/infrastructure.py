@@ -277,7 +277,7 @@ def rental_lines(scenario, lines) -> list:
             out.append(InfrastructureLine(
                 f"{system} {pricing} start-up ({starts} rental{'s' if starts > 1 else ''} started a day, each "
                 f"{day.start_up_hours * 60:g} min ahead of its period)", "cloud", round(lead, 6), "node-hour",
-                round(usd, 6), 0.0, round(lead * usd, 2), "sites.cloud.start_up_minutes", "scenario", pricing))  # fmt: skip
+                round(usd, 6), 0.0, round(lead * usd, 2), *_lead_origin(scenario), pricing))  # fmt: skip
         if topped > 0:
             out.append(InfrastructureLine(
                 f"{system} {pricing} minimum billing ({scenario.cloud_minimum_billing_hours:g} h per rental: "
@@ -305,3 +305,11 @@ def _origin(figures) -> str:
         return "scenario"
     weakest = next(kind for kind in _FIRMNESS if kind in defaults)
     return f"catalog default ({weakest})" + (", partly scenario" if len(defaults) < len(figures) else "")
+
+
+def _lead_origin(scenario) -> tuple[str, str]:
+    """(source, origin) of the rented nodes' lead time: the scenario's field, or the catalog default it fell to."""
+    if scenario.cloud_start_up_source == "scenario":
+        return "sites.cloud.start_up_minutes", "scenario"
+    kind, _, source = scenario.cloud_start_up_source.removeprefix("catalog default (").partition("): ")
+    return source, f"catalog default ({kind})"

@@ -63,10 +63,11 @@ BENCH_HEADER = (
 )
 
 
-# what a bought node costs beyond its line, and the site's racks and networks (catalogs/defaults.yaml): 0 in the
-# catalogs of hand-computed cases, whose costs are the servers' (price / years + energy)
+# what a bought node costs beyond its line, and the site's racks and networks (catalogs/defaults.yaml), and a rented
+# node's default lead time: 0 in the catalogs of hand-computed cases, whose costs are the servers' (price / years +
+# energy) and the rented hours (a case about start-up states its own sites.cloud.start_up_minutes)
 SERVERS_ONLY_DEFAULTS = (
-    "maintenance_fraction_per_year", "cost_of_capital_per_year", "software_usd_per_gpu_per_year",
+    "cloud_start_up_minutes", "maintenance_fraction_per_year", "cost_of_capital_per_year", "software_usd_per_gpu_per_year",
     "facility_usd_per_kw_per_month", "installation_fraction_of_capex", "rack_usd", "pdu_usd", "fabric_switch_usd",
     "fabric_link_usd", "frontend_switch_usd", "frontend_link_usd", "storage_usd_per_tb",
 )  # fmt: skip

@@ -146,10 +146,13 @@ def test_cloud_nodes_pay_their_licences_per_hour_rented():
     plan = solve_plan(cloud, catalog)
     hours = {p.name: p.hours_per_year for p in cloud.periods}
     gpu_hours = sum(line.gpus * (hours[line.period] if line.role == "on-demand" else 8760) for line in plan.lines)
-    (licences,) = plan.infrastructure
+    (licences,) = [line for line in plan.infrastructure if line.item == "software licences"]
     assert licences.site == "cloud" and licences.annual_cost_usd == pytest.approx(gpu_hours * 4500 / 8760, abs=0.05)
+    # beside them, the rentals' start-up: the catalog's default lead time (the scenario states none), said so
+    (start_up,) = [line for line in plan.infrastructure if line.kind == "on-demand"]
+    assert "start-up" in start_up.item and start_up.origin == "catalog default (estimate)"
     assert plan.objective_usd_per_year == pytest.approx(sum(line.annual_cost_usd for line in plan.lines)
-                                                        + licences.annual_cost_usd, abs=0.05)  # fmt: skip
+                                                        + sum(line.annual_cost_usd for line in plan.infrastructure), abs=0.05)  # fmt: skip
 
 
 def test_compare_states_usd_per_gpu_hour_and_the_break_even(cli):

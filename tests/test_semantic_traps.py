@@ -107,11 +107,30 @@ def test_spot_interruptions_without_a_replacement_time_are_refused(cli, tmp_path
     document = yaml.safe_load((SCENARIOS / "cloud-spot-and-commitments.yaml").read_text())
     del document["sites"]["cloud"]["spot"]["replacement_minutes"]
     document["sites"]["cloud"]["spot"]["interruptions_per_hour"] = 10
-    document["sites"]["cloud"].pop("start_up_minutes", None)
+    document["sites"]["cloud"]["start_up_minutes"] = 0  # nodes said to start at once (the catalog's default is 10)
     path = tmp_path / "spot.yaml"
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     code, _, err = cli("plan", path)
     assert code == 2 and "sites.cloud.spot.replacement_minutes" in err
+
+
+def test_a_rented_nodes_lead_time_defaults_to_the_catalogs_estimate_and_the_plan_says_what_it_assumed(cli, tmp_path):
+    document = yaml.safe_load((SCENARIOS / "daily-hybrid.yaml").read_text())
+    assert "start_up_minutes" not in document["sites"]["cloud"]
+    code, stdout, err = cli("plan", SCENARIOS / "daily-hybrid.yaml", "--json")
+    assert code == 0, err
+    plan = json.loads(stdout)
+    (assumed,) = [w for w in plan["warnings"] if "assumed available" in w]
+    assert "assumed available whenever the plan asks" in assumed and "10 min before its period" in assumed
+    assert "the catalog's default, an estimate" in assumed and "billed per second" in assumed
+    document["sites"]["cloud"]["start_up_minutes"] = 0
+    path = tmp_path / "instant.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    code, stdout, err = cli("plan", path, "--json")
+    assert code == 0, err
+    instant = json.loads(stdout)
+    assert instant["objective_usd_per_year"] < plan["objective_usd_per_year"]  # the default's start-up is billed
+    assert not any("the catalog's default" in w for w in instant["warnings"])
 
 
 def test_a_prefix_as_long_as_the_prompt_is_refused(cli, tmp_path):

@@ -311,6 +311,7 @@ DEFAULT_RANGES = {  # (lowest, highest, lowest allowed itself): beyond them a de
     "words_per_token": (0.1, 10.0, True), "peak_quantile": (0.0, 1.0, False), "amortization_years": (0.1, 50.0, True),
     "usd_per_kwh": (0.0, 10.0, True), "pue": (1.0, 5.0, True), "utilization_power_factor": (0.0, 1.0, False),
     "maintenance_fraction_per_year": (0.0, 1.0, True), "memory_reserve_fraction": (0.0, 0.9, True),
+    "cloud_start_up_minutes": (0.0, 1440.0, True),
     # on-prem infrastructure and finance (issue 34): planner/infrastructure.py
     "cost_of_capital_per_year": (0.0, 1.0, True), "software_usd_per_gpu_per_year": (0.0, 1e6, True),
     "facility_usd_per_kw_per_month": (0.0, 1e5, True), "installation_fraction_of_capex": (0.0, 1.0, True),
@@ -349,6 +350,9 @@ class CatalogDefaults(InputModel):
     utilization_power_factor: SourcedValue
     maintenance_fraction_per_year: SourcedValue
     memory_reserve_fraction: SourcedValue
+    # how long before its period a rented node starts (billed): sites.cloud.start_up_minutes where not given
+    cloud_start_up_minutes: SourcedValue = SourcedValue(value=0.0, source="not in this catalog: rented nodes start at once",
+                                                        kind="placeholder")  # fmt: skip
     cost_of_capital_per_year: SourcedValue
     software_usd_per_gpu_per_year: SourcedValue
     facility_usd_per_kw_per_month: SourcedValue

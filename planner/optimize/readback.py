@@ -10,7 +10,7 @@ from planner.catalog import Catalog
 from planner.metrics import LABELS, LATENCY_METRICS
 from planner.metrics import limits as metric_limits
 from planner.infrastructure import BREAKDOWN_OF_KIND, infrastructure_lines
-from planner.optimize.gaps import catalog_gap_warnings
+from planner.optimize.gaps import catalog_gap_warnings, rental_assumptions
 from planner.optimize.model import _TOLERANCE, FleetModel, spare_policy
 from planner.optimize.packing import _ROLE, node_lines
 from planner.optimize.solve import SolveOutcome
@@ -76,7 +76,7 @@ def _read_plan(scenario, cset: CandidateSet, catalog: Catalog, model: FleetModel
                "share_nodes_across_models": scenario.share_nodes_across_models},
         warnings=(plan_warnings(scenario, workloads) + shared_engine_warnings(routing)
                   + catalog_calibration_warnings(scenario, catalog) + decode_placement_warnings(cset)
-                  + catalog_gap_warnings(scenario, catalog, cset)),
+                  + catalog_gap_warnings(scenario, catalog, cset) + rental_assumptions(scenario, lines)),
     )  # fmt: skip
 
 

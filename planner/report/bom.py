@@ -252,7 +252,8 @@ def _assumptions(scenario: Scenario, catalog: Catalog) -> tuple[Assumption, ...]
     if scenario.elastic:  # the cloud's market: how a rental is billed and what it serves
         items.append(Assumption("cloud minimum_billing_hours", scenario.cloud_minimum_billing_hours, "hours per rental", here))
         items.append(Assumption("cloud start_up_minutes", round(scenario.cloud_start_up_hours * 60, 6),
-                                "minutes a rented node starts ahead of its period (billed)", here))  # fmt: skip
+                                "minutes a rented node starts ahead of its period (billed)",
+                                here if scenario.cloud_start_up_source == "scenario" else scenario.cloud_start_up_source))  # fmt: skip
         items.append(Assumption("cloud demand_growth_per_hour", scenario.cloud_demand_growth_per_hour,
                                 f"share of demand per hour; nodes rented per period hold +{scenario.demand_headroom:.2%} of what they carry while nodes start", here))  # fmt: skip
         for offer in scenario.offers:

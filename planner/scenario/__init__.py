@@ -238,6 +238,15 @@ def _traffic(workloads: list[Workload], factors: dict[str, float]) -> dict[str, 
     }
 
 
+def start_up_minutes(spec: ScenarioSpec, catalog: Catalog) -> float:
+    """A rented node's lead time: the scenario's sites.cloud.start_up_minutes, else the catalog default (0 without
+    a cloud site)."""
+    if spec.sites.cloud is None:
+        return 0.0
+    given = spec.sites.cloud.start_up_minutes
+    return given if given is not None else catalog.defaults.cloud_start_up_minutes.value
+
+
 def _offers(spec: ScenarioSpec, catalog: Catalog, file: str) -> tuple[SystemOffer, ...]:
     offers = []
     use_on_prem = spec.deployment in ("on-prem", "hybrid") and spec.sites.on_prem is not None
@@ -255,7 +264,7 @@ def _offers(spec: ScenarioSpec, catalog: Catalog, file: str) -> tuple[SystemOffe
                 )
             )
     if use_cloud:
-        offers.extend(cloud_offers(spec.sites.cloud, catalog, file))
+        offers.extend(cloud_offers(spec.sites.cloud, catalog, file, start_up_minutes(spec, catalog) / 60.0))
     return tuple(offers)
 
 
@@ -319,7 +328,10 @@ def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str) -> Scenario:
         cloud_software=(_figure(spec.sites.cloud.software_usd_per_gpu_per_year, defaults.software_usd_per_gpu_per_year)
                         if spec.sites.cloud is not None else None),
         cloud_minimum_billing_hours=spec.sites.cloud.minimum_billing_hours if spec.sites.cloud is not None else 0.0,
-        cloud_start_up_hours=spec.sites.cloud.start_up_minutes / 60.0 if spec.sites.cloud is not None else 0.0,
+        cloud_start_up_hours=start_up_minutes(spec, catalog) / 60.0,
+        cloud_start_up_source=("scenario" if spec.sites.cloud is None or spec.sites.cloud.start_up_minutes is not None
+                               else f"catalog default ({catalog.defaults.cloud_start_up_minutes.kind}): "
+                                    f"{catalog.defaults.cloud_start_up_minutes.source}"),  # fmt: skip
         cloud_demand_growth_per_hour=spec.sites.cloud.demand_growth_per_hour if spec.sites.cloud is not None else 0.0,
         spot_max_share=spec.sites.cloud.spot.max_share if spec.sites.cloud is not None and spec.sites.cloud.spot else 1.0,
         limits=Limits(

@@ -136,6 +136,7 @@ class Scenario:
     cloud_software: Figure | None = None  # software licences per GPU per year of rented nodes (prorated per hour)
     cloud_minimum_billing_hours: float = 0.0  # sites.cloud.minimum_billing_hours (billed_hours)
     cloud_start_up_hours: float = 0.0  # sites.cloud.start_up_minutes / 60 (billed_hours, demand_headroom)
+    cloud_start_up_source: str = "scenario"  # where the lead time comes from: the scenario, or the catalog default's source
     cloud_demand_growth_per_hour: float = 0.0  # sites.cloud.demand_growth_per_hour
     spot_max_share: float = 1.0  # sites.cloud.spot.max_share
 

@@ -224,7 +224,8 @@ class CloudSite(InputModel):
     spot: SpotSpec | None = None
     # lead time of a rented node: started this long before its period (billed), and the time an unforeseen rise
     # of demand (demand_growth_per_hour, a share of demand per hour) must be absorbed by the running fleet
-    start_up_minutes: float = Field(default=0.0, ge=0, le=1440)
+    # (None: the catalog default, catalogs/defaults.yaml cloud_start_up_minutes)
+    start_up_minutes: float | None = _default_override("cloud_start_up_minutes")
     demand_growth_per_hour: float = Field(default=0.0, ge=0, le=10)
 
 
