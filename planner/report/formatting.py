@@ -83,3 +83,13 @@ def format_frame(frame: pd.DataFrame) -> pd.DataFrame:
 def numeric_columns(frame: pd.DataFrame) -> list[bool]:
     """Which columns of a raw frame hold numbers (right-aligned in HTML)."""
     return [pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c]) for c in frame.columns]
+
+
+# the two capex figures, one name each in every output (planner.plan.Totals; the BOM's totals)
+SERVERS_CAPEX = "servers capex"
+CAPEX_INCL_SITE = "capex incl. site"
+
+
+def capex_text(totals) -> str:
+    """'servers capex 3,910,000 USD, capex incl. site 4,193,600 USD' (a plan's Totals)."""
+    return f"{SERVERS_CAPEX} {totals.servers_capex_usd:,.0f} USD, {CAPEX_INCL_SITE} {totals.capex_incl_site_usd:,.0f} USD"

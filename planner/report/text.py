@@ -15,6 +15,7 @@ from planner.metrics import limits as metric_limits
 from planner.perf.serving import engine_named
 from planner.perf.types import Layout
 from planner.plan import PER_PERIOD_ROLES, SIZING_TEXT, Plan
+from planner.report.formatting import CAPEX_INCL_SITE, SERVERS_CAPEX, capex_text
 from planner.scenario import Scenario
 
 if TYPE_CHECKING:  # the answers' types, for the signatures: the report layer does not import the API
@@ -79,7 +80,7 @@ def print_plan(plan: Plan, console: Console) -> None:
     nodes = totals.nodes
     console.print(
         f"Total: {nodes} node{'s' if nodes != 1 else ''} (cloud counted at its peak), {totals.gpus} GPUs, "
-        f"capex {totals.capex_usd:,.0f} USD, {totals.power_kw:,.1f} kW, {totals.rack_units} RU: "
+        f"{capex_text(totals)}, {totals.power_kw:,.1f} kW, {totals.rack_units} RU: "
         f"[bold]{plan.objective_usd_per_year:,.0f} USD/year[/bold]"
     )
     parts = [(name, value) for name, value in vars(totals.cost_breakdown).items() if value]
@@ -310,20 +311,20 @@ def print_curve(answer: CurveAnswer, console: Console) -> None:
 def print_compare(results: tuple[DeploymentResult, ...], console: Console) -> None:
     table = Table(title="On-prem vs cloud vs hybrid", title_justify="left")
     for column in ("deployment", "status", "USD/year", "USD per M output tokens", "USD per GPU-hour", "GPUs",
-                   "peak nodes", "capex USD"):  # fmt: skip
+                   "peak nodes", f"{SERVERS_CAPEX} USD", f"{CAPEX_INCL_SITE} USD"):  # fmt: skip
         table.add_column(column, justify="left" if column in ("deployment", "status") else "right")
     for r in results:
         plan = r.plan
         if plan is None:
-            table.add_row(r.deployment, r.no_plan_status, "-", "-", "-", "-", "-", "-")
+            table.add_row(r.deployment, r.no_plan_status, "-", "-", "-", "-", "-", "-", "-")
             continue
         per_million, per_gpu_hour = r.usd_per_million_output_tokens, r.usd_per_gpu_hour
         status = plan.status + (f" (gap {plan.mip_gap:.2%})" if plan.status == "feasible" and plan.mip_gap is not None else "")
-        capex = plan.totals.capex_usd + plan.totals.infrastructure_capex_usd
         table.add_row(
             r.deployment, status, f"{plan.objective_usd_per_year:,.0f}",
             "-" if per_million is None else f"{per_million:,.3f}", "-" if per_gpu_hour is None else f"{per_gpu_hour:,.2f}",
-            str(plan.totals.gpus), str(plan.totals.peak_concurrent_nodes), f"{capex:,.0f}",
+            str(plan.totals.gpus), str(plan.totals.peak_concurrent_nodes), f"{plan.totals.servers_capex_usd:,.0f}",
+            f"{plan.totals.capex_incl_site_usd:,.0f}",
         )
     console.print(table)
     from planner.api import break_even
