@@ -179,10 +179,34 @@ def _layout_text(result) -> str:
     return Layout(result.tp, result.dp, result.ep, result.pp).label
 
 
+def perf_miss_line(answer: PerfAnswer) -> str:
+    """`planner perf` without an answer, in one line: what was asked, then why each configuration tried gives none
+    ('no answer for llama-3.1-405b on H100-SXM-80GB, ISL 1000 / OSL 100, TP1: at TP1 bf16, does not fit: ...')."""
+    query = answer.query
+    asked = [f"{query.model} on {query.gpu}"]
+    if query.isl is not None or query.osl is not None:
+        asked.append(f"ISL {query.isl if query.isl is not None else 'any'} / OSL {query.osl if query.osl is not None else 'any'}")
+    if query.layout is not None:
+        asked.append(query.layout.label)
+    elif query.tp is not None:
+        asked.append(f"TP{query.tp}")
+    if query.precision is not None:
+        asked.append(query.precision)
+    if query.concurrency is not None:
+        asked.append(f"concurrency {query.concurrency}")
+    if query.rate_rps is not None:
+        asked.append(f"{query.rate_rps:,.4g} requests/s arriving at random")
+    reasons = [_MISS_PART.sub(r"at \1, ", part.strip()) for part in (answer.miss_reason or "no reason given").split("; ")]
+    return f"no answer for {', '.join(asked)}: {'; '.join(reasons)}"
+
+
+_MISS_PART = re.compile(r"^((?:TP|DEP|DP)\S* (?:bf16|fp16|fp8|fp4|w4a16|w4a8|precision not stated)): ")
+
+
 def print_perf(answer: PerfAnswer, gpus_per_node: int, console: Console) -> None:
     result = answer.result
     if result is None:
-        console.print(f"no answer: {answer.miss_reason}", soft_wrap=True)
+        console.print(escape(perf_miss_line(answer)), soft_wrap=True)
         return
     console.print(
         f"{result.model} on {result.gpu}, {_layout_text(result)}, {result.precision or 'precision not stated'}, "
