@@ -21,6 +21,7 @@ from planner.perf.engines import ENGINE_NAMES
 from planner.report import plots
 from planner.report.bom import build_bom
 from planner.report.formatting import CAPEX_INCL_SITE, SERVERS_CAPEX, capex_text
+from planner.simulate.verify import interval_text
 
 SERVERS_CAPEX_HEADER = f"{SERVERS_CAPEX[:1].upper()}{SERVERS_CAPEX[1:]} (USD)"  # 'Servers capex (USD)'
 CAPEX_INCL_SITE_HEADER = f"{CAPEX_INCL_SITE[:1].upper()}{CAPEX_INCL_SITE[1:]} (USD)"  # 'Capex incl. site (USD)'
@@ -423,7 +424,7 @@ def verdict_section(inputs: DecisionInputs) -> Section:
                 rows.append({
                     **base, "Limit": f"{check.get('metric')} at P{float(check.get('percentile')):g}",
                     "Simulated (ms)": _ms(check.get("simulated_ms")),
-                    "95% interval (ms)": "" if low is None or high is None else f"{_ms(low)} to {_ms(high)}",
+                    "95% interval (ms)": interval_text(low, high, _ms, " to "),
                     "Limit (ms)": f"{float(check.get('limit_ms')):,g}", "Verdict": str(check.get("verdict", "")),
                     "Note": "" if index else "; ".join(str(n) for n in (item.get("note"), item.get("seeds_note")) if n),
                 })  # fmt: skip

@@ -15,7 +15,7 @@ from planner.metrics import limits as metric_limits
 from planner.perf.serving import engine_named
 from planner.perf.types import Layout
 from planner.plan import PER_PERIOD_ROLES, SIZING_TEXT, Plan
-from planner.report.formatting import CAPEX_INCL_SITE, SERVERS_CAPEX, capex_text
+from planner.report.formatting import CAPEX_INCL_SITE, SERVERS_CAPEX, capex_text, workload_configurations
 from planner.scenario import Scenario
 
 if TYPE_CHECKING:  # the answers' types, for the signatures: the report layer does not import the API
@@ -91,10 +91,16 @@ def print_plan(plan: Plan, console: Console) -> None:
                    "provenance"):  # fmt: skip
         loads.add_column(column, justify="left" if column in ("workload", "provenance") else "right")
     for w in plan.workloads:
+        configurations = workload_configurations(w)
+        several = len(configurations) > 1  # the workload's row is the worst of them; a row each below it
         loads.add_row(
             w.name, f"{w.isl_tokens}/{w.osl_tokens}", f"{w.demand_rps:,.4g}", f"{w.capacity_rps:,.4g}",
-            percentile_label(w.percentile), *(_ms(getattr(w, m)) for m in LATENCY_METRICS), w.provenance + _origins(w),
+            percentile_label(w.percentile) + (f", worst of {len(configurations)} configurations" if several else ""),
+            *(_ms(getattr(w, m)) for m in LATENCY_METRICS), w.provenance + _origins(w),
         )
+        for label, a in configurations if several else ():
+            loads.add_row(escape(f"  {label}"), f"{a.bucket_isl}/{a.bucket_osl}", "", "", percentile_label(w.percentile),
+                          *(_ms(getattr(a, m)) for m in LATENCY_METRICS), a.provenance)  # fmt: skip
     console.print(loads)
     if plan.robustness is not None:
         r = plan.robustness
