@@ -59,6 +59,15 @@ def remaining_s() -> float | None:
     return None if _deadline is None else _deadline - time.monotonic()
 
 
+def spent(stage: str) -> str:
+    """'the command's --time-limit of 60 s had 0.4 s left after 59.6 s of {stage}' (with one), '' without one:
+    what a note says of an alternative that was not priced for lack of time."""
+    left = remaining_s()
+    if left is None:
+        return ""
+    return f"the command's --time-limit of {_limit_s:g} s had {max(left, 0.0):.1f} s left after {_limit_s - left:.1f} s of {stage}"
+
+
 def check(stage: str) -> None:
     """Raise TimeLimitError naming `stage` once the deadline has passed; nothing without one."""
     if _deadline is not None and time.monotonic() >= _deadline:

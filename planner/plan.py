@@ -222,6 +222,17 @@ class Totals:
         """All nodes: bought, reserved and spare ones once, on-demand ones at their peak per system."""
         return sum(self.nodes_by_system.values())
 
+    # the two capex figures, each by one name in every output (plan text and JSON, BOM, compare, report)
+    @property
+    def servers_capex_usd(self) -> float:
+        """The bought and spare servers' capex: `capex_usd`."""
+        return self.capex_usd
+
+    @property
+    def capex_incl_site_usd(self) -> float:
+        """The servers' capex and the site's bought with them (racks, PDUs, networks, storage, installation)."""
+        return round(self.capex_usd + self.infrastructure_capex_usd, 2)
+
 
 @dataclass(frozen=True)
 class CandidateStats:
@@ -296,9 +307,12 @@ SIZING_TEXT = {  # perf.sizing, as plans and reports say it
 }
 
 
+DERIVED_TOTALS = ("servers_capex_usd", "capex_incl_site_usd")  # written by `plan --json`, recomputed on reading
+
+
 def plan_from_document(document: dict) -> Plan:
     """A Plan back from its JSON document (`planner plan --json`), for `planner simulate --plan`."""
-    totals = dict(document["totals"])
+    totals = {k: v for k, v in document["totals"].items() if k not in DERIVED_TOTALS}
     totals["cost_breakdown"] = CostBreakdown(**totals["cost_breakdown"])
     candidates = dict(document["candidates"])
     candidates["pruned"] = tuple((p["workload"], p["system"], p["reason"]) for p in candidates["pruned"])

@@ -81,7 +81,7 @@ def test_adapter_answer_equals_the_packages_own_estimate():
 def test_unsupported_combinations_say_why(cli, model, gpu, precision, words):
     code, out, err = cli("perf", "--model", model, "--gpu", gpu, "--tp", "1", "--precision", precision,
                          "--isl", "1024", "--osl", "128", "--perf-source", "aic", "--json")  # fmt: skip
-    assert code == 0, err
+    assert code == 1 and err.startswith(f"no answer for {model} on {gpu}"), err  # no answer: exit 1, the JSON says why
     import json
 
     document = json.loads(out)

@@ -153,7 +153,7 @@ def test_the_cheapest_commitment_is_offered_and_the_bom_says_what_it_signs_for(t
     committed = [b for b in bom.lines if b.how == "reserved"]
     nodes = sum(b.count for b in committed)
     assert all(f"commits {nodes * 30.0 * 730 * 36:,.0f} USD over the 36-month term" in b.price_source for b in committed)
-    assert all(b.price_origin == "user figure" for b in committed)
+    assert all(b.price_origin == f"yours (scenario {path}: sites.cloud.commitments[1])" for b in committed)
 
 
 def test_a_start_up_lead_time_is_billed_and_sized_for(tmp_path):

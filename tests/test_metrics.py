@@ -132,8 +132,8 @@ def test_perf_takes_a_concurrency_or_a_rate_and_says_when_a_rate_is_beyond_the_e
             "--osl", "200")  # fmt: skip
     code, _, err = cli(*args, "--rate", "5", "--concurrency", "4")
     assert code == 2 and "--concurrency" in err and "--rate" in err and "Traceback" not in err
-    code, out, _ = cli(*args, "--rate", "500")
-    assert "500 requests/s is beyond what the engine serves" in out and "KV cache" in out
+    code, out, err = cli(*args, "--rate", "500")
+    assert code == 1 and "500 requests/s is beyond what the engine serves" in err and "KV cache" in err
 
 
 def test_a_closed_loop_at_the_same_throughput_is_not_what_the_plan_sizes(cli_json):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from planner.perf import PerfMiss, PerfQuery, estimate, limit_violation
@@ -62,15 +64,27 @@ def test_perf_json_keys(cli_json):
     assert document["instances_per_node"] == 4
 
 
-def test_perf_miss_json_says_why(cli_json):
-    document = cli_json("perf", "--model", "llama-3.1-70b", "--gpu", "L4-24GB", "--tp", "1", "--precision", "bf16",
-                        "--isl", "100", "--osl", "100")  # fmt: skip
-    assert document["provenance"] == "none" and "does not fit" in document["reason"]
+def test_perf_miss_json_says_why(cli):
+    code, out, err = cli("perf", "--model", "llama-3.1-70b", "--gpu", "L4-24GB", "--tp", "1", "--precision", "bf16",
+                         "--isl", "100", "--osl", "100", "--json")  # fmt: skip
+    document = json.loads(out)
+    assert code == 1 and document["provenance"] == "none" and "does not fit" in document["reason"]
+    assert err.startswith("no answer for llama-3.1-70b on L4-24GB, ISL 100 / OSL 100, TP1, bf16: at TP1 bf16, does not fit")
 
 
-def test_70b_bf16_does_not_fit_one_h100_and_fits_tp2(cli_json):
-    one = cli_json("perf", "--model", "llama-3.1-70b", "--gpu", "H100-SXM-80GB", "--tp", "1", "--precision", "bf16",
-                   "--isl", "2000", "--osl", "200")  # fmt: skip
+def test_perf_without_an_answer_says_why_in_one_line_and_exits_1(cli):
+    code, out, err = cli("perf", "--model", "llama-3.1-405b", "--gpu", "H100", "--tp", "1", "--isl", "1000", "--osl", "100")
+    assert code == 1 and out == "" and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith("no answer for llama-3.1-405b on H100-SXM-80GB, ISL 1000 / OSL 100, TP1: at TP1 bf16, does "
+                          "not fit: weights need 811.8 GB per GPU")  # fmt: skip
+    assert "; at TP1 fp8, does not fit: weights need 405.9 GB per GPU" in err
+
+
+def test_70b_bf16_does_not_fit_one_h100_and_fits_tp2(cli, cli_json):
+    code, out, _ = cli("perf", "--model", "llama-3.1-70b", "--gpu", "H100-SXM-80GB", "--tp", "1", "--precision", "bf16",
+                       "--isl", "2000", "--osl", "200", "--json")  # fmt: skip
+    one = json.loads(out)
+    assert code == 1
     assert one["provenance"] == "none" and "weights need 141.2 GB per GPU" in one["reason"]
     two = cli_json("perf", "--model", "llama-3.1-70b", "--gpu", "H100-SXM-80GB", "--tp", "2", "--precision", "bf16",
                    "--isl", "2000", "--osl", "200")  # fmt: skip

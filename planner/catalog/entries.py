@@ -140,7 +140,10 @@ class System(InputModel):
     usd_per_hour: float | None = Field(default=None, gt=0, le=1e5)
     spot_usd_per_hour_min: float | None = Field(default=None, gt=0, le=1e5)
     spot_usd_per_hour_max: float | None = Field(default=None, gt=0, le=1e5)
-    price_source_kind: Literal["list-price", "estimate", "reserved"] | None = None
+    # how firm the price is: a published list price (on demand), a reserved/capacity-block list price, an estimate
+    # derived from published figures (press reports, a reseller's quote), or a placeholder (no public figure: an
+    # order of magnitude to replace with a quote)
+    price_source_kind: Literal["list-price", "estimate", "reserved", "placeholder"] | None = None
     # the node's scale-out network (RDMA NICs for GPU traffic), all ports together: what moves a KV cache from a
     # prefill to a decode instance, and activations between pipeline stages; None where not published
     network_gbit_per_s: float | None = Field(default=None, gt=0, le=1e6)
@@ -438,6 +441,10 @@ class Catalog(StrictModel):
     models: dict[str, ModelArch]
     benchmarks: tuple[BenchmarkRow, ...]
     steps: tuple[StepTable, ...] = ()
+    # per system, the layer whose entry gave its price (planner.catalog.files.PRICE_FIELDS): (the layer's origin,
+    # 'shipped' or the user catalog's name; the file; the price_source_kind that entry states, None where it states
+    # none). A system without one has no price from any catalog file
+    price_layers: dict[str, tuple[str, str, str | None]] = Field(default_factory=dict)
     # what is derived from this catalog once (calibration fits, row indexes): lives and dies with it
     _derived: dict = PrivateAttr(default_factory=dict)
 

@@ -201,14 +201,29 @@ class CatalogManifest(InputModel):
 CatalogDirs = Path | str | Sequence[Path | str] | None
 
 
+# a system's price fields: the layer whose entry gives any of them is where its price comes from (Catalog.price_layers)
+PRICE_FIELDS = ("price_usd", "usd_per_hour", "spot_usd_per_hour_min", "spot_usd_per_hour_max", "price_source_kind")
+
+
 @dataclass(frozen=True)
 class _Entry:
     data: dict
     file: Path
+    # (layer origin, file, price_source_kind it states) of the entry that gave its price fields; None: none did
+    price_layer: tuple[str, str, str | None] | None = None
 
 
-def _merge_entries(merged: dict[str, _Entry], entries: list, file: Path, key: str, overlay: bool) -> None:
-    """Add one file's entries; an id already known is overridden field by field and must name its own source."""
+def _price_layer(entry: dict, file: Path, origin: str, base: _Entry | None) -> tuple[str, str, str | None] | None:
+    """Where the merged entry's price comes from: this entry where it gives a price field, else the one below."""
+    if any(name in entry for name in PRICE_FIELDS):
+        return (origin, str(file), entry.get("price_source_kind"))
+    return None if base is None else base.price_layer
+
+
+def _merge_entries(merged: dict[str, _Entry], entries: list, file: Path, key: str, overlay: bool,
+                   origin: str = SHIPPED_LAYER) -> None:  # fmt: skip
+    """Add one file's entries; an id already known is overridden field by field and must name its own source. An
+    entry that gives a price without its `price_source_kind` does not inherit the kind of the price it replaces."""
     seen: set[str] = set()
     for index, entry in enumerate(entries):
         if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
@@ -222,7 +237,7 @@ def _merge_entries(merged: dict[str, _Entry], entries: list, file: Path, key: st
         seen.add(entry_id)
         base = merged.get(entry_id)
         if base is None or not overlay:
-            merged[entry_id] = _Entry(dict(entry), file)
+            merged[entry_id] = _Entry(dict(entry), file, _price_layer(entry, file, origin, None))
             continue
         if "source" not in entry:
             raise PlannerInputError(
@@ -231,10 +246,12 @@ def _merge_entries(merged: dict[str, _Entry], entries: list, file: Path, key: st
             )
         kept = sorted(set(base.data) - set(entry) - {"id", "source", "notes"})
         data = {**base.data, **entry}
+        if any(name in entry for name in PRICE_FIELDS) and "price_source_kind" not in entry:
+            data.pop("price_source_kind", None)  # the kind was the replaced price's
         if kept:
             data["source"] = f"{entry['source']} (overrides {', '.join(sorted(set(entry) - {'id', 'source'}))}); " \
                              f"other fields: {base.data.get('source', '')}"  # fmt: skip
-        merged[entry_id] = _Entry(data, file)
+        merged[entry_id] = _Entry(data, file, _price_layer(entry, file, origin, base))
 
 
 def _validated(key: str, merged: dict[str, _Entry]) -> dict:
@@ -348,7 +365,7 @@ def load_catalog(directories: CatalogDirs = None) -> Catalog:
         for key in _ENTRY_MODELS:
             file = directory / f"{key}.yaml"
             if file.exists() or file.is_symlink() or not overlay:  # not a regular file: read_yaml says so by name
-                _merge_entries(merged[key], _load_entries(file, key), file, key, overlay)
+                _merge_entries(merged[key], _load_entries(file, key), file, key, overlay, origin)
         defaults_file = directory / "defaults.yaml"
         if defaults_file.exists() or defaults_file.is_symlink() or not overlay:
             data = read_yaml(defaults_file)
@@ -388,5 +405,6 @@ def load_catalog(directories: CatalogDirs = None) -> Catalog:
         directory=" + ".join(str(layer.directory) for layer in layers), layers=tuple(layer.origin for layer in layers),
         defaults=defaults, gpus=gpus, systems=systems, models=models, benchmarks=tuple(rows),
         steps=tuple(load_step_table(path, models, gpus, origin) for path, origin in step_files),
+        price_layers={i: e.price_layer for i, e in merged["systems"].items() if e.price_layer is not None},
     )
 

@@ -1,6 +1,6 @@
 """`planner` command line: parses options, calls one API function, prints. No logic lives here.
 
-Exit codes: 0 ok, 1 infeasible plan, 2 bad input (one line on stderr, no traceback; --debug shows it), 3 a defect
+Exit codes: 0 ok, 1 infeasible plan (or `perf` with no answer), 2 bad input (one line on stderr, no traceback; --debug shows it), 3 a defect
 of the planner, 4 the solver stopped at its time limit before it found any plan, 5 `plan --verify` (after --repair
 when given) found a simulated latency limit conclusively missed, 6 it found none missed but one inconclusive
 (`--allow-inconclusive`: 0). A closed stdout

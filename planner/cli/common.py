@@ -75,6 +75,7 @@ app = typer.Typer(
 )
 
 EXIT_INFEASIBLE = 1
+EXIT_NO_ANSWER = 1  # `planner perf`: nothing meets the query (as an infeasible plan: nothing meets what was asked)
 EXIT_BAD_INPUT = 2
 EXIT_DEFECT = 3  # the performance model could not solve (a planner defect, said as such)
 EXIT_STOPPED = 4  # the solver's time limit came before any plan: not infeasible, raise --time-limit

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from planner.cli.common import (
+    EXIT_NO_ANSWER,
     PRECISION_HELP,
     CatalogKind,
     CatalogOption,
@@ -80,6 +81,8 @@ def perf(
 
     No concurrency, no rate and no limits: the max-throughput point. --concurrency answers as a benchmark at that
     many requests in flight measures; --rate as a plan's instance serving that many requests/s arriving at random.
+    No answer (the model does not fit, no point meets the limits, the rate is beyond the engine): one line on stderr
+    saying why for each configuration tried, and exit code 1 (with --json the document, its `reason`, on stdout too).
     """
 
     def action() -> None:
@@ -98,8 +101,11 @@ def perf(
         answer = api.perf_point(query, catalog, perf_source, percentile, layout_given=layout is not None)
         if json:
             sys.stdout.write(json_out.dumps(json_out.perf_document(answer, gpus_per_node)))
-        else:
+        elif answer.result is not None:
             text.print_perf(answer, gpus_per_node, _stdout())
+        if answer.result is None:  # nothing meets the query: one line on stderr, exit 1 (the JSON says it too)
+            print(text.perf_miss_line(answer), file=sys.stderr)
+            raise typer.Exit(EXIT_NO_ANSWER)
 
     _run(action, debug, json)
 

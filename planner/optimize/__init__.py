@@ -138,16 +138,17 @@ def _random_arrivals_sizing(scenario: Scenario, catalog: Catalog, solver: str, t
     """A plan sized by the course's method (closed loop) says what sizing for requests arriving at random gives:
     the scenario planned again with `perf.sizing: random-arrivals` (one more enumeration and solve)."""
     course = f"by it {_nodes(result)}, {result.objective_usd_per_year:,.0f} USD/year"
-    if _no_time_left():
-        return dataclasses.replace(result, sizing_note=f"{course}; no time left to size for random arrivals")
+    comparison = "the plan for random arrivals"
+    if (why := _not_made(comparison)) is not None:
+        return dataclasses.replace(result, sizing_note=f"{course}; {why}")
     at_random = dataclasses.replace(scenario, sizing="random-arrivals")
     try:
         cset = enumerate_candidates(at_random, catalog)
         other = solve_candidates(at_random, cset, catalog, solver, time_limit_s, explain=False)
     except InfeasiblePlanError:
         return dataclasses.replace(result, sizing_note=f"{course}; under random arrivals no plan meets the limits")
-    except (SolverStoppedError, command_deadline.TimeLimitError):
-        return dataclasses.replace(result, sizing_note=f"{course}; the plan for random arrivals did not solve in time")
+    except (SolverStoppedError, command_deadline.TimeLimitError) as stopped:
+        return dataclasses.replace(result, sizing_note=f"{course}; {_stopped(comparison, stopped)}")
     demand = "; ".join(f"{w.name} at {max(p.demand_rps for p in w.periods):,.4g} requests/s" for w in other.workloads)
     gap = "" if result.status == other.status == "optimal" else " (a solve stopped at its time limit: an estimate)"
     unmodeled = (f", {', '.join(cset.course_sized)} still by the course's method (no architecture to model random "
@@ -163,9 +164,32 @@ def _nodes(plan: Plan) -> str:
 
 
 def _no_time_left() -> bool:
-    """Whether the command's --time-limit leaves under a second (never without one)."""
+    """Whether the command's --time-limit leaves under a second (never without one: the solver's own limit is
+    per solve, and pricing candidates never uses it up)."""
     left = command_deadline.remaining_s()
     return left is not None and left < 1.0
+
+
+_PLAN_SO_FAR = "loading, candidate pricing and the solves before it"  # what used a --time-limit before a re-plan
+
+
+def _not_made(comparison: str) -> str | None:
+    """Why `comparison` (a re-plan the plan quotes: fp4, no prefix cache, random arrivals) is not made: the
+    command's --time-limit leaves under a second; which limit, how much of it was used, and that the comparison
+    was not made. None where it is to be made (always without a --time-limit)."""
+    if not _no_time_left():
+        return None
+    return f"{comparison} was not made: {command_deadline.spent(_PLAN_SO_FAR)}; raise --time-limit to make it"
+
+
+def _stopped(comparison: str, stopped: Exception) -> str:
+    """Why `comparison` was not made when its own pricing or solve stopped: the command's --time-limit ran out
+    (the stage it was in), or the solver's limit came before any plan."""
+    if isinstance(stopped, command_deadline.TimeLimitError):
+        return (f"{comparison} was not made: the command's --time-limit of {stopped.time_limit_s:g} s ran out while "
+                f"{stopped.stage} for it; raise --time-limit to make it")
+    return (f"{comparison} was not made: its solve ({stopped.solver}) found no plan within the solver's time limit of "
+            f"{stopped.time_limit_s:g} s; raise --time-limit to make it")
 
 
 def _joined(precisions) -> str:
@@ -252,14 +276,15 @@ def _precision_saving(scenario: Scenario, catalog: Catalog, solver: str, time_li
     allowed = dataclasses.replace(scenario, lower_precisions=True)
     formats = _joined(_in_order(p for formats in lower.values() for p in formats))
     what = f"allowing {formats} ({', '.join(lower)})"
-    if _no_time_left():
-        return dataclasses.replace(result, precision_note=f"{what}: no time left to plan with it")
+    comparison = f"the {formats} comparison ({', '.join(lower)})"
+    if (why := _not_made(comparison)) is not None:
+        return dataclasses.replace(result, precision_note=why)
     try:
-        cheaper = solve_candidates(allowed, enumerate_candidates(allowed, catalog), catalog, solver, time_limit_s)
+        cheaper = solve_candidates(allowed, enumerate_candidates(allowed, catalog), catalog, solver, time_limit_s, explain=False)
     except InfeasiblePlanError:
         return dataclasses.replace(result, precision_note=f"{what}: no plan meets the limits with it either")
-    except (SolverStoppedError, command_deadline.TimeLimitError):
-        return dataclasses.replace(result, precision_note=f"{what}: the plan with it did not solve in time")
+    except (SolverStoppedError, command_deadline.TimeLimitError) as stopped:
+        return dataclasses.replace(result, precision_note=_stopped(comparison, stopped))
     saving = result.objective_usd_per_year - cheaper.objective_usd_per_year
     gap = "" if result.status == cheaper.status == "optimal" else " (a solve stopped at its time limit: an estimate)"
     runs = _runs(cheaper)
@@ -280,16 +305,17 @@ def _prefix_cache_saving(scenario: Scenario, catalog: Catalog, solver: str, time
     more enumeration, and a solve under the solver's time limit, within the command's)."""
     cold = dataclasses.replace(scenario, workloads=tuple(dataclasses.replace(w, prefix_cache=None) for w in scenario.workloads))
     names = ", ".join(w.name for w in scenario.workloads if w.prefix_cache is not None)
-    if _no_time_left():
-        return dataclasses.replace(result, prefix_cache_note=f"prefix caching of {names}: no time left to plan without it")
+    comparison = f"the comparison without prefix caching of {names}"
+    if (why := _not_made(comparison)) is not None:
+        return dataclasses.replace(result, prefix_cache_note=why)
     try:
-        without = solve_candidates(cold, enumerate_candidates(cold, catalog), catalog, solver, time_limit_s)
+        without = solve_candidates(cold, enumerate_candidates(cold, catalog), catalog, solver, time_limit_s, explain=False)
     except InfeasiblePlanError:
         return dataclasses.replace(result, prefix_cache_note=(
             f"prefix caching of {names}: without it no plan meets the limits (the cache's hit rate is what makes the "
             "plan possible)"))  # fmt: skip
-    except (SolverStoppedError, command_deadline.TimeLimitError):
-        return dataclasses.replace(result, prefix_cache_note=f"prefix caching of {names}: the plan without it did not solve in time")
+    except (SolverStoppedError, command_deadline.TimeLimitError) as stopped:
+        return dataclasses.replace(result, prefix_cache_note=_stopped(comparison, stopped))
     saving = without.objective_usd_per_year - result.objective_usd_per_year
     gap = "" if result.status == without.status == "optimal" else " (a solve stopped at its time limit: an estimate)"
     return dataclasses.replace(result, prefix_cache_saving_usd_per_year=round(saving, 2), prefix_cache_note=(

@@ -287,14 +287,17 @@ def _workload_result(workload, scenario: Scenario, cset: CandidateSet, routed: d
             capacity[candidate.stage] += unit_rate(option, candidate) * running if len(users_of[key]) == 1 else rps
             if candidate.stage in gpus:
                 gpus[candidate.stage] += running * candidate.gpus_per_unit if len(users_of[key]) == 1 else 0
-            assignments.setdefault((bucket, key), 0.0)
-            assignments[(bucket, key)] = max(assignments[(bucket, key)], rps)
+            # the most it carries in any period, and that period (the first of equals)
+            if rps > assignments.get((bucket, key), (0.0, ""))[0]:
+                assignments[(bucket, key)] = (rps, period.name)
         # a disaggregated request needs both pools: they serve what the smaller of them takes
         served = capacity["aggregated"] + min(capacity["prefill"], capacity["decode"])
         loads.append(PeriodLoad(period.name, round(demand, 6), round(served, 6)))
         if sum(gpus.values()) > sum(pool_gpus.values()):
             pool_gpus = gpus
-    chosen = [_assignment(options[k], cset.candidate(k[1]), workload, rps) for k, rps in sorted(assignments.items())]
+    several = len(scenario.periods) > 1  # then each share names its period
+    chosen = [_assignment(options[k], cset.candidate(k[1]), workload, rps, period if several else None)
+              for k, (rps, period) in sorted(assignments.items())]  # fmt: skip
     worst = {
         name: max((getattr(a, name) for a in chosen if getattr(a, name) is not None), default=None)
         for name in LATENCY_METRICS
@@ -316,7 +319,9 @@ def _workload_result(workload, scenario: Scenario, cset: CandidateSet, routed: d
     )  # fmt: skip
 
 
-def _assignment(option: Option, candidate: Candidate, workload, rps: float) -> Assignment:
+def _assignment(option: Option, candidate: Candidate, workload, rps: float, period: str | None = None) -> Assignment:
+    """What one configuration carries of a workload's bucket: the most `rps` of any period, `period` naming it
+    where the plan has several (its `why`: '12 rps of 1000/300 in working-hours on dgx-b200 ...')."""
     perf = option.perf
     slo = workload.slo
     bounds = {"ttft_ms": perf.ttft_ms_bound, "tpot_ms": perf.tpot_ms_bound, "itl_ms": perf.itl_ms_bound, "e2e_ms": None}
@@ -331,7 +336,8 @@ def _assignment(option: Option, candidate: Candidate, workload, rps: float) -> A
     bucket = workload.buckets[option.bucket]
     stage = "" if candidate.stage == "aggregated" else f"{candidate.stage} pool: "
     why = stage + (
-        f"{rps:.4g} rps of {bucket.isl_tokens}/{bucket.osl_tokens} on {candidate.system} ({candidate.pricing}) at "
+        f"{rps:.4g} rps of {bucket.isl_tokens}/{bucket.osl_tokens}{f' in {period}' if period else ''} on "
+        f"{candidate.system} ({candidate.pricing}) at "
         f"{option.rps_per_node:.4g} rps/node = {rps / option.rps_per_node:.2f} nodes of load "
         f"[{point}; {perf.provenance}"
         + (f"; {engine_named(candidate.engine, candidate.engine_version)}, "

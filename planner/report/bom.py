@@ -19,6 +19,7 @@ from planner.catalog import Catalog
 from planner.plan import PER_PERIOD_ROLES, Plan
 from planner.report.files import write_bytes_atomic, write_text_atomic
 from planner.report.formatting import format_frame
+from planner.report.price_origins import catalog_price_origin, offer_price_origin
 from planner.report.spreadsheet import csv_safe_frame, text_cells
 from planner.scenario import HOURS_PER_YEAR, Scenario
 
@@ -47,19 +48,36 @@ class BomLine:
     power_kw: float
     rack_units: int
     price_source: str
-    # scenario (the user's figure) | catalog default (cited / estimate / placeholder: replace with a quote)
-    price_origin: str = "catalog default (cited)"
+    # how firm the price is and where it comes from (planner.report.price_origins): a server's or instance's
+    # catalog kind and place ('estimate (shipped catalog: ...)', 'yours (my-lab/systems.yaml)'), the user's own
+    # ('yours (scenario FILE: field)'); a site item's: 'catalog default (cited / estimate / placeholder)' or
+    # 'yours (scenario FILE)'
+    price_origin: str
 
 
 @dataclass(frozen=True)
 class BomTotals:
-    capex_usd: float
-    capex_amortized_usd_per_year: float
+    """The BOM's totals. Two capex figures, each by one name wherever it appears (plan, compare, report):
+    `servers_capex_usd` (bought and spare servers: the plan's `totals.capex_usd`) and `capex_incl_site_usd` (those
+    and the site bought with them: racks, PDUs, networks, storage, installation)."""
+
+    servers_capex_usd: float
+    capex_incl_site_usd: float
+    capex_incl_site_amortized_usd_per_year: float  # the annuity of capex incl. site
     annual_opex_usd: float
     annual_tco_usd: float
     power_kw: float
     rack_units: int
     gpus: int
+
+    @property
+    def capex_usd(self) -> float:
+        """Capex incl. site, by its name before the two figures were named apart."""
+        return self.capex_incl_site_usd
+
+    @property
+    def capex_amortized_usd_per_year(self) -> float:
+        return self.capex_incl_site_amortized_usd_per_year
 
 
 @dataclass(frozen=True)
@@ -137,11 +155,11 @@ def _expected_error(plan: Plan, line) -> float | None:
     return max(errors) if errors else None
 
 
-def _cloud_price_origin(offer) -> str:
-    """A rented line's price: the user's (an override, a reserved price, a commitment) or the catalog's list price."""
-    if offer.price_note.startswith("catalog"):
-        return "catalog default (cited)"
-    return "user figure"
+def _site_origin(origin: str, scenario: Scenario) -> str:
+    """A site item's origin (planner.infrastructure: 'scenario', 'catalog default (kind)[, partly scenario]'), the
+    user's figures said as the servers' are: 'yours (scenario FILE)'."""
+    yours = f"yours (scenario {scenario.file})"
+    return yours if origin == "scenario" else origin.replace("partly scenario", f"partly {yours}")
 
 
 def _commitment(offer, nodes: int) -> str:
@@ -161,7 +179,7 @@ def build_bom(plan: Plan, scenario: Scenario, catalog: Catalog) -> Bom:
         system = catalog.systems[line.system]
         if line.site == "on-prem":
             unit_price = line.capex_usd / line.nodes
-            offer = offers.get((line.system, "capex"))
+            offer = offers.get((line.system, "capex"))  # spare nodes: the bought ones' price
             lines.append(BomLine(
                 item=line.system, description=system.name, site=line.site, how=line.role, period=line.period,
                 gpu=line.gpu, count=line.nodes, gpus=line.gpus, runs=runs, expected_error_throughput=_expected_error(plan, line),
@@ -170,6 +188,8 @@ def build_bom(plan: Plan, scenario: Scenario, catalog: Catalog) -> Bom:
                 annual_cost_usd=line.annual_cost_usd, power_kw=line.power_kw,
                 rack_units=(system.rack_units or 0) * line.nodes,
                 price_source=f"{offer.price_note if offer else 'catalog'}: {system.source}",
+                price_origin=(offer_price_origin(offer, catalog, scenario.file) if offer
+                              else catalog_price_origin(catalog, line.system)),
             ))  # fmt: skip
         else:
             offer = offers[(line.system, line.role)]  # the cloud's roles are its pricings
@@ -181,7 +201,7 @@ def build_bom(plan: Plan, scenario: Scenario, catalog: Catalog) -> Bom:
                 unit="per node-hour", hours_per_year=period_hours, extended_price_usd=line.annual_cost_usd,
                 annual_cost_usd=line.annual_cost_usd, power_kw=0.0, rack_units=0,
                 price_source=f"{offer.price_note}{_commitment(offer, line.nodes)}: {system.source}",
-                price_origin=_cloud_price_origin(offer),
+                price_origin=offer_price_origin(offer, catalog, scenario.file),
             ))  # fmt: skip
     for item in plan.infrastructure:
         yearly = item.capex_usd == 0
@@ -190,13 +210,14 @@ def build_bom(plan: Plan, scenario: Scenario, catalog: Catalog) -> Bom:
             count=item.count, gpus=0, runs="", expected_error_throughput=None, unit_price_usd=item.unit_usd,
             unit=f"per {item.unit}", hours_per_year=None,
             extended_price_usd=item.annual_cost_usd if yearly else item.capex_usd, annual_cost_usd=item.annual_cost_usd,
-            power_kw=0.0, rack_units=0, price_source=item.source, price_origin=item.origin,
+            power_kw=0.0, rack_units=0, price_source=item.source, price_origin=_site_origin(item.origin, scenario),
         ))  # fmt: skip
     breakdown = plan.totals.cost_breakdown
     infrastructure_capital = sum(item.annual_cost_usd for item in plan.infrastructure if item.capex_usd > 0)
     totals = BomTotals(
-        capex_usd=round(plan.totals.capex_usd + plan.totals.infrastructure_capex_usd, 2),
-        capex_amortized_usd_per_year=round(breakdown.capex_amortized_usd + infrastructure_capital, 2),
+        servers_capex_usd=plan.totals.servers_capex_usd,
+        capex_incl_site_usd=plan.totals.capex_incl_site_usd,
+        capex_incl_site_amortized_usd_per_year=round(breakdown.capex_amortized_usd + infrastructure_capital, 2),
         annual_opex_usd=round(plan.objective_usd_per_year - breakdown.capex_amortized_usd - infrastructure_capital, 2),
         annual_tco_usd=plan.objective_usd_per_year,
         power_kw=plan.totals.power_kw,
@@ -426,7 +447,9 @@ def to_markdown(bom: Bom) -> str:
         "",
         markdown_table(format_frame(bom.frame()[columns])),
         "",
-        f"- Capex: {totals.capex_usd:,.2f} USD ({totals.capex_amortized_usd_per_year:,.2f} USD/year amortized)",
+        f"- Servers capex: {totals.servers_capex_usd:,.2f} USD; capex incl. site (with racks, PDUs, networks, storage, "
+        f"installation): {totals.capex_incl_site_usd:,.2f} USD ({totals.capex_incl_site_amortized_usd_per_year:,.2f} "
+        "USD/year amortized)",
         f"- Annual opex (energy, support, facility, software, space, cloud): {totals.annual_opex_usd:,.2f} USD",
         f"- Annual TCO: {totals.annual_tco_usd:,.2f} USD",
         f"- Power {totals.power_kw:,.1f} kW, {totals.rack_units} rack units, {totals.gpus} GPUs",

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from planner.metrics import LATENCY_METRICS
+from planner.perf.serving import engine_named
+
 # columns whose plain title-casing would read wrong
 HEADERS = {
     "item": "Item",
@@ -83,3 +86,34 @@ def format_frame(frame: pd.DataFrame) -> pd.DataFrame:
 def numeric_columns(frame: pd.DataFrame) -> list[bool]:
     """Which columns of a raw frame hold numbers (right-aligned in HTML)."""
     return [pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c]) for c in frame.columns]
+
+
+# the two capex figures, one name each in every output (planner.plan.Totals; the BOM's totals)
+SERVERS_CAPEX = "servers capex"
+CAPEX_INCL_SITE = "capex incl. site"
+
+
+def capex_text(totals) -> str:
+    """'servers capex 3,910,000 USD, capex incl. site 4,193,600 USD' (a plan's Totals)."""
+    return f"{SERVERS_CAPEX} {totals.servers_capex_usd:,.0f} USD, {CAPEX_INCL_SITE} {totals.capex_incl_site_usd:,.0f} USD"
+
+
+def workload_configurations(workload) -> list[tuple[str, object]]:
+    """The configurations serving a workload, each once with the systems it runs on (one engine at the same
+    latencies, bought and rented, is one row): ('TP4 fp8 on dgx-b200, lambda-gpu-8x-b200-sxm6', its assignment);
+    the engine named where the workload runs on several."""
+    groups: dict[tuple, tuple[list[str], object]] = {}
+    for a in workload.assignments:
+        key = (a.stage, a.layout or a.tp, a.precision, a.max_batch, a.engine, a.engine_version, a.bucket_isl,
+               a.bucket_osl, *(getattr(a, m) for m in LATENCY_METRICS))  # fmt: skip
+        systems, _ = groups.setdefault(key, ([], a))
+        if a.system not in systems:
+            systems.append(a.system)
+    engines = {(a.engine, a.engine_version) for _, a in groups.values()}
+    out = []
+    for systems, a in groups.values():
+        stage = "" if a.stage == "aggregated" else f"{a.stage} pool "
+        layout = a.layout or (f"TP{a.tp}" if a.tp else "TP not stated")
+        engine = f" {engine_named(a.engine, a.engine_version)}" if len(engines) > 1 else ""
+        out.append((f"{stage}{layout} {a.precision or 'precision not stated'}{engine} on {', '.join(systems)}", a))
+    return out

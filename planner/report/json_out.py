@@ -36,6 +36,9 @@ def plan_document(plan: Plan) -> dict:
     (`workload_precisions`, in scenario order; `precision_saving_usd_per_year`, `precision_note`:
     docs/optimizer.md, "Precision")."""
     document = plan.to_dict()
+    # the two capex figures by the names every output gives them (`capex_usd`, `infrastructure_capex_usd` kept)
+    document["totals"]["servers_capex_usd"] = plan.totals.servers_capex_usd
+    document["totals"]["capex_incl_site_usd"] = plan.totals.capex_incl_site_usd
     document["candidates"]["pruned"] = [
         {"workload": w, "system": s, "reason": r} for (w, s, r) in plan.candidates.pruned
     ]
@@ -144,6 +147,8 @@ def compare_document(results: tuple[DeploymentResult, ...]) -> dict:
             "nodes_by_system": plan.totals.nodes_by_system if plan else None,
             "capex_usd": plan.totals.capex_usd if plan else None,
             "infrastructure_capex_usd": plan.totals.infrastructure_capex_usd if plan else None,
+            "servers_capex_usd": plan.totals.servers_capex_usd if plan else None,
+            "capex_incl_site_usd": plan.totals.capex_incl_site_usd if plan else None,
             "gpu_hours_per_year": round(r.gpu_hours, 1) if plan else None,
             "usd_per_gpu_hour": _round(r.usd_per_gpu_hour, 4),
             "cost_breakdown": asdict(plan.totals.cost_breakdown) if plan else None,

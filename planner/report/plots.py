@@ -500,7 +500,7 @@ def lengths_figure(plan, scenario) -> Figure:
 # sweep fields as axis titles for people (planner sweep --plot)
 FIELD_LABELS = {
     "objective_usd_per_year": "Annual cost (USD/year)", "nodes": "Nodes", "gpus": "GPUs",
-    "capex_usd": "Capex (USD)", "power_kw": "Power (kW)", "rack_units": "Rack units",
+    "capex_usd": "Servers capex (USD)", "power_kw": "Power (kW)", "rack_units": "Rack units",
 }
 WORKLOAD_FIELDS = {
     "ttft_ms": "TTFT limit (ms)", "itl_ms": "ITL limit (ms)", "tpot_ms": "TPOT limit (ms)", "e2e_ms": "E2E limit (ms)",

@@ -20,6 +20,11 @@ from planner.metrics import limits as metric_limits
 from planner.perf.engines import ENGINE_NAMES
 from planner.report import plots
 from planner.report.bom import build_bom
+from planner.report.formatting import CAPEX_INCL_SITE, SERVERS_CAPEX, capex_text
+from planner.simulate.verify import interval_text
+
+SERVERS_CAPEX_HEADER = f"{SERVERS_CAPEX[:1].upper()}{SERVERS_CAPEX[1:]} (USD)"  # 'Servers capex (USD)'
+CAPEX_INCL_SITE_HEADER = f"{CAPEX_INCL_SITE[:1].upper()}{CAPEX_INCL_SITE[1:]} (USD)"  # 'Capex incl. site (USD)'
 
 SEED_REQUESTS_PER_USER = 3  # seed 001, case C2: "3 requests per person"
 
@@ -76,7 +81,7 @@ def plan_section(planned: PlannedScenario) -> Section:
     gap = f", gap {plan.mip_gap:.2%} at the time limit" if plan.status == "feasible" and plan.mip_gap is not None else ""
     paragraphs = [
         f"Status **{plan.status}** ({plan.solver}{gap}). Annual cost **{plan.objective_usd_per_year:,.0f} USD** "
-        f"({breakdown}); capex {plan.totals.capex_usd:,.0f} USD, {plan.totals.power_kw:,.1f} kW, "
+        f"({breakdown}); {capex_text(plan.totals)}, {plan.totals.power_kw:,.1f} kW, "
         f"{plan.totals.rack_units} rack units, {plan.totals.gpus} GPUs.",
         "Why this plan: " + (" ".join(f"**{w.name}**: {w.why}." for w in plan.workloads)),
     ]
@@ -221,7 +226,7 @@ def decision_section(planned: PlannedScenario, inputs: DecisionInputs) -> Sectio
     decision += f" Annual cost **{plan.objective_usd_per_year:,.0f} USD/year**"
     if per_gpu_hour is not None:
         decision += f" ({per_gpu_hour:,.2f} USD per GPU-hour paid for: owned all year, rented for its hours)"
-    decision += (f"; capex {plan.totals.capex_usd:,.0f} USD; {plan.totals.power_kw:,.1f} kW. Plan {plan.status} "
+    decision += (f"; {capex_text(plan.totals)}; {plan.totals.power_kw:,.1f} kW. Plan {plan.status} "
                  f"({plan.solver}{gap}).")  # fmt: skip
     paragraphs = [decision]
     limits = {w.name: w.slo for w in scenario.workloads}
@@ -298,7 +303,7 @@ def comparison_section(planned: PlannedScenario, inputs: DecisionInputs) -> Sect
         plan = r.plan
         if plan is None:
             rows.append({"Deployment": r.deployment, "Status": r.no_plan_status, "Annual cost (USD/year)": "",
-                         "USD per GPU-hour": "", "GPUs": "", "Nodes": "", "Capex (USD)": "",
+                         "USD per GPU-hour": "", "GPUs": "", "Nodes": "", SERVERS_CAPEX_HEADER: "", CAPEX_INCL_SITE_HEADER: "",
                          "USD per million output tokens": "", "Systems": "",
                          "Note": "; ".join(r.infeasible) or r.note})  # fmt: skip
             continue
@@ -308,14 +313,15 @@ def comparison_section(planned: PlannedScenario, inputs: DecisionInputs) -> Sect
             "Deployment": r.deployment, "Status": plan.status, "Annual cost (USD/year)": f"{plan.objective_usd_per_year:,.0f}",
             "USD per GPU-hour": "" if per_gpu_hour is None else f"{per_gpu_hour:,.2f}", "GPUs": f"{plan.totals.gpus:,}",
             "Nodes": f"{plan.totals.nodes:,}",
-            "Capex (USD)": f"{plan.totals.capex_usd + plan.totals.infrastructure_capex_usd:,.0f}",
+            SERVERS_CAPEX_HEADER: f"{plan.totals.servers_capex_usd:,.0f}",
+            CAPEX_INCL_SITE_HEADER: f"{plan.totals.capex_incl_site_usd:,.0f}",
             "USD per million output tokens": "" if per_million is None else f"{per_million:,.3f}",
             "Systems": ", ".join(f"{n} x {s}" for s, n in plan.totals.nodes_by_system.items()), "Note": r.note,
         })  # fmt: skip
     paragraphs = [
         "Each deployment planned on its own sites (`planner compare`): annual cost, USD per GPU-hour (annual cost / "
         "the GPU-hours it pays for: owned GPUs all year, rented ones for their period's hours), GPUs, nodes (cloud "
-        "ones at their peak), capex with the site's racks and networks, and status; a side that could not be planned "
+        "ones at their peak), servers capex and capex incl. site (with the site's racks, PDUs, networks, storage and installation), and status; a side that could not be planned "
         "says why."
     ]  # fmt: skip
     from planner.api import break_even
@@ -418,7 +424,7 @@ def verdict_section(inputs: DecisionInputs) -> Section:
                 rows.append({
                     **base, "Limit": f"{check.get('metric')} at P{float(check.get('percentile')):g}",
                     "Simulated (ms)": _ms(check.get("simulated_ms")),
-                    "95% interval (ms)": "" if low is None or high is None else f"{_ms(low)} to {_ms(high)}",
+                    "95% interval (ms)": interval_text(low, high, _ms, " to "),
                     "Limit (ms)": f"{float(check.get('limit_ms')):,g}", "Verdict": str(check.get("verdict", "")),
                     "Note": "" if index else "; ".join(str(n) for n in (item.get("note"), item.get("seeds_note")) if n),
                 })  # fmt: skip

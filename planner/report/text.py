@@ -15,6 +15,7 @@ from planner.metrics import limits as metric_limits
 from planner.perf.serving import engine_named
 from planner.perf.types import Layout
 from planner.plan import PER_PERIOD_ROLES, SIZING_TEXT, Plan
+from planner.report.formatting import CAPEX_INCL_SITE, SERVERS_CAPEX, capex_text, workload_configurations
 from planner.scenario import Scenario
 
 if TYPE_CHECKING:  # the answers' types, for the signatures: the report layer does not import the API
@@ -79,7 +80,7 @@ def print_plan(plan: Plan, console: Console) -> None:
     nodes = totals.nodes
     console.print(
         f"Total: {nodes} node{'s' if nodes != 1 else ''} (cloud counted at its peak), {totals.gpus} GPUs, "
-        f"capex {totals.capex_usd:,.0f} USD, {totals.power_kw:,.1f} kW, {totals.rack_units} RU: "
+        f"{capex_text(totals)}, {totals.power_kw:,.1f} kW, {totals.rack_units} RU: "
         f"[bold]{plan.objective_usd_per_year:,.0f} USD/year[/bold]"
     )
     parts = [(name, value) for name, value in vars(totals.cost_breakdown).items() if value]
@@ -90,10 +91,16 @@ def print_plan(plan: Plan, console: Console) -> None:
                    "provenance"):  # fmt: skip
         loads.add_column(column, justify="left" if column in ("workload", "provenance") else "right")
     for w in plan.workloads:
+        configurations = workload_configurations(w)
+        several = len(configurations) > 1  # the workload's row is the worst of them; a row each below it
         loads.add_row(
             w.name, f"{w.isl_tokens}/{w.osl_tokens}", f"{w.demand_rps:,.4g}", f"{w.capacity_rps:,.4g}",
-            percentile_label(w.percentile), *(_ms(getattr(w, m)) for m in LATENCY_METRICS), w.provenance + _origins(w),
+            percentile_label(w.percentile) + (f", worst of {len(configurations)} configurations" if several else ""),
+            *(_ms(getattr(w, m)) for m in LATENCY_METRICS), w.provenance + _origins(w),
         )
+        for label, a in configurations if several else ():
+            loads.add_row(escape(f"  {label}"), f"{a.bucket_isl}/{a.bucket_osl}", "", "", percentile_label(w.percentile),
+                          *(_ms(getattr(a, m)) for m in LATENCY_METRICS), a.provenance)  # fmt: skip
     console.print(loads)
     if plan.robustness is not None:
         r = plan.robustness
@@ -178,10 +185,34 @@ def _layout_text(result) -> str:
     return Layout(result.tp, result.dp, result.ep, result.pp).label
 
 
+def perf_miss_line(answer: PerfAnswer) -> str:
+    """`planner perf` without an answer, in one line: what was asked, then why each configuration tried gives none
+    ('no answer for llama-3.1-405b on H100-SXM-80GB, ISL 1000 / OSL 100, TP1: at TP1 bf16, does not fit: ...')."""
+    query = answer.query
+    asked = [f"{query.model} on {query.gpu}"]
+    if query.isl is not None or query.osl is not None:
+        asked.append(f"ISL {query.isl if query.isl is not None else 'any'} / OSL {query.osl if query.osl is not None else 'any'}")
+    if query.layout is not None:
+        asked.append(query.layout.label)
+    elif query.tp is not None:
+        asked.append(f"TP{query.tp}")
+    if query.precision is not None:
+        asked.append(query.precision)
+    if query.concurrency is not None:
+        asked.append(f"concurrency {query.concurrency}")
+    if query.rate_rps is not None:
+        asked.append(f"{query.rate_rps:,.4g} requests/s arriving at random")
+    reasons = [_MISS_PART.sub(r"at \1, ", part.strip()) for part in (answer.miss_reason or "no reason given").split("; ")]
+    return f"no answer for {', '.join(asked)}: {'; '.join(reasons)}"
+
+
+_MISS_PART = re.compile(r"^((?:TP|DEP|DP)\S* (?:bf16|fp16|fp8|fp4|w4a16|w4a8|precision not stated)): ")
+
+
 def print_perf(answer: PerfAnswer, gpus_per_node: int, console: Console) -> None:
     result = answer.result
     if result is None:
-        console.print(f"no answer: {answer.miss_reason}", soft_wrap=True)
+        console.print(escape(perf_miss_line(answer)), soft_wrap=True)
         return
     console.print(
         f"{result.model} on {result.gpu}, {_layout_text(result)}, {result.precision or 'precision not stated'}, "
@@ -310,20 +341,20 @@ def print_curve(answer: CurveAnswer, console: Console) -> None:
 def print_compare(results: tuple[DeploymentResult, ...], console: Console) -> None:
     table = Table(title="On-prem vs cloud vs hybrid", title_justify="left")
     for column in ("deployment", "status", "USD/year", "USD per M output tokens", "USD per GPU-hour", "GPUs",
-                   "peak nodes", "capex USD"):  # fmt: skip
+                   "peak nodes", f"{SERVERS_CAPEX} USD", f"{CAPEX_INCL_SITE} USD"):  # fmt: skip
         table.add_column(column, justify="left" if column in ("deployment", "status") else "right")
     for r in results:
         plan = r.plan
         if plan is None:
-            table.add_row(r.deployment, r.no_plan_status, "-", "-", "-", "-", "-", "-")
+            table.add_row(r.deployment, r.no_plan_status, "-", "-", "-", "-", "-", "-", "-")
             continue
         per_million, per_gpu_hour = r.usd_per_million_output_tokens, r.usd_per_gpu_hour
         status = plan.status + (f" (gap {plan.mip_gap:.2%})" if plan.status == "feasible" and plan.mip_gap is not None else "")
-        capex = plan.totals.capex_usd + plan.totals.infrastructure_capex_usd
         table.add_row(
             r.deployment, status, f"{plan.objective_usd_per_year:,.0f}",
             "-" if per_million is None else f"{per_million:,.3f}", "-" if per_gpu_hour is None else f"{per_gpu_hour:,.2f}",
-            str(plan.totals.gpus), str(plan.totals.peak_concurrent_nodes), f"{capex:,.0f}",
+            str(plan.totals.gpus), str(plan.totals.peak_concurrent_nodes), f"{plan.totals.servers_capex_usd:,.0f}",
+            f"{plan.totals.capex_incl_site_usd:,.0f}",
         )
     console.print(table)
     from planner.api import break_even

@@ -697,9 +697,23 @@ def _ms(value: float | None) -> str:
     return f"{value:,.1f}" if abs(value) < 100 else f"{value:,.0f}"
 
 
+def interval_text(low: float | None, high: float | None, ms=_ms, to: str = "-") -> str:
+    """A 95% interval as read: '48.1-55.9'; '< 3,296' where its lower end is 0 (a t-interval across few seeds
+    reaches below zero and is cut at 0: no latency is below it, so only the upper end says anything); '> 48.1'
+    where a sample too small leaves it unbounded above; '' without one."""
+    if low is None:
+        return ""
+    if high is None or not math.isfinite(high):
+        return f"> {ms(low)}"
+    if low <= 0.0:
+        return f"< {ms(high)}"
+    return f"{ms(low)}{to}{ms(high)}"
+
+
 def describe_check(check: LimitCheck, extra_seeds: int = 0) -> str:
-    """'ITL P95 52.0 ms (95% 48.1-55.9) vs 50 ms: inconclusive (4 more seeds run)'."""
-    interval = "" if check.ci_low_ms is None else f" (95% {_ms(check.ci_low_ms)}-{_ms(check.ci_high_ms)})"
+    """'ITL P95 52.0 ms (95% 48.1-55.9) vs 50 ms: inconclusive (4 more seeds run)'; '(95% < 3,296)' where the
+    interval's lower end is 0 (`interval_text`)."""
+    interval = "" if check.ci_low_ms is None else f" (95% {interval_text(check.ci_low_ms, check.ci_high_ms)})"
     more = f" ({extra_seeds} more seed{'s' if extra_seeds != 1 else ''} run)" if extra_seeds else ""
     return (f"{check.metric} P{check.percentile:g} {_ms(check.simulated_ms)} ms{interval} vs {check.limit_ms:,g} ms: "
             f"{VERDICT_WORDS.get(check.verdict, check.verdict)}{more}")  # fmt: skip
