@@ -9,6 +9,7 @@ import json
 
 import pulp
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 
 from planner.api import plan_file
@@ -83,7 +84,7 @@ def test_compare_puts_the_three_side_by_side(cli, tmp_path, hybrid_catalog):
     assert sides["hybrid"]["usd_per_million_output_tokens"] == pytest.approx(260_000 / (tokens / 1e6))
     assert sides["cloud"]["peak_nodes"] == 10 and sides["hybrid"]["peak_nodes"] == 10
     code, out, _ = cli("compare", path, "--catalog", hybrid_catalog)
-    assert code == 0 and "hybrid" in out and "USD per M output tokens" in out
+    assert code == 0 and "hybrid" in out and "USD per M output" in out  # the header may wrap before "tokens"
 
 
 def test_reserved_cloud_behaves_like_on_prem(tmp_path, hybrid_catalog):
@@ -436,12 +437,39 @@ def test_compare_without_a_cloud_site_plans_cloud_and_hybrid_on_instances_of_the
     assert code == 0 and "Note (cloud, hybrid): the scenario has no cloud site" in out
 
 
-def test_compare_of_a_cloud_only_scenario_says_why_on_prem_is_missing(cli):
+def test_compare_of_a_cloud_only_scenario_weighs_the_catalogs_servers_of_the_same_gpus(cli):
+    # both ways (issue 49): a cloud scenario is compared with buying the catalog's priced servers of its GPUs
     code, out, err = cli("compare", SCENARIOS / "disaggregated-serving.yaml", "--json")
     assert code == 0, err
     sides = {s["deployment"]: s for s in json.loads(out)["deployments"]}
-    assert sides["on-prem"]["status"] == "not compared" and "no on-prem site" in sides["on-prem"]["note"]
-    assert sides["cloud"]["status"] in ("optimal", "feasible") and "hybrid" not in sides
+    catalog = load_catalog()
+    gpus = {catalog.systems[s].gpu for s in sides["cloud"]["nodes_by_system"]}
+    for deployment in ("on-prem", "hybrid"):
+        assert sides[deployment]["status"] in ("optimal", "feasible")
+        note = sides[deployment]["note"]
+        assert "no on-prem site" in note and "at catalog prices" in note
+    assert all(catalog.systems[s].kind == "on-prem" and catalog.systems[s].gpu in gpus | {
+        catalog.systems[c].gpu for c in catalog.systems if catalog.systems[c].kind == "cloud"}
+        for s in sides["on-prem"]["nodes_by_system"])  # fmt: skip
+    assert sides["hybrid"]["objective_usd_per_year"] <= min(sides["on-prem"]["objective_usd_per_year"],
+                                                            sides["cloud"]["objective_usd_per_year"]) + 0.05
+
+
+def test_a_site_the_catalog_cannot_supply_is_not_compared_and_says_why(cli, tmp_path):
+    document = yaml.safe_load((SCENARIOS / "disaggregated-serving.yaml").read_text())
+    document["sites"] = {"cloud": {"systems": ["aws-g6e.48xlarge"]}}  # L40S: no priced L40S server in the catalog
+    document["fleet"] = {k: v for k, v in (document.get("fleet") or {}).items() if k != "disaggregated"} or None
+    if document["fleet"] is None:
+        del document["fleet"]
+    path = tmp_path / "l40s.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    code, out, err = cli("compare", path, "--json")
+    sides = {s["deployment"]: s for s in json.loads(out)["deployments"]}
+    for deployment in ("on-prem", "hybrid"):
+        assert sides[deployment]["status"] == "not compared"
+        assert "no priced on-prem servers of L40S-48GB" in sides[deployment]["note"]
+    code, _, err = cli("plan", path, "--deployment", "on-prem")
+    assert code == 2 and "--deployment: on-prem: the scenario has no on-prem site" in err and "--systems" in err
 
 
 def test_compare_takes_a_saved_plan_for_its_deployment(cli, tmp_path):

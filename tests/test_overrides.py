@@ -11,6 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from planner import api
+from planner.catalog import load_catalog
 from planner.cli import app
 from planner.scenario import ScenarioOverrides
 
@@ -53,10 +54,18 @@ def test_systems_move_the_deployment_to_the_sites_they_name():
     (["--systems", "nope"], "--systems: unknown system 'nope'"),
     (["--precisions", "fp9"], "--precisions: one or more of bf16"),
     (["--engines", "tgi"], "--engines: one or more of trtllm, vllm, sglang"),
-    (["--deployment", "cloud"], "--deployment: cloud needs a cloud site"),
     (["--deployment", "on-prem", "--systems", "aws-p5.48xlarge"], "--systems: deployment on-prem needs on-prem systems"),
 ])  # fmt: skip
 def test_bad_overrides_name_the_option_and_exit_2(args, message):
     result = runner.invoke(app, ["plan", str(SCENARIOS / "contact-center.yaml"), *args, "--progress", "none"])
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
+
+
+def test_a_deployment_beyond_the_files_sites_plans_on_the_catalogs_systems_of_its_gpus_and_says_so():
+    """--deployment cloud on an on-prem scenario: the catalog's priced instances of the same GPUs, as compare does."""
+    result = api.plan_file(SCENARIOS / "contact-center.yaml", overrides=ScenarioOverrides(deployment="cloud"))
+    catalog = load_catalog()
+    assert result.deployment == "cloud"
+    assert {catalog.systems[line.system].gpu for line in result.lines} == {"H100-SXM-80GB"}
+    assert any(w.startswith("the scenario has no cloud site: planned on the catalog's cloud instances") for w in result.warnings)

@@ -476,8 +476,8 @@ def decision_report(
             comparison, comparison_note = None, f"Not compared: {error}."
     else:
         comparison_note = (f"The scenario has one site ({', '.join(sorted(sites))}): there is nothing to set side by "
-                           "side. `planner compare` plans it against the catalog's cloud instances of the same GPUs "
-                           "where the scenario has no cloud site.")  # fmt: skip
+                           "side. `planner compare` plans the other side on the catalog's priced systems of the same "
+                           "GPUs (cloud instances for an on-prem site, servers for a cloud one).")  # fmt: skip
     if plan is None:
         plan = solve_scenario(scenario, catalog, solver, time_limit_s, progress)
     if comparison is not None and plan_document is None:  # the plan's own deployment: this very plan

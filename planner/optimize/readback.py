@@ -85,6 +85,7 @@ def plan_warnings(scenario, workloads) -> tuple[str, ...]:
     itl_ms as tpot_ms, docs/metrics.md); a streaming or sequential workload with no latency limit, sized at each
     engine's highest throughput whatever its latency there (a TTFT of minutes), with the latencies it came to."""
     warnings = list(scenario.metrics_notes) if scenario.metrics_migrated else []
+    warnings += scenario.site_notes  # a site this run derived from the catalog (--deployment beyond the file's)
     covered = sum(p.hours_per_year for p in scenario.periods)
     if covered < HOURS_PER_YEAR - 0.5:
         per_day = (" (hours_per_year counts hours in a year: a period of 10 hours every day is 3,650; these look "

@@ -268,8 +268,9 @@ def _offers(spec: ScenarioSpec, catalog: Catalog, file: str) -> tuple[SystemOffe
     return tuple(offers)
 
 
-def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str) -> Scenario:
-    """Check a validated spec against the catalog and resolve it."""
+def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str, site_notes: tuple[str, ...] = ()) -> Scenario:
+    """Check a validated spec against the catalog and resolve it. `site_notes`: what a run derived of its sites
+    (`derived_site`), said in the plan."""
     check_unique_workload_names(spec, file)
     spec = resolve_names(spec, catalog, file)
     check_sites_match_deployment(spec, file)
@@ -358,6 +359,7 @@ def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str) -> Scenario:
         token_budget=spec.engine.token_budget,
         metrics_version=spec.metrics_version or 1,
         metrics_notes=metrics_notes,
+        site_notes=tuple(site_notes),
         metrics_migrated=metrics_migrated,
     )
 
@@ -407,49 +409,73 @@ def _speculation(spec: SpeculativeSpec | None, catalog: Catalog):
     return Speculation(spec.method, spec.draft_tokens, spec.acceptance_rate, draft)
 
 
-def _spec(path: Path | str, catalog: Catalog, overrides: ScenarioOverrides | None) -> ScenarioSpec:
-    """A scenario file read and validated, with one run's overrides."""
+def _spec(path: Path | str, catalog: Catalog, overrides: ScenarioOverrides | None) -> tuple[ScenarioSpec, dict[str, str]]:
+    """A scenario file read and validated, with one run's overrides; and a note per site the overrides derived."""
     file = str(path)
     return apply_overrides(validate_model(ScenarioSpec, read_yaml(Path(path)), file), overrides, catalog, file)
 
 
-def _deployment_variants(spec: ScenarioSpec, catalog: Catalog, file: str) -> dict[str, Scenario]:
-    """The scenario once per deployment whose sites it has."""
+def _deployment_variants(spec: ScenarioSpec, catalog: Catalog, file: str,
+                         notes: dict[str, str] | None = None) -> dict[str, Scenario]:  # fmt: skip
+    """The scenario once per deployment whose sites it has (each with the notes of the derived sites it uses)."""
+    notes = notes or {}
     return {
-        deployment: build_scenario(spec.model_copy(update={"deployment": deployment}), catalog, file)
+        deployment: build_scenario(spec.model_copy(update={"deployment": deployment}), catalog, file,
+                                   tuple(notes[s] for s in sites if s in notes))  # fmt: skip
         for deployment, sites in SITES_OF_DEPLOYMENT.items() if all(getattr(spec.sites, s) is not None for s in sites)
     }  # fmt: skip
 
 
+def derived_site(spec: ScenarioSpec, catalog: Catalog, site: str) -> tuple[OnPremSite | CloudSite | None, str]:
+    """A site the scenario does not have, made of the catalog's priced systems of the GPUs its other site runs, at
+    catalog prices and defaults (`compare`'s other side, `--deployment` beyond the file's sites): (the site, what
+    was derived) or (None, why none could be). On-prem needs a purchase price and a power figure; cloud an hourly
+    price."""
+    other = spec.sites.cloud if site == "on_prem" else spec.sites.on_prem
+    gpus = sorted({catalog.systems[s].gpu for s in (other.systems if other is not None else ()) if s in catalog.systems})
+    kind, label = ("on-prem", "on-prem servers") if site == "on_prem" else ("cloud", "cloud instances")
+    priced = sorted(
+        s for s, system in catalog.systems.items()
+        if system.kind == kind and system.gpu in gpus
+        and ((system.price_usd is not None and system.power_kw is not None) if site == "on_prem" else system.usd_per_hour is not None)
+    )  # fmt: skip
+    if not priced:
+        return None, (f"the scenario has no {kind} site and the catalog no priced {label} of "
+                      f"{', '.join(gpus) or 'its GPUs'}: give sites.{site} with the systems and prices to weigh")  # fmt: skip
+    kinds = sorted({catalog.systems[s].price_source_kind or "unstated" for s in priced})
+    note = (f"the scenario has no {kind} site: planned on the catalog's {label} of the same GPUs ({', '.join(gpus)}) "
+            f"at catalog prices ({', '.join(kinds)}) and defaults: {', '.join(priced)}")  # fmt: skip
+    return (OnPremSite(systems=priced) if site == "on_prem" else CloudSite(systems=priced)), note
+
+
 def load_scenario_deployments(path: Path | str, catalog: Catalog, overrides: ScenarioOverrides | None = None) -> dict[str, Scenario]:
     """The scenario once per deployment its sites allow (on-prem, cloud, hybrid), for side-by-side comparison."""
-    return _deployment_variants(_spec(path, catalog, overrides), catalog, str(path))
+    spec, notes = _spec(path, catalog, overrides)
+    return _deployment_variants(spec, catalog, str(path), notes)
 
 
 def comparable_deployments(path: Path | str, catalog: Catalog,
                            overrides: ScenarioOverrides | None = None) -> tuple[dict[str, Scenario], dict[str, str]]:  # fmt: skip
-    """What `compare` sets side by side: the deployments the scenario's sites allow and, for a scenario with an
-    on-prem site but none in the cloud, cloud and hybrid on the catalog's priced cloud instances of the same GPUs
-    (at catalog prices, the scenario's on-prem site as it is). Returns (scenarios, a note per deployment that says
-    what was derived, or why a deployment is missing)."""
-    spec = _spec(path, catalog, overrides)
+    """What `compare` sets side by side: on-prem, cloud and hybrid, both ways. A site the scenario lacks is made of
+    the catalog's priced systems of the GPUs its other site runs (`derived_site`: cloud instances for an on-prem
+    scenario, servers for a cloud one), at catalog prices and defaults, the scenario's own site as it is. Returns
+    (scenarios, a note per deployment that says what was derived, or why a deployment is missing)."""
+    spec, derived = _spec(path, catalog, overrides)
     notes: dict[str, str] = {}
-    if spec.sites.on_prem is not None and spec.sites.cloud is None:
-        gpus = sorted({catalog.systems[s].gpu for s in spec.sites.on_prem.systems if s in catalog.systems})
-        instances = sorted(
-            s for s, system in catalog.systems.items()
-            if system.kind == "cloud" and system.gpu in gpus and system.usd_per_hour is not None
-        )  # fmt: skip
-        if instances:
-            spec = spec.model_copy(update={"sites": spec.sites.model_copy(update={"cloud": CloudSite(systems=instances)})})
-            note = (f"the scenario has no cloud site: planned on the catalog's instances of the same GPUs "
-                    f"({', '.join(gpus)}) at catalog prices: {', '.join(instances)}")  # fmt: skip
-            notes = {"cloud": note, "hybrid": note}
-        else:
-            notes = {"cloud": f"not compared: the scenario has no cloud site and the catalog no priced cloud instance of {', '.join(gpus)}"}
-    elif spec.sites.cloud is not None and spec.sites.on_prem is None:
-        notes = {"on-prem": "not compared: the scenario has no on-prem site (give sites.on_prem with the systems and prices to weigh)"}
-    return _deployment_variants(spec, catalog, str(path)), notes
+    for site, deployment in (("cloud", "cloud"), ("on_prem", "on-prem")):
+        if getattr(spec.sites, site) is not None:
+            continue
+        made, note = derived_site(spec, catalog, site)
+        if made is None:
+            notes[deployment] = notes["hybrid"] = f"not compared: {note}"
+            continue
+        spec = spec.model_copy(update={"sites": spec.sites.model_copy(update={site: made})})
+        derived[site] = note
+    for deployment, sites in SITES_OF_DEPLOYMENT.items():
+        said = [derived[s] for s in sites if s in derived]
+        if said and deployment not in notes:
+            notes[deployment] = "; ".join(said)
+    return _deployment_variants(spec, catalog, str(path), derived), notes
 
 
 def scenario_catalog_dirs(path: Path | str) -> list[Path]:
@@ -498,10 +524,13 @@ class ScenarioOverrides:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(self).items() if v is not None}
 
 
-def apply_overrides(spec: ScenarioSpec, overrides: ScenarioOverrides | None, catalog: Catalog, file: str) -> ScenarioSpec:
-    """The scenario spec with one run's overrides (a bad value raises PlannerInputError naming its option)."""
+def apply_overrides(spec: ScenarioSpec, overrides: ScenarioOverrides | None, catalog: Catalog,
+                    file: str) -> tuple[ScenarioSpec, dict[str, str]]:  # fmt: skip
+    """The scenario spec with one run's overrides (a bad value raises PlannerInputError naming its option), and a
+    note per site it derived: `--deployment` naming a site the file lacks (and no `--systems`) plans it on the
+    catalog's priced systems of the other site's GPUs, as `compare` does (`derived_site`)."""
     if not overrides:
-        return spec
+        return spec, {}
     from planner.catalog import PRECISIONS
     from planner.perf.serving import ENGINES, EngineSpec as EngineChoice
 
@@ -513,6 +542,7 @@ def apply_overrides(spec: ScenarioSpec, overrides: ScenarioOverrides | None, cat
         return True
 
     update: dict = {}
+    derived: dict[str, str] = {}
     for option, values, ok, allowed in (
             ("--precisions", overrides.precisions, lambda v: v in PRECISIONS, ", ".join(PRECISIONS)),
             ("--engines", overrides.engines, engine_ok, f"{', '.join(ENGINES)}, each optionally pinned as engine@version")):
@@ -524,8 +554,14 @@ def apply_overrides(spec: ScenarioSpec, overrides: ScenarioOverrides | None, cat
             raise PlannerInputError(file, "--deployment", f"on-prem, cloud or hybrid (got {overrides.deployment!r})")
         missing = [site for site in SITES_OF_DEPLOYMENT[overrides.deployment] if getattr(spec.sites, site) is None]
         if missing and overrides.systems is None:
-            raise PlannerInputError(file, "--deployment", f"{overrides.deployment} needs a {' and '.join(m.replace('_', '-') for m in missing)} "
-                                    "site, which the scenario does not have: name its systems with --systems")  # fmt: skip
+            sites = {}
+            for site in missing:
+                made, note = derived_site(spec, catalog, site)
+                if made is None:
+                    raise PlannerInputError(file, "--deployment", f"{overrides.deployment}: {note}, or name its "
+                                            "systems with --systems")  # fmt: skip
+                sites[site], derived[site] = made, note
+            spec = spec.model_copy(update={"sites": spec.sites.model_copy(update=sites)})
         update["deployment"] = overrides.deployment
     if overrides.systems is not None:
         if not overrides.systems:
@@ -549,7 +585,7 @@ def apply_overrides(spec: ScenarioSpec, overrides: ScenarioOverrides | None, cat
         changes = {name: list(values) for name, values in (("precisions", overrides.precisions), ("engines", overrides.engines))
                    if values is not None}  # fmt: skip
         update["workloads"] = [w.model_copy(update=changes) for w in spec.workloads]
-    return spec.model_copy(update=update)
+    return spec.model_copy(update=update), derived
 
 
 def _keep_systems(site: OnPremSite | CloudSite, systems: list[str]) -> OnPremSite | CloudSite:
@@ -579,5 +615,6 @@ def _keep_systems(site: OnPremSite | CloudSite, systems: list[str]) -> OnPremSit
 def load_scenario(path: Path | str, catalog: Catalog, overrides: ScenarioOverrides | None = None) -> Scenario:
     """Read, validate and resolve a scenario file, with one run's overrides if any; any problem raises
     PlannerInputError (file, field, allowed)."""
-    return build_scenario(_spec(path, catalog, overrides), catalog, str(path))
+    spec, notes = _spec(path, catalog, overrides)
+    return build_scenario(spec, catalog, str(path), tuple(notes.values()))
 

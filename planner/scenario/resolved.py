@@ -171,6 +171,7 @@ class Scenario:
     token_budget: int = DEFAULT_TOKEN_BUDGET  # engine: tokens one iteration carries (decodes + prompt chunks)
     metrics_version: int = METRICS_VERSION  # as the file said (1: its itl_ms was read as tpot_ms)
     metrics_notes: tuple[str, ...] = ()  # how the file's latency limits were read (the metrics-version rule)
+    site_notes: tuple[str, ...] = ()  # a site the run derived from the catalog (--deployment beyond the file's sites)
     metrics_migrated: bool = False  # a limit was read by the version-1 rule (itl_ms as tpot_ms): plans say so
     # the precision default of workloads without `precisions:` (planner.perf.plan_precisions): False, the
     # quality-keeping formats; True only in the plan's one extra solve that prices fp4 (docs/optimizer.md, "Precision")
