@@ -64,8 +64,28 @@ def test_public_rows_all_present_with_their_numbers(catalog):
 
 
 def test_missing_prices_are_left_out_not_invented(catalog):
-    assert catalog.systems["dgx-h200"].price_usd is None
+    assert catalog.systems["dgx-a100"].price_usd is None
     assert catalog.models["nemo-43b-gpt"].layers is None
+    # a price derived from the nearest row (shared/reference/prices.md) is an estimate and says how it was derived
+    h200 = catalog.systems["dgx-h200"]
+    assert h200.price_source_kind == "estimate" and "derived" in h200.notes and "estimate" in h200.source
+    assert h200.price_usd == pytest.approx(270_000 * 63.296 / 55.04, rel=0.001)
+
+
+def test_the_shipped_catalog_gives_every_system_what_a_plan_needs_or_says_what_it_lacks(catalog):
+    """Completeness (issue 49): a cloud instance has its hourly price and its kind; a server its power and height,
+    and a price or a note that none is public; a system without a scale-out network figure says so in its notes
+    (the plan then warns what it could not try there: planner/optimize/gaps.py)."""
+    for system in catalog.systems.values():
+        assert system.source, system.id
+        if system.kind == "cloud":
+            assert system.usd_per_hour and system.price_source_kind and system.provider, system.id
+        else:
+            assert (system.power_kw and system.rack_units) or "not published" in system.notes, system.id
+            assert system.price_usd or "price_usd omitted" in system.notes, system.id
+            assert system.price_usd is None or system.price_source_kind, system.id
+        if system.network_gbit_per_s is None:
+            assert "network" in system.notes and "not published" in system.notes, system.id
 
 
 def test_systems_gpu_must_exist(tmp_path):
