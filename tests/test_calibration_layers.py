@@ -57,9 +57,10 @@ def _drawn_rows(shipped, engines, concurrencies, overheads: dict | None = SLOW_E
     return lines
 
 
-def _user_catalog(directory: Path, name: str, lines: list[str]) -> Path:
+def _user_catalog(directory: Path, name: str, lines: list[str], calibrate: str = "generation") -> Path:
+    """A user catalog of these rows; `calibrate: generation` (its rows may refit their generation) unless said."""
     (directory / "benchmarks").mkdir(parents=True)
-    (directory / "catalog.yaml").write_text(f"name: {name}\n")
+    (directory / "catalog.yaml").write_text(f"name: {name}\ncalibrate: {calibrate}\n")
     (directory / "benchmarks" / "ours.csv").write_text("\n".join([HEADER, *lines]) + "\n")
     return directory
 
@@ -121,6 +122,25 @@ def test_rows_across_models_refit_their_generation_only_and_say_so(tmp_path, shi
     assert effect.sentence().startswith("catalog 'lab' (10 hopper rows of 2 models) moved hopper's engine factors")
     assert (f"per-request overhead {before.ttft_overhead_ms:.3g} -> " in effect.sentence()
             and f"median error of the shipped rows {effect.base_error_before:.1%} -> " in effect.sentence())
+
+
+def test_rows_of_a_catalog_that_does_not_ask_calibrate_only_the_engines_they_measured(tmp_path, shipped, cli_json):
+    # the same ten rows across two models, from a catalog without `calibrate: generation` (the default): Hopper's
+    # shared factors stay the shipped fit, other models' answers do not move, the measured engines' do
+    lab_dir = _user_catalog(tmp_path / "lab", "lab", _drawn_rows(shipped, ENGINES, CONCURRENCIES), calibrate="measured")
+    lab = load_catalog([lab_dir])
+    assert engine_fit_rows(lab, "hopper") == base_layer_rows(lab, calibration_rows(lab, "hopper"))
+    assert _engine(efficiency_for(lab, "hopper")) == _engine(efficiency_for(shipped, "hopper"))
+    (effect,) = catalog_fit_effects(lab)
+    assert not effect.applied and "`calibrate: generation`" in effect.shortfall
+    assert effect.sentence().startswith("catalog 'lab' (10 hopper rows of 2 models) did not move hopper's engine factors")
+    other = ("perf", "--model", "qwen2.5-72b", "--gpu", "H100", "--tp", "4", "--precision", "fp8", "--isl", "1000",
+             "--osl", "100", "--concurrency", "16")  # fmt: skip
+    assert cli_json(*other, "--catalog", lab_dir) == cli_json(*other)  # a model the rows did not measure
+    measured = ("perf", "--model", "llama-3.1-8b", "--gpu", "H100", "--tp", "1", "--precision", "bf16", "--isl", "1000",
+                "--osl", "100", "--concurrency", "16", "--percentile", "95")  # fmt: skip
+    mine, plain = cli_json(*measured, "--catalog", lab_dir), cli_json(*measured)
+    assert mine["provenance"] == "measured" and plain["provenance"] != "measured"  # the engine it measured answers
 
 
 def test_a_refit_that_fits_the_shipped_rows_worse_says_so(tmp_path, shipped, cli_json):

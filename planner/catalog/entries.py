@@ -435,6 +435,9 @@ class Catalog(StrictModel):
 
     directory: str
     layers: tuple[str, ...] = (SHIPPED_LAYER,)
+    # the user layers whose rows may refit their GPU generation's engine factors (catalog.yaml `calibrate:
+    # generation`); the others' rows calibrate only the engines they measured
+    generation_layers: tuple[str, ...] = ()
     defaults: CatalogDefaults
     gpus: dict[str, Gpu]
     systems: dict[str, System]

@@ -196,6 +196,11 @@ class CatalogManifest(InputModel):
     # the benchmark tables that are this catalog's own; another CSV dropped into its benchmarks/ (e.g. by
     # `planner ingest --out catalogs/benchmarks/x.csv`) is cited as 'local', not as this catalog's
     tables: list[str] | None = None
+    # what its benchmark rows calibrate: `measured` (the default), only the engines they measured (model, GPU, TP,
+    # precision, engine and version: they answer and anchor those); `generation`, also their GPU generation's shared
+    # engine factors where they speak for it (planner.perf.calibration: OVERLAY_MIN_ROWS across OVERLAY_MIN_MODELS),
+    # which moves every engine of that generation, other models' and engines' too
+    calibrate: Literal["measured", "generation"] = "measured"
 
 
 CatalogDirs = Path | str | Sequence[Path | str] | None
@@ -289,6 +294,7 @@ class CatalogLayer:
     directory: Path
     origin: str  # 'shipped' or the user catalog's name: how its rows are cited
     own_tables: tuple[str, ...] | None  # the manifest's `tables` (other CSVs there are cited as 'local')
+    refits_generation: bool = False  # the manifest's `calibrate: generation`
 
 
 def catalog_layers(directories: CatalogDirs) -> list[CatalogLayer]:
@@ -306,7 +312,8 @@ def catalog_layers(directories: CatalogDirs) -> list[CatalogLayer]:
     for directory, manifest in zip(user, manifests):
         if directory.resolve() == default_catalog_dir().resolve() and layers and layers[0].origin == SHIPPED_LAYER:
             continue  # the shipped catalog named explicitly: nothing to add
-        layers.append(CatalogLayer(directory, manifest.name or str(directory), _tables(manifest)))
+        layers.append(CatalogLayer(directory, manifest.name or str(directory), _tables(manifest),
+                                   manifest.calibrate == "generation"))  # fmt: skip
     return layers
 
 
@@ -403,6 +410,7 @@ def load_catalog(directories: CatalogDirs = None) -> Catalog:
     ).defaults
     return Catalog(
         directory=" + ".join(str(layer.directory) for layer in layers), layers=tuple(layer.origin for layer in layers),
+        generation_layers=tuple(layer.origin for layer in layers[1:] if layer.refits_generation),
         defaults=defaults, gpus=gpus, systems=systems, models=models, benchmarks=tuple(rows),
         steps=tuple(load_step_table(path, models, gpus, origin) for path, origin in step_files),
         price_layers={i: e.price_layer for i, e in merged["systems"].items() if e.price_layer is not None},

@@ -11,12 +11,14 @@ A generation without measured rows keeps its own kernel factors and borrows the 
 with the most rows (basis 'aic kernels', or 'timed kernels' for a user's own timings); one without timed iterations
 borrows everything (basis 'extrapolated'). Fits are cached with the catalog, and by content across catalogs.
 
-User catalogs' rows (`--catalog`; any row whose origin is not the bottom layer's, usually 'shipped') are bounded by
-one rule (`engine_fit_rows`): they refit the engine factors of a generation they measured only when they speak for
-that generation, at least OVERLAY_MIN_ROWS calibrating rows across at least OVERLAY_MIN_MODELS models of it (all
-user layers together). Fewer rows, or rows of one model, leave the generation's factors as its bottom layer's rows
-fit them: the rows still answer and anchor the roofline of the engines they measured (planner.perf.anchor), which
-is where a few rows of one engine carry information; they do not set three overheads shared by every model of the
+User catalogs' rows (`--catalog`; any row whose origin is not the bottom layer's, usually 'shipped') calibrate what
+they measured: they answer and anchor the roofline of the engines they measured (model, GPU, TP, precision, engine
+and version: planner.perf.anchor), which is where a few rows of one engine carry information, and never move other
+models' or engines' answers unless the user asks. A user catalog asks with `calibrate: generation` in its
+catalog.yaml; its rows then refit the engine factors of a generation they measured when they speak for that
+generation (`engine_fit_rows`), at least OVERLAY_MIN_ROWS calibrating rows across at least OVERLAY_MIN_MODELS
+models of it (all such layers together). Without it, or with fewer rows, or rows of one model, the generation's
+factors stay as its bottom layer's rows fit them: the rows do not set three overheads shared by every model of the
 generation. Three factors fitted to a handful of points of one model and one client (often at p95/p99, often with
 HTTP and tokenization in TTFT) absorb what is particular to that model and client: two real runs moved Hopper's
 per-request overhead from 14.7 to 141 ms. And a generation that borrows engine factors borrows the donor's
@@ -340,11 +342,12 @@ def overlay_shortfall(rows: list[BenchmarkRow]) -> str | None:
 
 
 def engine_fit_rows(catalog: Catalog, architecture: str, exclude: frozenset = frozenset()) -> list[BenchmarkRow]:
-    """The rows a generation's engine factors are fitted to: its bottom layer's, and the user layers' only when they
-    speak for the generation (module docstring)."""
+    """The rows a generation's engine factors are fitted to: its bottom layer's, and those of the user layers that
+    ask to refit it (`calibrate: generation`) only when they speak for the generation (module docstring)."""
     rows = calibration_rows(catalog, architecture, exclude)
-    overlay = overlay_rows(catalog, rows)
-    return rows if overlay and overlay_shortfall(overlay) is None else base_layer_rows(catalog, rows)
+    base = base_layer_rows(catalog, rows)
+    asking = [row for row in overlay_rows(catalog, rows) if row.origin in catalog.generation_layers]
+    return base + asking if asking and overlay_shortfall(asking) is None else base
 
 
 def engine_residuals(rows: list[BenchmarkRow], shapes: list[EngineShape], eff: Efficiency, catalog: Catalog) -> list[float]:

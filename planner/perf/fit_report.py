@@ -3,8 +3,8 @@ catalogs and the engine fit").
 
 For every generation a user layer measured, `catalog_fit_effects` fits the engine factors twice: on the bottom
 layer's rows alone (the shipped fit: what the planner uses without the user catalog) and on those rows with the
-user's (the refit). It reports both, whether the rule of `planner.perf.calibration` (OVERLAY_MIN_ROWS across
-OVERLAY_MIN_MODELS models) let the refit replace the shipped fit, and the median error of the bottom layer's rows
+user's (the refit). It reports both, whether the rule of `planner.perf.calibration` (a layer asking with
+`calibrate: generation`, OVERLAY_MIN_ROWS across OVERLAY_MIN_MODELS models) let the refit replace the shipped fit, and the median error of the bottom layer's rows
 and of the user's own rows under each. `calibration_warnings` says it in the plan, naming the catalogs.
 """
 
@@ -124,12 +124,16 @@ def _effect(catalog: Catalog, architecture: str) -> CatalogFitEffect | None:
         basis = f"borrowed from {donor.architecture}'s fit to its {len(donor.rows_used)} {_layer(catalog.layers[0])} rows"
     else:
         base_factors, basis = {name: ENGINE_PRIOR[name][0] for name in ENGINE_FACTORS}, "at their prior"
-    refit = fit_engine(catalog, architecture, kernel, rows=rows)  # as engine_fit_rows gives them when admitted
+    asking = [row for row in user if row.origin in catalog.generation_layers]
+    # the refit engine_fit_rows applies (the asking layers' rows), or would apply if they all asked
+    refit = fit_engine(catalog, architecture, kernel, rows=base + (asking or user))
     before, after = _with(kernel, base_factors), _with(kernel, refit.factors)
     counts: dict[str, int] = {}
     for row in user:
         counts[row.origin] = counts.get(row.origin, 0) + 1
-    shortfall = overlay_shortfall(user)
+    shortfall = (overlay_shortfall(asking) if asking else
+                 "they calibrate the engines they measured; `calibrate: generation` in the catalog's catalog.yaml "
+                 "lets them refit the generation")  # fmt: skip
     return CatalogFitEffect(
         architecture=architecture, base_layer=catalog.layers[0],
         catalogs=tuple(sorted(counts.items())), models=tuple(sorted({row.model for row in user})),
