@@ -176,6 +176,15 @@ class Sensitivity:
     nominal_nodes: int
     demand_multiplier_limit: float  # lambda*: the nominal plan holds iff demand_scale / throughput_scale <= it
     points: tuple[SensitivityPoint, ...]
+    headroom_fraction: float = 0.0  # limits.headroom_fraction: kept free on top of lambda* x demand
+
+    @property
+    def headroom_note(self) -> str:
+        """What lambda* is measured against where the scenario keeps capacity free ('' where it keeps none)."""
+        if not self.headroom_fraction:
+            return ""
+        return (f" (with the scenario's {self.headroom_fraction:.0%} headroom still kept free: the fleet's capacity is "
+                f"{self.demand_multiplier_limit * (1 + self.headroom_fraction):.3g} x the demand)")  # fmt: skip
 
 
 def _tightened(scenario: Scenario, factor: float) -> Scenario:
@@ -245,4 +254,5 @@ def sensitivity(
         points.append(SensitivityPoint(t, d, s, not reasons, "; ".join(reasons), status, cost, nodes))
         if progress:
             progress(done + 1, len(grid))
-    return Sensitivity(scenario.name, nominal.objective_usd_per_year, nominal.totals.nodes, limit, tuple(points))
+    return Sensitivity(scenario.name, nominal.objective_usd_per_year, nominal.totals.nodes, limit, tuple(points),
+                       scenario.limits.headroom_fraction)  # fmt: skip

@@ -90,6 +90,20 @@ def test_sensitivity_holds_exactly_where_demand_over_throughput_is_within_the_li
     assert nominal_point.plan_objective_usd_per_year == result.nominal_objective_usd_per_year
 
 
+def test_sensitivity_says_its_multiplier_keeps_the_scenarios_headroom(tmp_path, cli):
+    document = yaml.safe_load(C1.read_text())
+    document.setdefault("limits", {})["headroom_fraction"] = 0.1
+    path = write_scenario(tmp_path, document)
+    result = sensitivity(path, throughput_scales=(1.0,), demand_scales=(1.0,), latency_scales=(1.0,))
+    assert result.headroom_fraction == 0.1 and "10% headroom still kept free" in result.headroom_note
+    assert f"{result.demand_multiplier_limit * 1.1:.3g} x the demand" in result.headroom_note
+    code, out, err = cli("sensitivity", path, "--throughput", "1", "--demand", "1", "--latency", "1")
+    assert code == 0, err
+    assert "headroom still kept free" in " ".join(out.split())
+    plain = sensitivity(C1, throughput_scales=(1.0,), demand_scales=(1.0,), latency_scales=(1.0,))
+    assert plain.headroom_note == ""
+
+
 def test_sensitivity_tightened_latency_limit_breaks_the_plan(catalog):
     # the measured point has TTFT 2606 ms: a limit of 3000 x 0.8 = 2400 ms is below it
     result = sensitivity(C1, throughput_scales=(1.0,), demand_scales=(1.0,), latency_scales=(1.0, 0.8))

@@ -454,7 +454,7 @@ def sensitivity_section(inputs: DecisionInputs) -> Section:
     paragraphs = [
         f"The nominal plan (planned anew from the scenario: {result.nominal_objective_usd_per_year:,.0f} USD/year, "
         f"{result.nominal_nodes} nodes) serves up to **{result.demand_multiplier_limit:.3g} x** the demand at the "
-        "throughput the plan assumes: it holds where demand scale / throughput scale stays within that. Each cell: "
+        f"throughput the plan assumes{result.headroom_note}: it holds where demand scale / throughput scale stays within that. Each cell: "
         "whether the nominal plan holds / what a plan made for that point costs (USD/year)."
     ]  # fmt: skip
     return Section(title, paragraphs, [pd.DataFrame(rows)])

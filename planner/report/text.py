@@ -548,8 +548,8 @@ def print_sensitivity(result, console: Console) -> None:
     nominal plan holds and what a plan made for that point costs."""
     console.print(
         f"Nominal plan for {result.scenario}: {result.nominal_nodes} nodes, {result.nominal_objective_usd_per_year:,.0f} "
-        f"USD/year. It serves up to {result.demand_multiplier_limit:.3g} x the demand at nominal throughput: it holds "
-        "where demand scale / throughput scale <= that."
+        f"USD/year. It serves up to {result.demand_multiplier_limit:.3g} x the demand at nominal throughput"
+        f"{result.headroom_note}: it holds where demand scale / throughput scale <= that."
     )
     for latency in sorted({p.latency_scale for p in result.points}, reverse=True):
         points = [p for p in result.points if p.latency_scale == latency]
