@@ -77,11 +77,12 @@ def hugging_face_id(aliases: tuple[str, ...], model: str, precision: str | None)
 
 
 def _precision_args(engine: str, pool: Pool, checkpoint: str, quantized: bool) -> tuple[list, list[str]]:
-    precision, notes = pool.precision, []
+    precision = pool.precision
     if precision is None:
         return [], ["the plan's row states no precision: the checkpoint is served as it is"]
     if quantized or precision == checkpoint or (precision in FOUR_BIT and checkpoint == "fp4"):
-        return [], [f"{precision}: the checkpoint is already {checkpoint if not quantized else precision} (its quantization is read from it)"]
+        return [], [f"{precision}: served from a checkpoint already in {precision if quantized else checkpoint} "
+                    "(the engine reads its quantization from it)"]
     if precision in ("bf16", "fp16"):
         return [("--dtype", "bfloat16" if precision == "bf16" else "float16")], []
     if precision == "fp8":

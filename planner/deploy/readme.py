@@ -14,9 +14,10 @@ _FILES_TEXT = {
 
 def _pool_row(pool, launch) -> str:
     counts = ", ".join(f"{p}: {n}" for p, n in pool.instances_by_period)
-    version = engine_named(pool.engine, pool.engine_version) + ("" if launch or not pool.engine_version else "")
+    version = engine_named(pool.engine, pool.engine_version)
+    version += "" if version != engine_named(pool.engine) or not pool.engine_version else f" ({pool.engine_version})"
     return (f"| {pool.name} | {pool.model} | {pool.stage} | {pool.system} ({pool.gpu}) | {pool.layout_label} | "
-            f"{pool.precision or '-'} | {version} ({pool.engine_version or 'version not stated'}) | "
+            f"{pool.precision or '-'} | {version} | "
             f"{pool.max_batch or '-'} | {pool.engine_isl} / {pool.engine_osl} | {pool.gpus_per_instance}"
             f"{f' on {pool.nodes_per_instance} nodes' if pool.nodes_per_instance > 1 else ''} | {counts} | "
             f"{', '.join(pool.workloads) or '-'} |")  # fmt: skip
@@ -54,7 +55,7 @@ def readme(planned, target: str, pools, launches: dict, files: dict, context) ->
     prefix = [w.name for w in scenario.workloads if context.prefix_cache.get(w.name)]
     spec = context.speculation
     out += [
-        f"- Engine version: each pool's, as above; flags are checked against that version's argument list "
+        "- Engine version: each pool's, as above; flags are checked against that version's argument list "
         "(planner/deploy/schemas/, read from the engine's published source on PyPI).",
         "- Batch cap: the plan's per attention-DP rank: vLLM `--max-num-seqs` (per engine core), SGLang "
         "`--max-running-requests` = cap x DP (SGLang divides it by `--dp-size` under DP attention).",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from planner.perf.serving import release_line, version_key
@@ -26,14 +26,14 @@ class ArgSchema:
         return f"{self.source.get('distribution', '?')} from {self.source.get('index', 'PyPI')} ({files}{', ...' if len(self.source.get('files', ())) > 2 else ''})"
 
 
-@lru_cache(maxsize=None)
+@cache
 def shipped_versions(engine: str) -> tuple[str, ...]:
     """The versions of `engine` with a shipped schema, oldest first."""
     names = (p.stem.partition("-")[2] for p in SCHEMA_DIR.glob(f"{engine}-*.json"))
     return tuple(sorted(names, key=version_key))
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_schema(engine: str, version: str) -> ArgSchema:
     document = json.loads((SCHEMA_DIR / f"{engine}-{version}.json").read_text(encoding="utf-8"))
     return ArgSchema(document["engine"], document["version"], document["flags"], document["source"])
