@@ -234,3 +234,24 @@ def test_output_never_overwrites_inputs_and_needs_force_in_a_used_folder(tmp_pat
     assert scenario.read_bytes() == before and (tmp_path / "README.md").exists()
     again = _cli("deploy", str(scenario), "--target", "k8s", "--out", str(tmp_path), "--progress", "none")
     assert again.returncode == 2  # the scenario is not a previous deploy's file: --force again
+
+
+@pytest.mark.parametrize("engine", LAUNCH_ENGINES)
+def test_speculative_pools_launch_with_their_method_and_draft_tokens(multi_node, engine):
+    import dataclasses
+
+    from planner.deploy import serving_context
+    from planner.deploy.engines import build_launch
+    from planner.perf.shapes import Speculation
+
+    planned = multi_node[engine]
+    pool = dataclasses.replace(build_deployment(planned, engine).pools[0], speculative=True)
+    context = dataclasses.replace(serving_context(planned), speculation=Speculation("mtp", 2, 0.7))
+    launch = build_launch(pool, context)
+    assert check_args(launch.schema, launch.all_args()) == []
+    flags = dict(launch.args)
+    if engine == "vllm":
+        assert json.loads(flags["--speculative-config"]) == {"method": "mtp", "num_speculative_tokens": 2}
+    else:
+        assert flags["--speculative-algorithm"] == "EAGLE" and flags["--speculative-num-draft-tokens"] == "3"
+    assert any("acceptance 0.7" in note for note in launch.notes)
