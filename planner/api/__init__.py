@@ -10,6 +10,7 @@ import importlib
 
 _HOME = {
     "TablesBuild": "data",
+    "deploy": "deploying",
     "WorkloadFromTrace": "data",
     "analyze_workload": "data",
     "ingest_results": "data",

@@ -9,7 +9,7 @@ when given) found a simulated latency limit conclusively missed, 6 it found none
 
 from __future__ import annotations
 
-from planner.cli import data, exploring, planning  # noqa: F401,E402 (each registers its commands on `app`)
+from planner.cli import data, deploying, exploring, planning  # noqa: F401,E402 (each registers its commands on `app`)
 from planner.cli.common import _PlainLines, _Stages, app  # noqa: F401 (tests read the progress displays here)
 
 

@@ -1,0 +1,253 @@
+"""Regenerate an engine version's argument schema (planner/deploy/schemas/<engine>-<version>.json) from its wheel.
+
+    pip download vllm==0.12.0 --no-deps -d /tmp/x
+    python -m planner.deploy.tools.engine_args /tmp/x/vllm-0.12.0-*.whl --out planner/deploy/schemas/
+
+The wheel is read as a zip, never installed nor imported: its argument definitions are parsed with `ast`.
+- vLLM (`vllm serve`): every `add_argument("--flag", ...)` of vllm/engine/arg_utils.py and
+  vllm/entrypoints/openai/cli_args.py, the frontend's generated `--<field>` for each field of `FrontendArgs`;
+  an argument built from `**get_kwargs(SomeConfig)["field"]` takes its type from the field's annotation in
+  vllm/config/*.py (vLLM's own rule: bool -> --flag/--no-flag, Literal -> choices, int, float, dict -> JSON, str).
+- SGLang (`python -m sglang.launch_server`): every `add_argument` of sglang/srt/server_args.py, with its
+  `type`, `choices` (a module-level list resolved by name) and `action`.
+Types in the schema: flag (no value), bool (vLLM's --x / --no-x, no value), int, float, str, json, choice (with
+`choices`; None where the list is built at run time), list (several values).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import json
+import re
+import sys
+import zipfile
+from pathlib import Path
+
+VLLM_FILES = ("vllm/engine/arg_utils.py", "vllm/entrypoints/openai/cli_args.py")
+VLLM_TYPE_FILES = ("vllm/model_executor/layers/quantization/__init__.py",)
+SGLANG_FILES = ("sglang/srt/server_args.py",)
+
+
+def _literal_strings(node) -> list | None:
+    """The constants of a list/tuple/set literal, or of Literal[...]; None otherwise."""
+    if isinstance(node, ast.Subscript) and ast.unparse(node.value).endswith("Literal"):
+        node = node.slice
+        items = node.elts if isinstance(node, ast.Tuple) else [node]
+        return [i.value for i in items if isinstance(i, ast.Constant)]
+    if isinstance(node, ast.List | ast.Tuple | ast.Set):
+        values = [i.value for i in node.elts if isinstance(i, ast.Constant)]
+        return values if len(values) == len(node.elts) else None
+    return None
+
+
+class Sources:
+    """The parsed modules of a wheel: module-level constants (lists, Literal aliases) and classes' field annotations."""
+
+    def __init__(self, wheel: zipfile.ZipFile, names: list[str]):
+        self.trees = {}
+        self.constants: dict[str, list] = {}
+        self.fields: dict[str, dict[str, ast.AST]] = {}
+        for name in names:
+            tree = ast.parse(wheel.read(name).decode("utf-8"), name)
+            self.trees[name] = tree
+            for node in tree.body:
+                target = value = None
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                    target, value = node.targets[0].id, node.value
+                elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+                    target, value = node.target.id, node.value
+                elif type(node).__name__ == "TypeAlias":  # Python 3.12+ `type X = ...`
+                    target, value = node.name.id, node.value
+                if target is not None:
+                    strings = _literal_strings(value)
+                    if strings is not None:
+                        self.constants[target] = strings
+                    elif isinstance(value, ast.BinOp | ast.Subscript | ast.Name):
+                        self.constants.setdefault(target, value)  # an alias of a union, resolved on use
+                if isinstance(node, ast.ClassDef):
+                    self.fields[node.name] = {
+                        item.target.id: item.annotation for item in node.body
+                        if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+                    }  # fmt: skip
+
+    def annotation_type(self, annotation, depth: int = 0) -> dict:
+        """vLLM's rule (arg_utils._compute_kwargs) on an annotation: bool, Literal choices, list, int, float, json, str."""
+        parts = self._union(annotation, depth)
+        names = [p for p in parts if not isinstance(p, list)]
+        choices = [c for p in parts if isinstance(p, list) for c in p]
+        if "bool" in names:
+            return {"type": "bool"}
+        if choices and not ({"str"} & set(names)):
+            return {"type": "choice", "choices": sorted(set(map(str, choices)))}
+        if any(n in ("list", "tuple", "set") for n in names):
+            return {"type": "list"}
+        for name in ("int", "float"):
+            if name in names:
+                return {"type": name}
+        if "dict" in names or any(n[:1].isupper() for n in names if n not in ("None",)) and "str" not in names:
+            return {"type": "json"}
+        return {"type": "str"}
+
+    def _union(self, node, depth: int) -> list:
+        if depth > 8 or node is None:
+            return []
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+            return self._union(node.left, depth + 1) + self._union(node.right, depth + 1)
+        strings = _literal_strings(node)
+        if strings is not None:
+            return [strings]
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):  # a quoted annotation
+            try:
+                return self._union(ast.parse(node.value, mode="eval").body, depth + 1)
+            except SyntaxError:
+                return ["str"]
+        if isinstance(node, ast.Subscript):
+            head = ast.unparse(node.value).split(".")[-1]
+            if head in ("Optional", "Union", "Annotated", "SkipValidation", "InitVar", "ClassVar"):
+                items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+                whole = head in ("Optional", "Union")
+                return [p for i in (items if whole else items[:1]) for p in self._union(i, depth + 1)]
+            return [head.lower() if head in ("List", "Dict", "Tuple", "Set") else head]
+        if isinstance(node, ast.Name | ast.Attribute):
+            name = ast.unparse(node).split(".")[-1]
+            if name in self.constants:
+                value = self.constants[name]
+                return [value] if isinstance(value, list) else self._union(value, depth + 1)
+            return [name]
+        return []
+
+
+def _call_flags(call: ast.Call) -> list[str]:
+    return [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--")]
+
+
+def _explicit_type(call: ast.Call, sources: Sources) -> dict | None:
+    """The type an add_argument call states itself (type=, choices=, action=, nargs=); None when it states none."""
+    keywords = {k.arg: k.value for k in call.keywords if k.arg}
+    action = keywords.get("action")
+    if action is not None:
+        text = ast.unparse(action)
+        if "store_true" in text or "store_false" in text or "store_const" in text:
+            return {"type": "flag"}
+        if "BooleanOptionalAction" in text:
+            return {"type": "bool"}
+    choices = keywords.get("choices")
+    if choices is not None:
+        values = _literal_strings(choices)
+        if values is None and isinstance(choices, ast.Name):
+            values = sources.constants.get(choices.id) if isinstance(sources.constants.get(choices.id), list) else None
+        return {"type": "choice", "choices": None if values is None else sorted(set(map(str, values)))}
+    if "nargs" in keywords and ast.unparse(keywords["nargs"]) not in ("'?'", '"?"'):
+        return {"type": "list"}
+    kind = keywords.get("type")
+    if kind is not None:
+        text = ast.unparse(kind)
+        for name in ("int", "float"):
+            if text == name:
+                return {"type": name}
+        return {"type": "json" if "json" in text else "str"}
+    return None
+
+
+def _kwargs_classes(tree: ast.AST) -> dict[str, str]:
+    """`model_kwargs = get_kwargs(ModelConfig)` -> {'model_kwargs': 'ModelConfig'}."""
+    found = {}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Call) and ast.unparse(node.value.func).endswith("get_kwargs")
+                and node.value.args):  # fmt: skip
+            found[node.targets[0].id] = ast.unparse(node.value.args[0]).split(".")[-1]
+    return found
+
+
+def vllm_flags(wheel: zipfile.ZipFile) -> tuple[dict, list[str]]:
+    names = wheel.namelist()
+    configs = sorted(n for n in names if re.fullmatch(r"vllm/config/[a-z_]+\.py", n))
+    files = [*VLLM_FILES, *configs, *(n for n in VLLM_TYPE_FILES if n in names)]
+    sources = Sources(wheel, files)
+    flags: dict[str, dict] = {}
+    for name in VLLM_FILES:
+        tree = sources.trees[name]
+        classes = _kwargs_classes(tree)
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"):
+                continue
+            entry = _explicit_type(node, sources)
+            if entry is None:
+                splats = [k.value for k in node.keywords if k.arg is None]
+                for value in splats:  # **{**scheduler_kwargs["max_num_seqs"], ...}
+                    if isinstance(value, ast.Dict):
+                        splats += [v for k, v in zip(value.keys, value.values, strict=True) if k is None]
+                for value in splats:  # **model_kwargs["max_model_len"]
+                    if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name):
+                        cls = classes.get(value.value.id)
+                        field = value.slice.value if isinstance(value.slice, ast.Constant) else None
+                        annotation = sources.fields.get(cls, {}).get(field)
+                        if annotation is None:  # an EngineArgs field (get_kwargs(EngineArgs))
+                            annotation = sources.fields.get("EngineArgs", {}).get(field)
+                        entry = sources.annotation_type(annotation) if annotation is not None else {"type": "str"}
+            entry = entry or {"type": "str"}
+            for flag in _call_flags(node):
+                _add(flags, flag, entry)
+    for field, annotation in sources.fields.get("FrontendArgs", {}).items():  # the frontend's loop over its fields
+        entry = sources.annotation_type(annotation)
+        if field in ("allowed_origins", "allowed_methods", "allowed_headers"):
+            entry = {"type": "json"}
+        if field == "middleware":
+            entry = {"type": "str"}
+        _add(flags, "--" + field.replace("_", "-"), entry)
+    return flags, files
+
+
+def sglang_flags(wheel: zipfile.ZipFile) -> tuple[dict, list[str]]:
+    sources = Sources(wheel, list(SGLANG_FILES))
+    flags: dict[str, dict] = {}
+    for node in ast.walk(sources.trees[SGLANG_FILES[0]]):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
+            entry = _explicit_type(node, sources) or {"type": "str"}
+            for flag in _call_flags(node):
+                _add(flags, flag, entry)
+    return flags, list(SGLANG_FILES)
+
+
+def _add(flags: dict, flag: str, entry: dict) -> None:
+    flags[flag] = entry
+    if entry["type"] == "bool" and not flag.startswith("--no-"):
+        flags["--no-" + flag[2:]] = {"type": "bool"}
+
+
+def schema_of(wheel_path: Path) -> dict:
+    match = re.match(r"(vllm|sglang)-([^-]+)-", wheel_path.name)
+    if match is None:
+        raise SystemExit(f"{wheel_path}: not a vllm or sglang wheel (name <package>-<version>-...whl)")
+    engine, version = match.groups()
+    with zipfile.ZipFile(wheel_path) as wheel:
+        flags, files = (vllm_flags if engine == "vllm" else sglang_flags)(wheel)
+    digest = hashlib.sha256(wheel_path.read_bytes()).hexdigest()
+    command = "vllm serve MODEL" if engine == "vllm" else "python -m sglang.launch_server --model-path MODEL"
+    return {
+        "engine": engine, "version": version, "command": command,
+        "source": {"package": engine, "version": version, "distribution": wheel_path.name, "sha256": digest,
+                   "index": "PyPI (pip download --no-deps)", "files": files,
+                   "tool": "planner/deploy/tools/engine_args.py (ast, nothing imported)"},
+        "flags": dict(sorted(flags.items())),
+    }  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("wheels", nargs="+", type=Path)
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "schemas")
+    args = parser.parse_args(argv)
+    for wheel in args.wheels:
+        schema = schema_of(wheel)
+        target = args.out / f"{schema['engine']}-{schema['version']}.json"
+        target.write_text(json.dumps(schema, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        print(f"{target}: {len(schema['flags'])} flags", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
