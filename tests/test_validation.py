@@ -63,7 +63,7 @@ MALFORMED = [
     ("quantile-out-of-range", lambda d: (d["workloads"][0].pop("peak_rps"), d["workloads"][0].update(mean_rps=5, peak_quantile=1.5)),
      ["workloads[0:chat].peak_quantile", "less than 1"]),
     ("duplicate-workload", lambda d: d["workloads"].append(copy.deepcopy(d["workloads"][0])), ["workloads[1].name", "duplicate"]),
-    ("no-price", _set(("sites", "on_prem", "systems"), ["dgx-h200"]), ["dgx-h200", "price_usd"]),
+    ("no-price", _set(("sites", "on_prem", "systems"), ["dgx-a100"]), ["dgx-a100", "price_usd"]),
     ("site-missing-for-cloud", _set(("deployment",), "cloud"), ["sites.cloud", "deployment 'cloud'"]),
     ("bad-deployment", _set(("deployment",), "moon"), ["deployment", "on-prem", "hybrid"]),
     ("bad-pue", _set(("sites", "on_prem", "pue"), 0.5), ["sites.on_prem.pue", "greater than or equal to 1"]),
