@@ -191,67 +191,87 @@ def write_text_atomic(path: Path, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
-# ---- report folders ----
+# ---- folders a command writes whole (a report, a deploy): new, empty, or a previous run's ----
 
 
-def _plain_name(name: object) -> bool:
+def _plain_name(name: object, manifest: str = REPORT_MANIFEST) -> bool:
     """A file name of the folder itself: no separator, no '.' or '..', not the manifest."""
-    return (isinstance(name, str) and name not in ("", ".", "..", REPORT_MANIFEST) and "/" not in name
+    return (isinstance(name, str) and name not in ("", ".", "..", manifest) and "/" not in name
             and "\\" not in name and "\0" not in name)  # fmt: skip
 
 
-def report_manifest_names(folder: Path) -> set[str]:
-    """The files an earlier report wrote into `folder`, as its manifest lists them; none without a readable one."""
-    manifest = Path(folder) / REPORT_MANIFEST
+def manifest_names(folder: Path, manifest: str = REPORT_MANIFEST) -> set[str]:
+    """The files an earlier run wrote into `folder`, as its manifest lists them; none without a readable one."""
+    path = Path(folder) / manifest
     try:
-        status = manifest.lstat()
+        status = path.lstat()
         if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_MANIFEST_BYTES:
             return set()
-        document = json.loads(manifest.read_text(encoding="utf-8"))
+        document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         return set()
     names = document.get("files") if isinstance(document, dict) else None
-    return {name for name in names if _plain_name(name)} if isinstance(names, list) else set()
+    return {name for name in names if _plain_name(name, manifest)} if isinstance(names, list) else set()
 
 
-def check_report_folder(folder: Path, force: bool = False, inputs: InputPaths = ()) -> None:
-    """A report folder must be new, empty, or hold only a previous report's files (those its manifest lists);
-    any other only with `force`. The report's fixed files must not be inputs of the command."""
+def report_manifest_names(folder: Path) -> set[str]:
+    """The files an earlier report wrote into `folder` (`manifest_names` of the report's manifest)."""
+    return manifest_names(folder, REPORT_MANIFEST)
+
+
+def check_managed_folder(folder: Path, names: Iterable[str], force: bool, inputs: InputPaths, manifest: str,
+                         what: str) -> None:  # fmt: skip
+    """A folder `what` ('the report', 'deploy') writes whole must be new, empty, or hold only a previous run's files
+    (those its `manifest` lists); any other only with `force`. No file to write (`names`, the manifest) may be an
+    input of the command. Refused before anything is written."""
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
-        raise PlannerInputError("--out", "out", f"{folder} is a file; the report needs a folder")
+        raise PlannerInputError("--out", "out", f"{folder} is a file; {what} needs a folder")
     inputs = list(inputs)
-    for name in (*REPORT_FILES, REPORT_MANIFEST):
+    for name in (*names, manifest):
         check_output_path(folder / name, inputs)
     if force or not folder.exists():
         return
-    previous = report_manifest_names(folder) | {REPORT_MANIFEST}
-    if not all(entry.name in previous for entry in folder.iterdir()):
+    previous = manifest_names(folder, manifest) | {manifest}
+    others = sorted(entry.name for entry in folder.iterdir() if entry.name not in previous)
+    if others:
+        run = what.removeprefix("the ")
         raise PlannerInputError(
-            "--out", "out", f"folder {folder} is not empty and holds other files than a previous report; "
-            "choose a new folder, or pass --force to write into it (only files a previous report wrote are removed)",
+            "--out", "out", f"folder {folder} is not empty and holds other files than a previous {run} "
+            f"({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}); choose a new folder, or pass --force to "
+            f"write into it (only files a previous {run} wrote are replaced or removed)",
         )  # fmt: skip
 
 
-def prepare_report_folder(folder: Path, names: Iterable[str], force: bool = False, inputs: InputPaths = ()) -> None:
-    """check_report_folder and each file to write (`names`) checked as an output; then the files an earlier
-    report listed in its manifest are removed (no stale plot stays), only regular files inside the folder and
-    never an input; then the manifest lists `names`, written before them (an interrupted report is still known)."""
+def prepare_managed_folder(folder: Path, names: Iterable[str], force: bool, inputs: InputPaths, manifest: str,
+                           what: str) -> None:  # fmt: skip
+    """check_managed_folder with the files to write (`names`); then the files an earlier run listed in its manifest
+    are removed (no stale file stays), only regular files inside the folder and never an input; then the manifest
+    lists `names`, written before them (an interrupted run is still known)."""
     folder = Path(folder)
-    inputs = list(inputs)
-    check_report_folder(folder, force, inputs)
-    names = list(names)
-    for name in names:
-        check_output_path(folder / name, inputs)
+    inputs, names = list(inputs), list(names)
+    check_managed_folder(folder, names, force, inputs, manifest, what)
     if folder.is_dir():
         root = folder.resolve()
-        for name in report_manifest_names(folder):
+        for name in manifest_names(folder, manifest):
             entry = folder / name
             if (entry.is_symlink() or not entry.is_file() or entry.resolve().parent != root
                     or overwritten_input(entry, inputs) is not None):  # fmt: skip
                 continue
             entry.unlink()
-    write_text_atomic(folder / REPORT_MANIFEST, json.dumps({"files": names}, indent=1) + "\n")
+    write_text_atomic(folder / manifest, json.dumps({"files": names}, indent=1) + "\n")
+
+
+def check_report_folder(folder: Path, force: bool = False, inputs: InputPaths = ()) -> None:
+    """A report folder must be new, empty, or hold only a previous report's files; the report's fixed files must
+    not be inputs of the command (`check_managed_folder`)."""
+    check_managed_folder(folder, REPORT_FILES, force, inputs, REPORT_MANIFEST, "the report")
+
+
+def prepare_report_folder(folder: Path, names: Iterable[str], force: bool = False, inputs: InputPaths = ()) -> None:
+    """The report folder checked, a previous report's files removed, the manifest written (`prepare_managed_folder`)."""
+    check_report_folder(folder, force, inputs)
+    prepare_managed_folder(folder, names, force, inputs, REPORT_MANIFEST, "the report")
 
 
 def slug(text: str, fallback: str = "item") -> str:
