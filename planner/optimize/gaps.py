@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from planner.candidates import CandidateSet, pipeline_wanted
 from planner.catalog import Catalog
+from planner.plan import PER_PERIOD_ROLES
 from planner.scenario import Scenario
 
 NETWORK_FIELD = "network_gbit_per_s"
-PER_PERIOD_ROLES = ("on-demand", "spot")
 
 
 def catalog_gap_warnings(scenario: Scenario, catalog: Catalog, cset: CandidateSet) -> tuple[str, ...]:

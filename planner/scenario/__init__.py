@@ -238,13 +238,14 @@ def _traffic(workloads: list[Workload], factors: dict[str, float]) -> dict[str, 
     }
 
 
-def start_up_minutes(spec: ScenarioSpec, catalog: Catalog) -> float:
-    """A rented node's lead time: the scenario's sites.cloud.start_up_minutes, else the catalog default (0 without
-    a cloud site)."""
-    if spec.sites.cloud is None:
-        return 0.0
-    given = spec.sites.cloud.start_up_minutes
-    return given if given is not None else catalog.defaults.cloud_start_up_minutes.value
+def start_up_minutes(spec: ScenarioSpec, catalog: Catalog) -> tuple[float, str]:
+    """A rented node's lead time and where it comes from: the scenario's sites.cloud.start_up_minutes ('scenario';
+    0 without a cloud site), else the catalog default ('catalog default (kind): its source')."""
+    given = spec.sites.cloud.start_up_minutes if spec.sites.cloud is not None else 0.0
+    if given is not None:
+        return given, "scenario"
+    default = catalog.defaults.cloud_start_up_minutes
+    return default.value, f"catalog default ({default.kind}): {default.source}"
 
 
 def _offers(spec: ScenarioSpec, catalog: Catalog, file: str) -> tuple[SystemOffer, ...]:
@@ -264,7 +265,7 @@ def _offers(spec: ScenarioSpec, catalog: Catalog, file: str) -> tuple[SystemOffe
                 )
             )
     if use_cloud:
-        offers.extend(cloud_offers(spec.sites.cloud, catalog, file, start_up_minutes(spec, catalog) / 60.0))
+        offers.extend(cloud_offers(spec.sites.cloud, catalog, file, start_up_minutes(spec, catalog)[0] / 60.0))
     return tuple(offers)
 
 
@@ -316,6 +317,7 @@ def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str, site_notes: 
             figures=figures, infrastructure=infrastructure,
         )
     limits = spec.limits
+    lead_minutes, lead_source = start_up_minutes(spec, catalog)
     return Scenario(
         name=spec.name,
         file=file,
@@ -329,10 +331,8 @@ def build_scenario(spec: ScenarioSpec, catalog: Catalog, file: str, site_notes: 
         cloud_software=(_figure(spec.sites.cloud.software_usd_per_gpu_per_year, defaults.software_usd_per_gpu_per_year)
                         if spec.sites.cloud is not None else None),
         cloud_minimum_billing_hours=spec.sites.cloud.minimum_billing_hours if spec.sites.cloud is not None else 0.0,
-        cloud_start_up_hours=start_up_minutes(spec, catalog) / 60.0,
-        cloud_start_up_source=("scenario" if spec.sites.cloud is None or spec.sites.cloud.start_up_minutes is not None
-                               else f"catalog default ({catalog.defaults.cloud_start_up_minutes.kind}): "
-                                    f"{catalog.defaults.cloud_start_up_minutes.source}"),  # fmt: skip
+        cloud_start_up_hours=lead_minutes / 60.0,
+        cloud_start_up_source=lead_source,
         cloud_demand_growth_per_hour=spec.sites.cloud.demand_growth_per_hour if spec.sites.cloud is not None else 0.0,
         spot_max_share=spec.sites.cloud.spot.max_share if spec.sites.cloud is not None and spec.sites.cloud.spot else 1.0,
         limits=Limits(
