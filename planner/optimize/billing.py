@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import TYPE_CHECKING
 
 import pulp
 
 from planner.catalog import Catalog
 from planner.cloud import DAYS_PER_YEAR
 from planner.infrastructure import fabric_ports, nodes_per_rack
+from planner.optimize.variables import FleetModel
 from planner.scenario import Scenario
-
-if TYPE_CHECKING:
-    from planner.optimize.model import FleetModel
 
 
 def add_racks(model: FleetModel, catalog: Catalog, site) -> None:
