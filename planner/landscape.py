@@ -21,6 +21,7 @@ from planner.catalog import Catalog
 from planner.perf import PerfQuery, PerfResult, is_modeled, limit_violation, model_precisions, modeled_points
 from planner.perf.engines import DEFAULT_ENGINE, engine_label
 from planner.perf.tables import matching_rows, result_from_row
+from planner.answers import PlannedScenario
 from planner.plan import Assignment, Plan
 from planner.scenario import Scenario, Workload
 
@@ -224,3 +225,63 @@ def engine_landscape(query: PerfQuery, catalog: Catalog, gpus_per_node: int, sou
     note = (f"chosen: {point.engine} at concurrency {chosen.concurrency} ({chosen.provenance})" if point
             else "no point of the asked engine meets the limits" if chosen is None else "the chosen point states no TPOT")  # fmt: skip
     return landscape_of("", query.model, query.isl, query.osl, limits, points, point, note, catalog, sources)
+
+
+def workload_landscapes(planned: PlannedScenario) -> list[Landscape]:
+    """For each workload the plan serves: every engine it could run on, throughput per GPU vs tokens/s per user,
+    the Pareto front and the plan's point (planner.landscape)."""
+    out = []
+    for workload in planned.scenario.workloads:
+        landscape = workload_landscape(planned.plan, planned.scenario, planned.catalog, workload.name)
+        if landscape is not None:
+            out.append(landscape)
+    return out
+
+
+@dataclass(frozen=True)
+class CurveAnswer:
+    """A latency-throughput curve over concurrency: measured/interpolated points, the roofline's, and the point
+    chosen under the limits."""
+
+    query: PerfQuery
+    gpus_per_node: int
+    data_points: tuple[PerfResult, ...]
+    modeled_points: tuple[PerfResult, ...]
+    chosen: PerfResult | None
+    miss_reason: str | None
+    landscape: Landscape | None = None  # every engine of the model on the GPU, when asked (planner.landscape)
+    percentile: float | None = None  # the latencies' percentile (None: means)
+
+
+def curve_in_catalog(query: PerfQuery, catalog: Catalog, gpus_per_node: int = 8, sources: tuple[str, ...] | None = None,
+                     percentile: float | None = None) -> CurveAnswer:  # fmt: skip
+    """One engine's points in the catalog over concurrency: its measured rows (and aiconfigurator's, where asked
+    and installed), the roofline's curve through them, and the point `estimate` chooses under the query's limits."""
+    from planner.perf import SOURCES, PerfMiss, estimate, modeled_curve
+
+    open_query = dataclasses.replace(query, concurrency=None, ttft_ms=None, tpot_ms=None, itl_ms=None, e2e_ms=None)
+    sources = sources or SOURCES
+    rows = matching_rows(catalog, open_query) if "measured" in sources else []
+    data = [result_from_row(r, catalog) for r in rows]
+    if "aic" in sources and query.tp and query.precision:
+        from planner.perf import aic
+
+        if aic.available():
+            answer = aic.aic_points(open_query, catalog.gpus[query.gpu].memory_gb, query.tp, query.precision)
+            data += [] if isinstance(answer, str) else answer
+    data = tuple(sorted(data, key=lambda p: (p.concurrency or 0, p.provenance)))
+    # the roofline needs the engine's TP and precision; a row that does not state them gets no modeled curve
+    modeled = (
+        modeled_curve(open_query, catalog, percentile) if query.tp and query.precision and "modeled" in sources
+        else PerfMiss(query, "TP/precision not stated" if not (query.tp and query.precision) else "roofline not asked for")
+    )  # fmt: skip
+    # the modeled curve runs through the measured rows, which are listed once, as data
+    modeled_points = () if isinstance(modeled, PerfMiss) else tuple(p for p in modeled if p.provenance != "measured")
+    chosen = estimate(dataclasses.replace(query, concurrency=None), catalog, sources=sources, percentile=percentile)
+    miss = chosen.reason if isinstance(chosen, PerfMiss) else None
+    if not data and not modeled_points:
+        miss = modeled.reason if isinstance(modeled, PerfMiss) else miss
+    return CurveAnswer(
+        query, gpus_per_node, data, modeled_points, None if isinstance(chosen, PerfMiss) else chosen, miss,
+        percentile=percentile,
+    )

@@ -56,7 +56,7 @@ def user_catalog(tmp_path, name: str = "lab", systems: list[dict] | None = None)
 
 @pytest.mark.parametrize("dtype", [object, "string", "str", "category"])
 def test_every_text_cell_is_made_inert_whatever_its_dtype(dtype):
-    from planner.report.spreadsheet import csv_safe_frame
+    from planner.spreadsheet import csv_safe_frame
 
     names = ["=HYPERLINK(1)", "+1", "-cmd", "@SUM(A1)", "\tx", "\rx", "a\r=HYPERLINK(2)", "ok"]
     frame = pd.DataFrame({"name": pd.Series(names, dtype=dtype), "count": [-1, 2, 3, 4, 5, 6, 7, 8],

@@ -11,6 +11,7 @@ import pytest
 
 from planner.api import perf_point, plan_file
 from planner.catalog import PRECISION_SPECS, PRECISIONS, compute_precision, load_catalog
+from planner.catalog.weights import weight_gb
 from planner.errors import PlannerInputError
 from planner.perf import PerfQuery, model_precisions
 from planner.perf.calibration import efficiency_for
@@ -59,10 +60,10 @@ def test_gpt_oss_weighs_what_its_mxfp4_checkpoint_does():
     """MXFP4 experts (4.25 bits), bf16 attention, router and embeddings: ~65 GB and ~13 GB published."""
     big, small = CATALOG.models["gpt-oss-120b"], CATALOG.models["gpt-oss-20b"]
     for precision in ("w4a16", "w4a8", "fp4"):
-        assert 63 <= big.weight_gb(precision) <= 66
-        assert 12.5 <= small.weight_gb(precision) <= 14
-    assert big.weight_gb("fp8") == pytest.approx(116.8)  # 8 and 16 bits: params x bytes, as always
-    assert big.weight_gb("bf16") == pytest.approx(233.6)
+        assert 63 <= weight_gb(big, precision) <= 66
+        assert 12.5 <= weight_gb(small, precision) <= 14
+    assert weight_gb(big, "fp8") == pytest.approx(116.8)  # 8 and 16 bits: params x bytes, as always
+    assert weight_gb(big, "bf16") == pytest.approx(233.6)
 
 
 def test_dense_4_bit_weights_carry_scales_and_keep_bf16_embeddings():
@@ -71,9 +72,9 @@ def test_dense_4_bit_weights_carry_scales_and_keep_bf16_embeddings():
     arch = model_shape(model)
     assert stored.table_params == pytest.approx(2 * arch.lm_head_params)  # embedding table and LM head, untied
     expected = (model.params_b * 1e9 - stored.table_params) * 4.25 / 8 + stored.table_params * 2
-    assert model.weight_gb("w4a16") == pytest.approx(expected / 1e9)
-    assert model.weight_gb("fp4") > model.weight_gb("w4a16") > model.params_b * 0.5  # NVFP4 4.5 bits > MXFP4 4.25
-    assert model.weight_gb("fp8") == pytest.approx(model.params_b)  # unchanged
+    assert weight_gb(model, "w4a16") == pytest.approx(expected / 1e9)
+    assert weight_gb(model, "fp4") > weight_gb(model, "w4a16") > model.params_b * 0.5  # NVFP4 4.5 bits > MXFP4 4.25
+    assert weight_gb(model, "fp8") == pytest.approx(model.params_b)  # unchanged
 
 
 def test_tied_embeddings_count_one_table():

@@ -8,6 +8,7 @@ import pytest
 
 from planner.api import plan_file
 from planner.catalog import load_catalog
+from planner.catalog.weights import weight_gb
 from planner.perf.memory import memory_fit
 from planner.requirements import words_to_tokens
 
@@ -84,13 +85,13 @@ def test_c4_peak_is_above_the_mean_by_the_seed_margins(cli_json):
 
 def test_c5_weight_memory_by_precision():
     model = load_catalog().models["llama-3.1-70b"]
-    assert model.weight_gb("fp16") == pytest.approx(141.2)  # 70.6 B params x 2 bytes ("70B -> 140 GB")
-    assert model.weight_gb("fp8") == pytest.approx(model.weight_gb("bf16") / 2)
+    assert weight_gb(model, "fp16") == pytest.approx(141.2)  # 70.6 B params x 2 bytes ("70B -> 140 GB")
+    assert weight_gb(model, "fp8") == pytest.approx(weight_gb(model, "bf16") / 2)
     # 4 bits: NVFP4's 4.5 bits per layer weight (an fp8 scale per 16) and the embedding table and LM head in bf16
     # (docs/perf-model.md, "Precisions"): 42.7 GB, not a quarter of bf16's
     tables = 2 * 128256 * 8192
-    assert model.weight_gb("fp4") == pytest.approx(((70.6e9 - tables) * 4.5 / 8 + tables * 2) / 1e9)
-    assert model.weight_gb("bf16") / 4 < model.weight_gb("fp4") < model.weight_gb("bf16") / 3
+    assert weight_gb(model, "fp4") == pytest.approx(((70.6e9 - tables) * 4.5 / 8 + tables * 2) / 1e9)
+    assert weight_gb(model, "bf16") / 4 < weight_gb(model, "fp4") < weight_gb(model, "bf16") / 3
 
 
 def test_c5_kv_bytes_per_token():

@@ -19,6 +19,7 @@ import csv
 import time
 
 from planner.catalog import load_catalog
+from planner.catalog.weights import weight_gb
 from planner.perf import aic, model_precisions
 from planner.perf.types import Layout
 from planner.perf.roofline import kv_bytes_for
@@ -54,7 +55,7 @@ COLUMNS = ("source", "model", "gpu", "tp", "dp", "ep", "precision", "decode_batc
 def fits(catalog, model: str, gpu: str, tp: int, precision: str, kv_tokens: int) -> bool:
     """Weights and the step's KV cache within 90% of the instance's memory (`tp`: its GPUs)."""
     arch, device = catalog.models[model], catalog.gpus[gpu]
-    weights = arch.weight_gb(precision) * 1e9  # 4-bit weights with their block scales (docs/perf-model.md)
+    weights = weight_gb(arch, precision) * 1e9  # 4-bit weights with their block scales (docs/perf-model.md)
     kv = kv_tokens * arch.kv_bytes_per_token(kv_bytes_for(precision))
     return weights + kv <= 0.9 * tp * device.memory_gb * 1e9
 

@@ -57,7 +57,7 @@ _HOME = {
     "with_confidence": "planning",
     "with_perf_margin": "planning",
     "with_perf_source": "planning",
-    "workload_landscapes": "planning",
+    "workload_landscapes": "exploring",
 }
 
 __all__ = sorted(n for n in _HOME if not n.startswith("_"))

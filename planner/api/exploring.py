@@ -10,24 +10,15 @@ from pathlib import Path
 from planner.catalog import Catalog, CatalogDirs, load_catalog
 from planner.errors import PlannerInputError
 from planner.api.planning import perf_layers
-from planner.landscape import Landscape, engine_landscape
-from planner.perf import PerfMiss, PerfQuery, PerfResult, estimate
+from planner.answers import PeakAnswer, PerfAnswer, UsersAnswer
+from planner.landscape import CurveAnswer, curve_in_catalog, engine_landscape, workload_landscapes  # noqa: F401 (planner.api's)
+from planner.perf import PerfMiss, PerfQuery, estimate
 from planner.perf.shapes import tensor_split_refusal
 from planner.requirements import (
     daily_active_users,
     peak_rps_from_mean,
     requests_per_day,
 )
-
-
-@dataclass(frozen=True)
-class PerfAnswer:
-    """`planner perf` output: the point (or the miss) plus node normalization facts."""
-
-    query: PerfQuery
-    result: PerfResult | None
-    miss_reason: str | None
-    percentile: float | None = None  # the latencies' percentile (None: means)
 
 
 def perf_point(query: PerfQuery, catalog_dirs: CatalogDirs = None, perf_source: str | None = None,
@@ -69,13 +60,6 @@ def _check_query_ids(query: PerfQuery, catalog: Catalog, layout_given: bool = Fa
     return query
 
 
-@dataclass(frozen=True)
-class PeakAnswer:
-    mean_rps: float
-    quantile: float
-    peak_rps: float
-
-
 def peak(mean_rps: float, quantile: float = 0.95) -> PeakAnswer:
     """Peak requests/s at a quantile of Poisson arrivals (seed case C4)."""
     from planner.scenario import MAX_RPS
@@ -85,15 +69,6 @@ def peak(mean_rps: float, quantile: float = 0.95) -> PeakAnswer:
     if not 0 < quantile < 1:
         raise PlannerInputError("--quantile", "quantile", f"must be strictly between 0 and 1 (got {quantile:g})")
     return PeakAnswer(mean_rps, quantile, peak_rps_from_mean(mean_rps, quantile))
-
-
-@dataclass(frozen=True)
-class UsersAnswer:
-    rps: float
-    hours_per_day: float
-    requests_per_user: float
-    requests_per_day: float
-    daily_active_users: int
 
 
 def users(rps: float, hours_per_day: float = 8.0, requests_per_user: float = 3.0) -> UsersAnswer:
@@ -122,26 +97,11 @@ def catalog_entries(kind: str, catalog_dirs: CatalogDirs = None) -> list[dict]:
     if kind == "benchmarks":
         return [row.model_dump(exclude_none=True) for row in catalog.benchmarks]
     if kind == "calibration":
-        from planner.perf.calibration import calibration_entries
+        from planner.perf.fit_report import calibration_entries
 
         return calibration_entries(catalog)
     entries = getattr(catalog, kind)
     return [entries[key].model_dump(exclude_none=True) for key in sorted(entries)]
-
-
-@dataclass(frozen=True)
-class CurveAnswer:
-    """A latency-throughput curve over concurrency: measured/interpolated points, the roofline's, and the point
-    chosen under the limits."""
-
-    query: PerfQuery
-    gpus_per_node: int
-    data_points: tuple[PerfResult, ...]
-    modeled_points: tuple[PerfResult, ...]
-    chosen: PerfResult | None
-    miss_reason: str | None
-    landscape: Landscape | None = None  # every engine of the model on the GPU, when asked (planner.landscape)
-    percentile: float | None = None  # the latencies' percentile (None: means)
 
 
 def curve(query: PerfQuery, gpus_per_node: int = 8, catalog_dirs: CatalogDirs = None,
@@ -157,44 +117,6 @@ def curve(query: PerfQuery, gpus_per_node: int = 8, catalog_dirs: CatalogDirs = 
         return answer
     return dataclasses.replace(answer, landscape=engine_landscape(query, catalog, gpus_per_node, sources, answer.chosen,
                                                                   percentile))  # fmt: skip
-
-
-def curve_in_catalog(query: PerfQuery, catalog: Catalog, gpus_per_node: int = 8, sources: tuple[str, ...] | None = None,
-                     percentile: float | None = None) -> CurveAnswer:  # fmt: skip
-    import dataclasses
-
-    from planner.perf import modeled_curve
-    from planner.perf.tables import matching_rows, result_from_row
-
-    open_query = dataclasses.replace(query, concurrency=None, ttft_ms=None, tpot_ms=None, itl_ms=None, e2e_ms=None)
-    from planner.perf import SOURCES
-
-    sources = sources or SOURCES
-    rows = matching_rows(catalog, open_query) if "measured" in sources else []
-    data = [result_from_row(r, catalog) for r in rows]
-    if "aic" in sources and query.tp and query.precision:
-        from planner.perf import aic
-
-        if aic.available():
-            answer = aic.aic_points(open_query, catalog.gpus[query.gpu].memory_gb, query.tp, query.precision)
-            data += [] if isinstance(answer, str) else answer
-    data = tuple(sorted(data, key=lambda p: (p.concurrency or 0, p.provenance)))
-    # the roofline needs the engine's TP and precision; a row that does not state them gets no modeled curve
-    modeled = (
-        modeled_curve(open_query, catalog, percentile) if query.tp and query.precision and "modeled" in sources
-        else PerfMiss(query, "TP/precision not stated" if not (query.tp and query.precision) else "roofline not asked for")
-    )  # fmt: skip
-    # the modeled curve runs through the measured rows, which are listed once, as data
-    modeled_points = () if isinstance(modeled, PerfMiss) else tuple(p for p in modeled if p.provenance != "measured")
-    chosen = estimate(dataclasses.replace(query, concurrency=None), catalog, sources=sources, percentile=percentile)
-    miss = chosen.reason if isinstance(chosen, PerfMiss) else None
-    if not data and not modeled_points:
-        miss = modeled.reason if isinstance(modeled, PerfMiss) else miss
-    return CurveAnswer(
-        query, gpus_per_node, data, modeled_points, None if isinstance(chosen, PerfMiss) else chosen, miss,
-        percentile=percentile,
-    )
-
 
 
 @dataclass(frozen=True)

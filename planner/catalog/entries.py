@@ -29,7 +29,7 @@ class PrecisionSpec:
 
     `weight_bits`: bits per weight of the quantized layers, block scales included (MXFP4: 4 bits + an e8m0 scale
     per 32 = 4.25; NVFP4: + an fp8 scale per 16 = 4.5). At 4 bits the embedding table and LM head stay bf16, and a
-    model shipped in fp4 keeps its published MXFP4 experts and bf16 rest (`planner.perf.roofline.weight_format`).
+    model shipped in fp4 keeps its published MXFP4 experts and bf16 rest (`planner.catalog.weights.weight_format`).
     `compute`: the tensor-core precision whose `tflops_by_precision` entry gives the rate and whose kernel factors
     (GEMM efficiency, per-layer latency, attention) apply; a weight-only format dequantizes in the GEMM.
     `kv_bytes`: the KV cache element."""
@@ -63,7 +63,7 @@ PRECISION_SPECS: dict[str, PrecisionSpec] = {spec.name: spec for spec in (
 )}  # fmt: skip
 PRECISIONS: tuple[str, ...] = tuple(PRECISION_SPECS)
 WEIGHT_ONLY_PRECISIONS: tuple[str, ...] = tuple(p for p, s in PRECISION_SPECS.items() if s.compute != p)
-# bytes per weight of the quantized layers (block scales included); a model's whole: `ModelArch.weight_gb`
+# bytes per weight of the quantized layers (block scales included); a model's whole: `planner.catalog.weights.weight_gb`
 BYTES_PER_PARAM: dict[str, float] = {p: s.weight_bytes for p, s in PRECISION_SPECS.items()}
 SHIPPED_LAYER = "shipped"
 assert set(PRECISIONS) == set(Precision.__args__), "Precision and PRECISION_SPECS name the same precisions"
@@ -224,13 +224,6 @@ class ModelArch(InputModel):
         if self.moe is not None and self.moe.active_params_b > self.params_b:
             raise ValueError(f"moe.active_params_b ({self.moe.active_params_b:g}) exceeds params_b ({self.params_b:g})")
         return self
-
-    def weight_gb(self, precision: str) -> float:
-        """Weight memory in GB (1e9 bytes) at the precision: params x bytes per parameter, the parts of a 4-bit
-        checkpoint that stay bf16 at 2 B (`planner.perf.roofline.weight_format`)."""
-        from planner.catalog.weights import weight_format
-
-        return weight_format(self, precision).total_bytes / 1e9
 
     @property
     def cache_layers(self) -> int | None:

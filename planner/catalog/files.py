@@ -53,7 +53,7 @@ def benchmark_csv_text(rows) -> str:
     spreadsheet would run as a formula (notes, sources from result files) is made inert."""
     import pandas as pd  # slow to import: only where a table is written
 
-    from planner.report.spreadsheet import csv_safe_frame
+    from planner.spreadsheet import csv_safe_frame
 
     records = [{c: getattr(row, c) for c in BENCHMARK_COLUMNS} for row in rows]
     frame = pd.DataFrame(records, columns=list(BENCHMARK_COLUMNS))

@@ -143,6 +143,12 @@ def weight_format(model: ModelArch, precision: str) -> WeightFormat:
 
 
 
+def weight_gb(model: ModelArch, precision: str) -> float:
+    """Weight memory in GB (1e9 bytes) at the precision: params x bytes per parameter, the parts of a 4-bit
+    checkpoint that stay bf16 at 2 B (`weight_format`)."""
+    return weight_format(model, precision).total_bytes / 1e9
+
+
 def supports_roofline(model: ModelArch) -> bool:
     return None not in (model.layers, model.hidden, model.kv_heads, model.head_dim)
 

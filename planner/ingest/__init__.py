@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from planner.catalog import PRECISIONS, BenchmarkRow, Catalog, ModelArch, accelerator_count, benchmark_csv_text
+from planner.catalog.weights import weight_gb
 from planner.errors import PlannerInputError, bounded_listing, clip_text
 from planner.loading import MAX_INGEST_BYTES, parse_json, read_bounded_text, short_repr, validate_model
 
@@ -347,10 +348,10 @@ def engine_of(path: Path, runs: list[Run], options: IngestOptions, catalog: Cata
     notes.append(f"{precision} from {where}")
     if precision not in gpu.precisions:
         raise PlannerInputError("--precision", "precision", f"{gpu_id} does not support {precision}; allowed: {', '.join(gpu.precisions)}")
-    weights_per_gpu = model.weight_gb(precision) / tp
+    weights_per_gpu = weight_gb(model, precision) / tp
     if weights_per_gpu > gpu.memory_gb:
         raise PlannerInputError(
-            file, "tp", f"{model_id} at {precision} has {model.weight_gb(precision):,.0f} GB of weights: over TP {tp} "
+            file, "tp", f"{model_id} at {precision} has {weight_gb(model, precision):,.0f} GB of weights: over TP {tp} "
             f"that is {weights_per_gpu:,.0f} GB per GPU, more than the {gpu.memory_gb:g} GB of a {gpu_id}; the run "
             "cannot have had this shape (check --tp, --precision and --gpu)",
         )  # fmt: skip

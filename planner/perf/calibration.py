@@ -527,35 +527,3 @@ def efficiency_for(catalog: Catalog, architecture: str, exclude: frozenset = fro
         catalog.derived[key] = cached_dataclass(catalog, ("efficiency", architecture, tuple(sorted(exclude))), Efficiency,
                                                 lambda: fit_architecture(catalog, architecture, exclude).efficiency)  # fmt: skip
     return catalog.derived[key]
-
-
-def calibration_entries(catalog: Catalog) -> list[dict]:
-    """One record per GPU generation of the catalog: the fitted factors, what they rest on and how well they fit
-    (`planner catalog calibration`), with what user catalogs' rows did to it (planner.perf.fit_report)."""
-    from planner.perf.fit_report import catalog_fit_effects
-
-    effects = {effect.architecture: effect for effect in catalog_fit_effects(catalog)}
-    entries = []
-    for architecture in _architectures(catalog):
-        fit = fit_architecture(catalog, architecture)
-        kernel, engine = fit.kernel, fit.engine
-        entries.append({
-            "architecture": architecture, "basis": fit.efficiency.basis,
-            "kernel_iterations": kernel.iterations if kernel else 0,
-            "kernel_median_error": None if kernel is None else round(kernel.median_abs_rel_error, 4),
-            "kernel_worst_error": None if kernel is None else round(kernel.worst_abs_rel_error, 4),
-            "engine_rows": len(engine.rows_used) if engine else 0,
-            "engine_median_error": None if engine is None else round(engine.median_abs_rel_error, 4),
-            "engine_rows_by_catalog": dict(engine.origins) if engine else {},
-            "user_catalogs": effects[architecture].record() if architecture in effects else None,
-            "factors": {
-                name: getattr(fit.efficiency, name) for name in (*KERNEL_FACTORS, *ENGINE_FACTORS)
-                if kernel is None or name in kernel.fitted or name in ENGINE_FACTORS
-            },
-            "calibrated_range": None if kernel is None else {
-                "max_tp": kernel.max_tp, "precisions": list(kernel.precisions), "max_prompt_tokens": kernel.max_prompt_tokens,
-                "mixture_of_experts": kernel.mixture_of_experts,
-            },
-            "source": fit.efficiency.source,
-        })  # fmt: skip
-    return entries

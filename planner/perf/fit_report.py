@@ -1,5 +1,6 @@
-"""What user catalogs' benchmark rows do to the calibration of each GPU generation (docs/perf-model.md, "User
-catalogs and the engine fit").
+"""The calibration as a report: one record per GPU generation (`calibration_entries`, `planner catalog
+calibration`), and what user catalogs' benchmark rows do to it (docs/perf-model.md, "User catalogs and the engine
+fit").
 
 For every generation a user layer measured, `catalog_fit_effects` fits the engine factors twice: on the bottom
 layer's rows alone (the shipped fit: what the planner uses without the user catalog) and on those rows with the
@@ -20,13 +21,14 @@ from planner.perf.calibration import (
     _engine_donor,
     base_layer_rows,
     calibration_rows,
+    fit_architecture,
     fit_engine,
     kernel_efficiency,
     median_error,
     overlay_rows,
     overlay_shortfall,
 )
-from planner.perf.roofline import ENGINE_FACTORS
+from planner.perf.roofline import ENGINE_FACTORS, KERNEL_FACTORS
 
 # a refit that makes the bottom layer's rows fit worse by more than this (median relative error) is a warning
 WORSE_BY = 0.01
@@ -178,3 +180,33 @@ def _pct(value: float | None) -> str:
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
+
+
+def calibration_entries(catalog: Catalog) -> list[dict]:
+    """One record per GPU generation of the catalog: the fitted factors, what they rest on and how well they fit
+    (`planner catalog calibration`), with what user catalogs' rows did to it (`catalog_fit_effects`)."""
+    effects = {effect.architecture: effect for effect in catalog_fit_effects(catalog)}
+    entries = []
+    for architecture in _architectures(catalog):
+        fit = fit_architecture(catalog, architecture)
+        kernel, engine = fit.kernel, fit.engine
+        entries.append({
+            "architecture": architecture, "basis": fit.efficiency.basis,
+            "kernel_iterations": kernel.iterations if kernel else 0,
+            "kernel_median_error": None if kernel is None else round(kernel.median_abs_rel_error, 4),
+            "kernel_worst_error": None if kernel is None else round(kernel.worst_abs_rel_error, 4),
+            "engine_rows": len(engine.rows_used) if engine else 0,
+            "engine_median_error": None if engine is None else round(engine.median_abs_rel_error, 4),
+            "engine_rows_by_catalog": dict(engine.origins) if engine else {},
+            "user_catalogs": effects[architecture].record() if architecture in effects else None,
+            "factors": {
+                name: getattr(fit.efficiency, name) for name in (*KERNEL_FACTORS, *ENGINE_FACTORS)
+                if kernel is None or name in kernel.fitted or name in ENGINE_FACTORS
+            },
+            "calibrated_range": None if kernel is None else {
+                "max_tp": kernel.max_tp, "precisions": list(kernel.precisions), "max_prompt_tokens": kernel.max_prompt_tokens,
+                "mixture_of_experts": kernel.mixture_of_experts,
+            },
+            "source": fit.efficiency.source,
+        })  # fmt: skip
+    return entries

@@ -20,7 +20,7 @@ from planner.plan import PER_PERIOD_ROLES, Plan
 from planner.report.files import write_bytes_atomic, write_text_atomic
 from planner.report.formatting import format_frame
 from planner.report.price_origins import catalog_price_origin, offer_price_origin
-from planner.report.spreadsheet import csv_safe_frame, text_cells
+from planner.spreadsheet import csv_safe_frame, text_cells
 from planner.scenario import HOURS_PER_YEAR, Scenario
 
 _EPOCH = _dt.datetime(2000, 1, 1)  # fixed workbook timestamps: same plan, same bytes
@@ -299,7 +299,7 @@ def write_csv(bom: Bom, path: Path) -> None:
 
 
 def csv_text(bom: Bom) -> str:
-    """The BOM as CSV; text a spreadsheet would run as a formula is made inert (planner.report.spreadsheet)."""
+    """The BOM as CSV; text a spreadsheet would run as a formula is made inert (planner.spreadsheet)."""
     return csv_safe_frame(bom.frame()).to_csv(index=False, lineterminator="\n")
 
 

@@ -15,13 +15,8 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from planner.api import (  # fmt: skip
-    DecisionInputs,
-    PlannedScenario,
-    curve_in_catalog,
-    workload_landscapes,
-)
-from planner.landscape import Landscape, main_assignment
+from planner.answers import DecisionInputs, PlannedScenario
+from planner.landscape import Landscape, curve_in_catalog, main_assignment, workload_landscapes
 from planner.perf import Layout, PerfQuery, is_modeled, modeled_points
 from planner.perf.roofline import supports_roofline
 from planner.report import plots

@@ -12,8 +12,8 @@ from planner.perf.types import Layout
 from planner.plan import Plan
 
 if TYPE_CHECKING:  # the answers' types, for the signatures: the report layer does not import the API
-    from planner.api.exploring import CurveAnswer, PeakAnswer, PerfAnswer, UsersAnswer
-    from planner.api.planning import DeploymentResult
+    from planner.answers import DeploymentResult, PeakAnswer, PerfAnswer, UsersAnswer
+    from planner.landscape import CurveAnswer
 
 
 def _clean(value: Any) -> Any:
@@ -155,26 +155,17 @@ def compare_document(results: tuple[DeploymentResult, ...]) -> dict:
             "diagnosis": list(r.infeasible),
             "note": r.note or None,
         })  # fmt: skip
-    from planner.api import break_even
+    from planner.answers import break_even
 
     even = break_even(results)
     return {"deployments": sides, "break_even": None if even is None else asdict(even)}
 
 
 def simulation_document(checks) -> dict:
-    """`planner simulate --json`: per workload and period, the run, its statistics and the verdict per limit
-    (`verdict` on each check and workload: holds | misses | inconclusive | not simulated; `extra_seeds` and
-    `seeds_note`: what was done about inconclusive verdicts); `verdict` over all of them; `all_ok` (every simulated
-    check holds) kept for older readers."""
-    from planner.simulate.verify import overall_verdict
+    """`planner simulate --json` (planner/simulate/document.py), the simulator imported only when asked."""
+    from planner.simulate.document import simulation_document as document
 
-    items = []
-    for check in checks:
-        item = asdict(check)
-        item["rate_rps"] = round(check.rate_rps, 6)
-        del item["wall_s"]  # machine time: the same inputs give the same bytes
-        items.append(item)
-    return {"workloads": items, "verdict": overall_verdict(checks), "all_ok": all(c.ok for c in checks if c.ok is not None)}
+    return document(checks)
 
 
 def repair_document(repair) -> dict:
@@ -213,7 +204,7 @@ def sensitivity_document(result) -> dict:
 def sensitivity_csv(result) -> str:
     import pandas as pd
 
-    from planner.report.spreadsheet import csv_safe_frame
+    from planner.spreadsheet import csv_safe_frame
 
     frame = pd.DataFrame([asdict(point) for point in result.points])
     return csv_safe_frame(frame).to_csv(index=False, lineterminator="\n")
@@ -228,7 +219,7 @@ def write_sweep_table(records, path) -> None:
 
     from planner.errors import PlannerInputError
     from planner.report.files import write_bytes_atomic, write_text_atomic
-    from planner.report.spreadsheet import csv_safe_frame
+    from planner.spreadsheet import csv_safe_frame
 
     frame = pd.DataFrame(list(records))
     if str(path).lower().endswith(".parquet"):

@@ -15,7 +15,7 @@ matplotlib.rcParams.update({"text.parse_math": False, "text.usetex": False})
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from planner.api import CurveAnswer  # noqa: E402
+from planner.landscape import CurveAnswer  # noqa: E402
 from planner.perf import is_modeled  # noqa: E402
 from planner.plan import configuration_key  # noqa: E402
 

@@ -8,11 +8,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 from matplotlib.figure import Figure
 
-from planner.api import (  # fmt: skip
-    DecisionInputs,
-    PlannedScenario,
-    output_tokens_per_year,
-)
+from planner.answers import DecisionInputs, PlannedScenario, output_tokens_per_year
 from planner.landscape import main_assignment
 from planner.plan import SIZING_TEXT
 from planner.metrics import LABELS, LATENCY_METRICS, percentile_label
@@ -150,7 +146,7 @@ PER_PERIOD_VERBS = {"on-demand": "rent on demand", "spot": "rent as spot"}
 def _usd_per_gpu_hour(plan, scenario) -> float | None:
     """Annual cost / the GPU-hours it pays for (bought and reserved GPUs all year, rented ones for their period's
     hours: planner.api.gpu_hours_per_year, as `planner compare` counts them)."""
-    from planner.api import gpu_hours_per_year
+    from planner.answers import gpu_hours_per_year
 
     hours = gpu_hours_per_year(plan, scenario)
     return plan.objective_usd_per_year / hours if hours else None
@@ -324,7 +320,7 @@ def comparison_section(planned: PlannedScenario, inputs: DecisionInputs) -> Sect
         "ones at their peak), servers capex and capex incl. site (with the site's racks, PDUs, networks, storage and installation), and status; a side that could not be planned "
         "says why."
     ]  # fmt: skip
-    from planner.api import break_even
+    from planner.answers import break_even
 
     even = break_even(inputs.comparison)
     if even is not None:

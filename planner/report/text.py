@@ -19,8 +19,8 @@ from planner.report.formatting import CAPEX_INCL_SITE, SERVERS_CAPEX, capex_text
 from planner.scenario import Scenario
 
 if TYPE_CHECKING:  # the answers' types, for the signatures: the report layer does not import the API
-    from planner.api.exploring import CurveAnswer, PeakAnswer, PerfAnswer, UsersAnswer
-    from planner.api.planning import DeploymentResult
+    from planner.answers import DeploymentResult, PeakAnswer, PerfAnswer, UsersAnswer
+    from planner.landscape import CurveAnswer
 
 
 def _ms(value: float | None) -> str:
@@ -357,7 +357,7 @@ def print_compare(results: tuple[DeploymentResult, ...], console: Console) -> No
             f"{plan.totals.capex_incl_site_usd:,.0f}",
         )
     console.print(table)
-    from planner.api import break_even
+    from planner.answers import break_even
 
     even = break_even(results)
     if even is not None:
