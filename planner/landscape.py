@@ -161,7 +161,7 @@ def workload_landscape(plan: Plan, scenario: Scenario, catalog: Catalog, workloa
     rows, the roofline where it models), with the Pareto front and the plan's point; None if the plan does not
     serve the workload. Only at the precisions the workload may plan (its `precisions:`, else the quality-keeping
     default: the candidates' own rules), so the front is one the plan could reach; the note names those left out."""
-    from planner.candidates import _Builder, engine_layouts
+    from planner.candidates import CandidateBuilder, engine_layouts
 
     assignment = main_assignment(plan, workload_name)
     if assignment is None:
@@ -170,7 +170,7 @@ def workload_landscape(plan: Plan, scenario: Scenario, catalog: Catalog, workloa
     isl, osl = assignment.bucket_isl, assignment.bucket_osl
     limits = workload.slo
     points: list[LandscapePoint] = []
-    rules = _Builder(scenario, catalog)  # what candidate enumeration allows the workload
+    rules = CandidateBuilder(scenario, catalog)  # what candidate enumeration allows the workload
     left_out: set[str] = set()
     systems = sorted({offer.system for offer in scenario.offers})
     if any(s != "modeled" for s in scenario.perf_sources) and workload.prefix_cache is None:  # rows: cold prefills

@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 
 from planner import candidates
+from planner.candidates import builder as candidate_builder
 from planner.api.planning import scenario_catalog, validate_file
 from planner.perf import layers
 from planner.perf.reach import PricedCurve, Reach
@@ -113,6 +114,6 @@ def test_a_scenario_gets_the_same_candidates_from_curves_priced_to_their_reach(n
     path = SCENARIOS / f"{name}.yaml" if name != "moe" else write_scenario(tmp_path, MOE)
     scenario = validate_file(path)
     reached = _options(scenario, scenario_catalog(path))
-    monkeypatch.setattr(candidates, "curve_reaches", lambda builder: {})  # no reach: every curve priced whole
+    monkeypatch.setattr(candidate_builder, "curve_reaches", lambda builder: {})  # no reach: every curve priced whole
     whole = _options(scenario, scenario_catalog(path))
     assert reached == whole and reached[0]

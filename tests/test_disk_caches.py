@@ -38,7 +38,7 @@ def _counting_pricing(monkeypatch) -> list:
     """Count the curves the performance model prices in this process (one process: PLANNER_WORKERS=1)."""
     priced, real = [], layers.priced_points
     monkeypatch.setenv("PLANNER_WORKERS", "1")
-    monkeypatch.setattr("planner.candidates.priced_points", lambda *a, **k: priced.append(a) or real(*a, **k))
+    monkeypatch.setattr("planner.candidates.curves.priced_points", lambda *a, **k: priced.append(a) or real(*a, **k))
     return priced
 
 

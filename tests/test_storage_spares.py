@@ -275,7 +275,7 @@ def test_a_scenario_figure_takes_the_range_of_its_catalog_default(spec, name):
 def test_the_decode_network_warning_finds_the_reason_by_its_shared_start():
     """The reason decode_network_problem gives is what decode_placement_warnings looks for, and is said without its
     'disaggregated decode: ' start."""
-    from planner.candidates import DECODE_NETWORK_REASON, DECODE_PRUNED, Pruned, _Builder
+    from planner.candidates import DECODE_NETWORK_REASON, DECODE_PRUNED, Pruned, CandidateBuilder
     from planner.optimize.readback import decode_placement_warnings
     from planner.scenario import load_scenario
 
@@ -284,7 +284,7 @@ def test_the_decode_network_warning_finds_the_reason_by_its_shared_start():
     slow = scenario.offers[0].system
     system = catalog.systems[slow]
     slowed = catalog.model_copy(update={"systems": {**catalog.systems, slow: system.model_copy(update={"network_gbit_per_s": 0.001})}})
-    reason = _Builder(scenario, slowed).decode_network_problem(scenario.offers[0])
+    reason = CandidateBuilder(scenario, slowed).decode_network_problem(scenario.offers[0])
     assert reason is not None and reason.startswith(DECODE_NETWORK_REASON)
     cset = SimpleNamespace(pruned=[Pruned("w", slow, reason, "data"), Pruned("w", "other", "disaggregated: no network", "data")])
     (warning,) = decode_placement_warnings(cset)

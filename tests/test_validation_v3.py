@@ -294,10 +294,10 @@ def test_the_slow_network_plan_meets_ttft_in_simulation_too(slow_decode_network_
 
 def test_equal_networks_keep_every_decode_candidate(catalog):
     """The shipped demo's systems have the same network per GPU: the rule removes nothing there."""
-    from planner.candidates import _Builder
+    from planner.candidates import CandidateBuilder
 
     scenario = load_scenario(SCENARIOS / "disaggregated-serving.yaml", catalog)
-    builder = _Builder(dataclasses.replace(scenario, disaggregated="always"), catalog)
+    builder = CandidateBuilder(dataclasses.replace(scenario, disaggregated="always"), catalog)
     assert all(builder.decode_network_problem(offer) is None for offer in scenario.offers)
 
 

@@ -120,7 +120,7 @@ def plan_warnings(scenario, workloads) -> tuple[str, ...]:
 
 def decode_placement_warnings(cset) -> tuple[str, ...]:
     """A system left without disaggregated decode pools because its network is slower per GPU than a system that
-    may prefill (candidates._Builder.decode_network_problem): said once per system, since it changes what the plan
+    may prefill (candidates.CandidateBuilder.decode_network_problem): said once per system, since it changes what the plan
     could have chosen."""
     reasons = {}
     for pruned in cset.pruned:

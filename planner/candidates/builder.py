@@ -1,24 +1,13 @@
-"""Candidate engine configurations and which workload buckets each can serve, at what rate per node.
-
-A candidate is one way to run a model on a node: (site, pricing, system, model, TP, precision, max batch, engine
-max ISL/OSL). Enumeration (design.md): every allowed system x TP (the ladder, within the node) x precision (the
-GPU's, as the workload allows) x max batch (the ladder) x engine lengths (from the workloads' buckets), pruned by
-memory fit, by the workloads' latency limits, and by dominance (same node, same engine lengths, no better rate for
-any bucket). Data first: where benchmark rows (or interpolation) answer for a bucket on a system, the roofline
-does not add candidates for that pair. Every pruning is counted, and its reasons kept.
-"""
+"""The enumeration's builder: the candidates of one workload bucket on one offer, from benchmark rows
+(`from_data`), from the performance model's curves (`from_model`), disaggregated (`disaggregated`), each pruned by
+memory fit, limits and engine rules with its reason kept, and the dominated ones dropped at the end."""
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
-import multiprocessing
 from collections import Counter, defaultdict
-from collections.abc import Callable
-from dataclasses import dataclass
 
-from planner import deadline
 from planner.catalog import Catalog
 from planner.metrics import LATENCY_METRICS
 from planner.perf import (
@@ -30,265 +19,31 @@ from planner.perf import (
     model_precisions,
     operating_points,
     plan_precisions,
-    priced_points,
 )
 from planner.perf.curve_cache import curve_cache
 from planner.perf.reach import PricedCurve, Reach
 from planner.perf.disagg import stage_points
 from planner.perf.engines import DEFAULT_ENGINE
-from planner.perf.serving import EngineSpec, engine_problem
+from planner.perf.serving import EngineSpec
 from planner.perf.roofline import supports_roofline
 from planner.perf.tables import instance_memory
 from planner.perf.types import Layout
 from planner.workers import can_fork, executor, map_on_ray, worker_count  # noqa: F401 (worker_count: read by tests as candidates.worker_count)
-from planner.plan import CandidateStats
-from planner.scenario import HOURS_PER_YEAR, Bucket, OnPremCosts, Scenario, SystemOffer, Workload
+from planner.scenario import Bucket, Scenario, SystemOffer, Workload
 
-
-@dataclass(frozen=True)
-class Candidate:
-    key: str
-    site: str
-    pricing: str  # capex | reserved | on-demand
-    system: str
-    gpu: str
-    gpus_per_node: int
-    model: str
-    tp: int | None
-    precision: str | None
-    max_batch: int | None
-    engine_isl: int
-    engine_osl: int
-    annual_cost_usd: float  # per node and year for capex/reserved nodes (0 for on-demand)
-    usd_per_hour: float | None  # per node-hour for on-demand nodes
-    capex_usd: float
-    power_kw: float
-    rack_units: int
-    cost_note: str
-    gpus_per_instance: int = 1
-    instances_per_node: float = 1  # a fraction for an instance over several nodes (pipeline stages)
-    gpus_per_unit: int = 1  # g[c]: the GPUs the optimizer allots at a time (docs/optimizer.md)
-    instances_per_unit: int = 1  # k[c]: instances in one unit
-    stage: str = "aggregated"  # aggregated | prefill | decode (disaggregated pools)
-    dp: int = 1
-    ep: int = 1
-    pp: int = 1
-    speculative: bool = False
-    engine: str = DEFAULT_ENGINE  # the serving engine (planner/perf/engines.py)
-    engine_version: str = ""  # the release its figures are for (its class's newest calibrated, or the pinned one)
-    pinned: bool = False  # the scenario pinned the engine's version (engine@version)
-
-    @property
-    def layout(self) -> Layout:
-        return Layout(self.tp or 1, self.dp, self.ep, self.pp)
-
-    @property
-    def layout_label(self) -> str:
-        """As plans name it: 'TP8', 'DP8 EP8', 'TP8 PP2', or '8 GPUs' for a row of a whole system (TP not stated)."""
-        return self.layout.label if self.tp else f"{self.gpus_per_instance} GPUs"
-
-    @property
-    def fixed(self) -> bool:
-        """Bought or reserved: one count for every period."""
-        return self.pricing in ("capex", "reserved")
-
-    @property
-    def variant(self) -> tuple:
-        """The engine build: what `max_engine_variants` counts."""
-        return (self.model, self.gpu, self.tp, self.precision, self.max_batch, self.engine_isl, self.engine_osl,
-                self.stage, self.dp, self.ep, self.pp, self.speculative, self.engine, self.engine_version)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Option:
-    """Bucket `bucket` of workload `workload` can run on `candidate` at `rps_per_node` within its limits."""
-
-    workload: str
-    bucket: int
-    candidate: str
-    rps_per_node: float
-    instances_per_node: float
-    perf: PerfResult
-
-    @property
-    def rps_per_instance(self) -> float:
-        return self.rps_per_node / self.instances_per_node
-
-
-def unit_rate(option: Option, candidate: Candidate) -> float:
-    """rho[w,b,c]: requests/s of one allotment unit (k[c] instances) of c for this bucket (docs/optimizer.md)."""
-    return option.rps_per_instance * candidate.instances_per_unit
-
-
-@dataclass(frozen=True)
-class Pruned:
-    workload: str
-    system: str
-    reason: str
-    kind: str = "other"  # memory | latency | data | other
-
-
-# the start of a decode pool's pruning reason where its system's network is too slow (_Builder.decode_network_problem):
-# optimize/readback.decode_placement_warnings finds those reasons by it and says them without DECODE_PRUNED
-DECODE_PRUNED = "disaggregated decode: "
-DECODE_NETWORK_REASON = DECODE_PRUNED + "its network is"
-
-
-@dataclass(frozen=True)
-class Fastest:
-    """The lowest latency any configuration that fits reaches for a workload (at concurrency 1)."""
-
-    value_ms: float
-    label: str
-
-
-@dataclass(frozen=True)
-class CandidateSet:
-    candidates: tuple[Candidate, ...]
-    options: tuple[Option, ...]
-    pruned: tuple[Pruned, ...]
-    stats: CandidateStats
-    fastest: dict[str, dict[str, Fastest]]  # workload -> metric (planner.metrics.LATENCY_METRICS) -> fastest
-    course_sized: tuple[str, ...] = ()  # workloads a closed-loop row sized under random arrivals (no model for them)
-
-    def candidate(self, key: str) -> Candidate:
-        return self._by_key()[key]
-
-    def _by_key(self) -> dict[str, Candidate]:
-        cache = self.__dict__.get("_index")
-        if cache is None:
-            cache = {c.key: c for c in self.candidates}
-            object.__setattr__(self, "_index", cache)
-        return cache
-
-    def options_of(self, candidate_key: str) -> tuple[Option, ...]:
-        cache = self.__dict__.get("_by_candidate")
-        if cache is None:
-            cache = defaultdict(list)
-            for option in self.options:
-                cache[option.candidate].append(option)
-            object.__setattr__(self, "_by_candidate", cache)
-        return tuple(cache.get(candidate_key, ()))
-
-
-
-def restrict_candidates(cset: CandidateSet, offers) -> CandidateSet:
-    """The candidates of these offers only (`planner compare` enumerates the widest deployment once and solves
-    each deployment on its part). Dominance never compares candidates of different sites, so what remains is
-    what enumerating the narrower deployment would give."""
-    allowed = {(o.site, o.pricing, o.system) for o in offers}
-    systems = {o.system for o in offers}
-    candidates = tuple(c for c in cset.candidates if (c.site, c.pricing, c.system) in allowed)
-    keys = {c.key for c in candidates}
-    options = tuple(o for o in cset.options if o.candidate in keys)
-    pruned = tuple(p for p in cset.pruned if p.system in systems)
-    stats = dataclasses.replace(cset.stats, kept=len(candidates), options=len(options),
-                                pruned=tuple(p for p in cset.stats.pruned if p[1] in systems))  # fmt: skip
-    return CandidateSet(candidates, options, pruned, stats, cset.fastest, cset.course_sized)
-
-
-def on_prem_annual_cost_usd(price_usd: float, power_kw: float, rack_units: int, costs: OnPremCosts) -> tuple[float, str]:
-    """A bought node's line: capex x a(r, n) (the annuity: planner/infrastructure.py) + kW x utilization x PUE x
-    $/kWh x 8760 h + RU x space $/RU/year. Support, facility, software and installation are lines of their own
-    (planner.infrastructure.node_extras_usd_per_year, in the objective through optimize/model.py)."""
-    capital = price_usd * costs.annuity
-    energy = power_kw * costs.utilization_power_factor * costs.pue * costs.usd_per_kwh * HOURS_PER_YEAR
-    space = rack_units * costs.space_usd_per_rack_unit_per_year
-    amortized = (f"{price_usd:,.0f} USD / {costs.amortization_years:g} y" if costs.cost_of_capital_per_year <= 0 else
-                 f"{price_usd:,.0f} USD x annuity {costs.annuity:.4f} ({costs.amortization_years:g} y at "
-                 f"{costs.cost_of_capital_per_year:.1%})")  # fmt: skip
-    note = (
-        f"{amortized} + {power_kw:g} kW x {costs.utilization_power_factor:g}"
-        f" x PUE {costs.pue:g} x {costs.usd_per_kwh:g} USD/kWh x 8760 h"
-        + (f" + {rack_units} RU x {costs.space_usd_per_rack_unit_per_year:g} USD/RU/y" if space else "")
-    )
-    return capital + energy + space, note
-
-
-def offer_costs(offer: SystemOffer, scenario: Scenario) -> dict:
-    """Per-node cost fields of a candidate on this offer."""
-    if offer.pricing == "capex":
-        annual, note = on_prem_annual_cost_usd(offer.price_usd, offer.power_kw, offer.rack_units or 0, scenario.on_prem_costs)
-        return dict(annual_cost_usd=annual, usd_per_hour=None, capex_usd=offer.price_usd, power_kw=offer.power_kw,
-                    rack_units=offer.rack_units or 0, cost_note=note)  # fmt: skip
-    if offer.pricing == "reserved":
-        term = f", {offer.term_months:g}-month term" if offer.term_months else ""
-        return dict(annual_cost_usd=offer.usd_per_hour * HOURS_PER_YEAR, usd_per_hour=None, capex_usd=0.0, power_kw=0.0,
-                    rack_units=0, cost_note=f"reserved {offer.usd_per_hour:g} USD/h x 8760 h{term}")  # fmt: skip
-    if offer.pricing == "spot":
-        note = f"spot {offer.usd_per_hour:g} USD/h x hours of each period, capacity x {offer.capacity_factor:.3g}"
-    else:
-        note = f"on demand {offer.usd_per_hour:g} USD/h x hours of each period"
-    return dict(annual_cost_usd=0.0, usd_per_hour=offer.usd_per_hour, capex_usd=0.0, power_kw=0.0, rack_units=0,
-                cost_note=note)  # fmt: skip
-
-
-def engine_lengths_by_model(scenario: Scenario) -> dict[str, list[tuple[int, int]]]:
-    """Engine max (ISL, OSL) variants per model: every bucket cell, and each workload's envelope of its buckets."""
-    lengths: dict[str, set[tuple[int, int]]] = defaultdict(set)
-    for workload in scenario.workloads:
-        cells = {b.engine_lengths for b in workload.buckets}
-        lengths[workload.model] |= cells
-        lengths[workload.model].add((max(i for i, _ in cells), max(o for _, o in cells)))
-    return {model: sorted(values) for model, values in lengths.items()}
-
-
-def unit_shape(gpus_per_instance: int, gpus_per_node: int, share_nodes: bool) -> tuple[int, int]:
-    """(g, k): GPUs of one allotment unit and the instances it holds. Shared nodes: the smallest slot of the node's
-    chain (powers of two dividing the node, then the whole node) that holds an instance; the chain's sizes divide
-    each other, so any units whose GPUs add up to at most the nodes' GPUs pack into the nodes. Where slots would
-    hold fewer instances than the node (an odd instance size), or nodes are not shared: the whole node."""
-    if gpus_per_instance > gpus_per_node:  # an instance over whole nodes: its nodes are the unit
-        return gpus_per_instance, 1
-    per_node = gpus_per_node // gpus_per_instance
-    if share_nodes:
-        chain = [2**i for i in range(gpus_per_node.bit_length()) if gpus_per_node % 2**i == 0] + [gpus_per_node]
-        slot = min(size for size in chain if size >= gpus_per_instance)
-        if (gpus_per_node // slot) * (slot // gpus_per_instance) == per_node:
-            return slot, slot // gpus_per_instance
-    return gpus_per_node, per_node
-
-
-def _key(offer: SystemOffer, model: str, point: PerfResult, batch, isl: int, osl: int, speculative: bool = False,
-         pinned: bool = False) -> str:  # fmt: skip
-    tp_part = Layout(point.tp, point.dp, point.ep, point.pp).label.lower().replace(" ", "-") if point.tp else f"{point.gpus_per_instance}gpu"
-    engine = point.engine + (f"@{point.engine_version}" if pinned else "")
-    extra = ([point.stage] if point.stage != "aggregated" else []) + (["spec"] if speculative else []) + (
-        [engine] if engine != DEFAULT_ENGINE else [])
-    return "/".join((offer.site, offer.pricing, offer.system, model, tp_part, point.precision or "prec?",
-                     f"b{batch}" if batch else "b?", f"{isl}x{osl}", *extra))  # fmt: skip
-
-
-def engine_layouts(scenario: Scenario, catalog: Catalog, model_id: str, system_id: str) -> list[Layout]:
-    """The layouts tried for a model on a system: TP over the ladder within a node; for a mixture of experts,
-    attention data parallelism with expert parallelism over 2 .. all of the node's GPUs (GB200 NVL72: up to 72);
-    for a model whose bf16 weights no node holds, TP over a whole node and pipeline stages over 2 .. the
-    scenario's max_pipeline_nodes nodes (where the catalog gives the node's network)."""
-    model, system = catalog.models[model_id], catalog.systems[system_id]
-    node = system.gpus_per_node
-    layouts = [Layout(tp) for tp in scenario.tp_ladder if tp <= node]
-    if model.moe is not None and scenario.expert_parallel and model.moe.experts > 1:
-        sizes = [g for g in (2, 4, 8, 16, 32, 64, 72) if g <= node and g <= model.moe.experts and g in {*scenario.tp_ladder, 16, 32, 64, 72}]
-        layouts += [Layout(1, g, g) for g in sizes]
-    if pipeline_wanted(scenario, catalog, model_id, system_id) and system.network_gbit_per_s is not None:
-        layouts += [Layout(node, pp=n) for n in range(2, scenario.max_pipeline_nodes + 1)]
-    return layouts
-
-
-def pipeline_wanted(scenario: Scenario, catalog: Catalog, model_id: str, system_id: str) -> bool:
-    """Whether pipeline stages over several nodes are tried for the model on the system: its bf16 weights exceed
-    one node's usable memory and the TP ladder reaches the whole node (they then also need the node's network)."""
-    model, system = catalog.models[model_id], catalog.systems[system_id]
-    node = system.gpus_per_node
-    widest = max((tp for tp in scenario.tp_ladder if tp <= node), default=0)
-    usable_gb = catalog.gpus[system.gpu].memory_gb * node * (1 - catalog.defaults.memory_reserve_fraction.value)
-    return widest == node and model.params_b * 2 > usable_gb
+from planner.candidates.curves import curve_reaches, price_curve
+from planner.candidates.offers import candidate_key, engine_layouts, engine_lengths_by_model, offer_costs, unit_shape
+from planner.candidates.types import DECODE_NETWORK_REASON, Candidate, Fastest, Option, Pruned, unit_rate
 
 
 _UNOPENED = object()  # a builder's curve cache not opened yet
 
 
-class _Builder:
+class CandidateBuilder:
+    """One enumeration's state: the candidates and options made so far, what was pruned and why, the curves priced
+    (in this process or kept by earlier runs) and the engine being enumerated; `from_data`, `from_model` and
+    `disaggregated` add a bucket's candidates on an offer, `drop_dominated` ends it."""
+
     def __init__(self, scenario: Scenario, catalog: Catalog):
         self.scenario, self.catalog = scenario, catalog
         self.candidates: dict[str, Candidate] = {}
@@ -354,7 +109,7 @@ class _Builder:
             self.prune(workload, offer, f"no request throughput in {point.source}")
             return None
         pinned = self.engine_version is not None
-        key = _key(offer, workload.model, point, batch, *lengths, speculative, pinned)
+        key = candidate_key(offer, workload.model, point, batch, *lengths, speculative, pinned)
         if key not in self.candidates:
             self.candidates[key] = Candidate(
                 key=key, site=offer.site, pricing=offer.pricing, system=offer.system, gpu=system.gpu,
@@ -713,225 +468,3 @@ class _Builder:
             (b.gpus_per_node, w.gpus_per_node),
         )  # fmt: skip
         return all(m * x <= y + 1e-9 for x, y in pairs)
-
-
-CANDIDATE_STAGE = "pricing candidates (workload x system)"
-PARALLEL_MIN_CURVES = 24  # fewer curves are priced in this process: forking costs more than it saves
-_FORKED: _Builder | None = None  # the builder forked workers price curves for (inherited by fork, never pickled)
-
-
-def serves_aggregated(scenario: Scenario, workload: Workload) -> bool:
-    """Whether the workload gets aggregated candidates: all but a streaming one under `disaggregated: always`."""
-    return scenario.disaggregated != "always" or workload.mode == "offline"
-
-
-def price_curve(context: tuple[Catalog, bool, bool], key: tuple, reach: Reach | None = None) -> PricedCurve:
-    """One engine curve: its modeled points (or why there are none), from the builder's `context` (catalog, whether
-    aiconfigurator's tables answer where the roofline extrapolates, whether measured rows anchor it); `key` is the
-    builder's (shape, layout, precision, percentile, speculation, hop bytes/s), `reach` the asks it is priced for
-    (planner/perf/reach.py). A pure function of its arguments, wherever it runs."""
-    catalog, aic, anchored = context
-    shape, layout, precision, percentile, speculation, hop_bytes_per_s = key
-    return priced_points(shape, catalog, layout.tp, precision, percentile, aic_where_extrapolated=aic, layout=layout,
-                         speculation=speculation, hop_bytes_per_s=hop_bytes_per_s, reach=reach, anchored=anchored)  # fmt: skip
-
-
-def _price_on_ray(context: tuple[Catalog, bool, bool], item: tuple) -> PricedCurve:
-    """A Ray task's curve: `item` is (memo key, reach)."""
-    return price_curve(context, *item)
-
-
-def _price_curve(key: tuple) -> tuple:
-    """In a forked worker: one engine curve (the builder's memo key) and its points (none past the deadline)."""
-    deadline.check(CANDIDATE_STAGE)
-    return key, _FORKED.priced(key)
-
-
-def modeled_curve_keys(builder: _Builder):
-    """(workload, offer, whether its engine is the reference release rows were measured on, memo key) of every
-    modeled curve the enumeration may ask for (`from_model`'s curve specs, aggregated serving); the builder's engine
-    is as it was afterwards."""
-    scenario, catalog = builder.scenario, builder.catalog
-    engine, version = builder.engine, builder.engine_version
-    try:
-        for workload in scenario.workloads:
-            if not supports_roofline(catalog.models[workload.model]) or not serves_aggregated(scenario, workload):
-                continue
-            for offer, label in itertools.product(scenario.offers, workload.engines):
-                reference = builder.use_engine(label) == DEFAULT_ENGINE and builder.engine_version is None
-                for bucket in workload.buckets:
-                    for shape, layout, precision, speculation, hop in builder.curve_specs(offer, workload, bucket):
-                        yield workload, offer, reference, (shape, layout, precision, workload.slo.percentile, speculation, hop)
-    finally:
-        builder.engine, builder.engine_version = engine, version
-
-
-def curve_reaches(builder: _Builder) -> dict[tuple, Reach]:
-    """Per memo key of a modeled curve the scenario may ask for: the asks of the workloads reading it, their
-    latency limits with the largest batch cap of the ladder (every smaller cap reads a prefix of what it reads)."""
-    cap = max(builder.scenario.max_batch_ladder)
-    asks: dict[tuple, dict] = defaultdict(dict)
-    for workload, _, _, key in modeled_curve_keys(builder):
-        asks[key][(workload.slo, cap)] = None
-    return {key: Reach(tuple(found)) for key, found in asks.items()}
-
-
-def _prefetch_on_ray(builder: _Builder, keys: list[tuple], progress) -> int:
-    """The curves as Ray tasks (`--executor ray`): the catalog, its calibration fits made, goes to the object store
-    once; each task prices a few curves with `price_curve`. Checked against the deadline as results come back."""
-    if progress is not None:
-        progress(0, len(keys), f"pricing {len(keys)} engine curves on Ray")
-    context = builder.context
-
-    def report(done: int, total: int) -> None:
-        deadline.check(CANDIDATE_STAGE)
-        if progress is not None:
-            progress(done, total)
-
-    items = [(key, builder.reach(key)) for key in keys]
-    for key, points in zip(keys, map_on_ray(_price_on_ray, context, items, report)):
-        builder.curves[key] = points
-        builder.keep_curve(key)
-    return len(keys)
-
-
-@dataclass(frozen=True)
-class CurveTally:
-    """The modeled engine curves an enumeration asks for before it starts: how many, how many were kept from an
-    earlier run (or this process), how many were priced in parallel and where; the rest are priced as reached."""
-
-    needed: int = 0
-    kept: int = 0
-    priced: int = 0
-    where: str = ""
-
-    def describe(self) -> str:
-        """'224 modeled engine curves: 98 kept from earlier runs, 126 priced on 2 processes' (empty: none needed)."""
-        if not self.needed:
-            return ""
-        parts = [f"{self.kept} kept from earlier runs"] if self.kept else []
-        if self.priced:
-            parts.append(f"{self.priced} priced {self.where}")
-        if self.needed - self.kept - self.priced > 0:
-            parts.append(f"{self.needed - self.kept - self.priced} priced here as reached")
-        return f"{self.needed} modeled engine curve{'s' if self.needed != 1 else ''}: {', '.join(parts)}"
-
-
-def prefetch_curves(builder: _Builder, progress: Callable[..., None] | None = None) -> CurveTally:
-    """Price the engine curves the enumeration will ask the roofline for, in parallel processes, into the builder's
-    memo; the enumeration then runs as before and finds them there, so its result is the same whatever the number of
-    processes (the curves are pure functions of their keys). Curves of a (model, GPU) with benchmark rows are left to
-    the enumeration (data may answer and need none). The calibration fits and lazy imports happen here, once,
-    before the fork. On `--executor ray` (planner.workers.executor) every pending curve is a Ray task instead.
-    Returns the tally: curves needed, kept from earlier runs, priced in parallel (none where there are too few, one
-    process, or no fork on this platform)."""
-    global _FORKED
-    scenario, catalog = builder.scenario, builder.catalog
-    if "modeled" not in scenario.perf_sources:
-        return CurveTally()
-    with_rows = {(row.model, row.gpu) for row in catalog.benchmarks}
-    pending: dict[tuple, None] = {}
-    needed: set[tuple] = set()
-    for workload, offer, reference, key in modeled_curve_keys(builder):
-        if reference and (workload.model, catalog.systems[offer.system].gpu) in with_rows:
-            continue
-        needed.add(key)
-        if not builder.has_curve(key):
-            pending[key] = None
-    tally = CurveTally(len(needed), len(needed) - len(pending))
-    on_ray = executor() == "ray" and bool(pending)
-    workers = min(worker_count(), len(pending) // 8)
-    if not on_ray and (workers < 2 or len(pending) < PARALLEL_MIN_CURVES or not can_fork()):
-        return tally
-    from planner.perf import open_loop  # noqa: F401 (imported once, before the fork)
-    from planner.perf.calibration import fit_kernels
-    from planner.perf.engines import calibrated
-
-    for model, gpu, engine, version in sorted({(key[0].model, key[0].gpu, key[0].engine, key[0].engine_version or "")
-                                               for key in pending}):  # fmt: skip
-        calibrated(catalog, model, gpu, engine, version or None)  # the calibration fits, kept with the catalog
-        fit_kernels(catalog, catalog.gpus[gpu].architecture)
-    rest = list(pending)
-    if on_ray:
-        return dataclasses.replace(tally, priced=_prefetch_on_ray(builder, rest, progress), where="on Ray")
-    if progress is not None:
-        kept = f" ({tally.kept} kept from earlier runs)" if tally.kept else ""
-        progress(0, len(rest), f"pricing {len(rest)} engine curves on {workers} processes{kept}")
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
-
-    _FORKED = builder
-    done = 0
-    try:
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            for done, (key, points) in enumerate(pool.map(_price_curve, rest, chunksize=4), start=1):
-                if deadline.remaining_s() is not None and deadline.remaining_s() <= 0:
-                    pool.shutdown(wait=False, cancel_futures=True)  # the workers stop at their next curve
-                    deadline.check(CANDIDATE_STAGE)
-                builder.curves[key] = points
-                builder.keep_curve(key)
-                if progress is not None:
-                    progress(done, len(rest))
-    except (BrokenProcessPool, OSError):  # a worker killed (memory) or no process to start: price the rest here
-        pass
-    finally:
-        _FORKED = None
-    return dataclasses.replace(tally, priced=done, where=f"on {workers} processes")
-
-
-def enumerate_candidates(
-    scenario: Scenario, catalog: Catalog, progress: Callable[..., None] | None = None
-) -> CandidateSet:
-    """For every workload bucket x allowed system: the engine configurations that fit and meet the limits.
-    `progress(0, total, CANDIDATE_STAGE)` names the stage before the first workload x system pair (with the tally of
-    modeled engine curves inside its brackets where there are any: kept from earlier runs, priced in parallel,
-    priced as reached), then `progress(done, total)` follows each one (the CLI draws a bar with it)."""
-    builder = _Builder(scenario, catalog)
-    tally = prefetch_curves(builder, progress).describe()
-    total, done = len(scenario.workloads) * len(scenario.offers), 0
-    if progress is not None:
-        progress(0, total, f"{CANDIDATE_STAGE[:-1]}; {tally})" if tally else CANDIDATE_STAGE)
-    for workload in scenario.workloads:
-        for offer in scenario.offers:
-            done += 1
-            split = scenario.disaggregated != "never" and "modeled" in scenario.perf_sources
-            unrun = builder.precision_problem(workload, offer)
-            if unrun is not None:  # said once for the pair, not once per bucket and engine
-                builder.prune(workload, offer, unrun)
-            for label, (index, bucket) in itertools.product(workload.engines if unrun is None else (), enumerate(workload.buckets)):
-                deadline.check(CANDIDATE_STAGE)
-                engine = builder.use_engine(label)
-                elsewhere = engine_problem(engine, catalog.gpu_of(offer.system).architecture)
-                if elsewhere is not None:  # TensorRT-LLM on AMD, ATOM on NVIDIA: said once, not per layout
-                    builder.prune(workload, offer, elsewhere, "data")
-                    continue
-                if split:
-                    builder.disaggregated(offer, workload, index, bucket)
-                if not serves_aggregated(scenario, workload):
-                    continue
-                # benchmark rows are of the reference engine: another engine (or a pinned release) is the roofline's
-                answered = engine == DEFAULT_ENGINE and builder.engine_version is None and builder.from_data(offer, workload, index, bucket)
-                if not answered and "modeled" in scenario.perf_sources:
-                    builder.from_model(offer, workload, index, bucket)
-                elif not answered:
-                    builder.prune(
-                        workload, offer,
-                        f"no benchmark row for {workload.model} on {catalog.systems[offer.system].gpu} at ISL "
-                        f"{bucket.isl_tokens} / OSL {bucket.osl_tokens} (sources: {', '.join(scenario.perf_sources)})",
-                        "data",
-                    )  # fmt: skip
-            if progress is not None:
-                progress(done, total)
-    builder.drop_dominated()
-    if builder._store not in (_UNOPENED, None) and builder._store.written:  # a run that kept nothing new trims nothing
-        builder._store.trim()
-    ordered = tuple(builder.candidates[k] for k in sorted(builder.candidates))
-    options = tuple(builder.options[k] for k in sorted(builder.options))
-    pruned = tuple(dict.fromkeys(builder.pruned))  # same reason for several batch caps: once
-    stats = CandidateStats(
-        generated=builder.counts["generated"], pruned_memory=builder.counts["memory"],
-        pruned_latency=builder.counts["latency"], pruned_dominated=builder.counts["dominated"], kept=len(ordered),
-        options=len(options), pruned=tuple((p.workload, p.system, p.reason) for p in pruned),
-    )  # fmt: skip
-    return CandidateSet(ordered, options, pruned, stats, {w: dict(m) for w, m in builder.fastest.items()},
-                        tuple(sorted(builder.course_sized)))

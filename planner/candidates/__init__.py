@@ -1,0 +1,103 @@
+"""Candidate engine configurations and which workload buckets each can serve, at what rate per node.
+
+A candidate is one way to run a model on a node: (site, pricing, system, model, TP, precision, max batch, engine
+max ISL/OSL). Enumeration (design.md): every allowed system x TP (the ladder, within the node) x precision (the
+GPU's, as the workload allows) x max batch (the ladder) x engine lengths (from the workloads' buckets), pruned by
+memory fit, by the workloads' latency limits, and by dominance (same node, same engine lengths, no better rate for
+any bucket). Data first: where benchmark rows (or interpolation) answer for a bucket on a system, the roofline
+does not add candidates for that pair. Every pruning is counted, and its reasons kept.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+from planner import deadline
+from planner.candidates.builder import _UNOPENED, CandidateBuilder
+from planner.candidates.curves import curve_reaches, modeled_curve_keys, price_curve, serves_aggregated  # noqa: F401 (the package's names)
+from planner.candidates.offers import (  # noqa: F401 (the package's names)
+    candidate_key,
+    engine_layouts,
+    engine_lengths_by_model,
+    offer_costs,
+    on_prem_annual_cost_usd,
+    pipeline_wanted,
+    unit_shape,
+)
+from planner.candidates.parallel import CANDIDATE_STAGE, PARALLEL_MIN_CURVES, CurveTally, prefetch_curves  # noqa: F401
+from planner.candidates.types import (  # noqa: F401 (the package's names)
+    DECODE_NETWORK_REASON,
+    DECODE_PRUNED,
+    Candidate,
+    CandidateSet,
+    Fastest,
+    Option,
+    Pruned,
+    restrict_candidates,
+    unit_rate,
+)
+from planner.catalog import Catalog
+from planner.perf.engines import DEFAULT_ENGINE
+from planner.perf.serving import engine_problem
+from planner.plan import CandidateStats
+from planner.scenario import Scenario
+from planner.workers import worker_count  # noqa: F401 (read by tests as candidates.worker_count)
+
+
+def enumerate_candidates(
+    scenario: Scenario, catalog: Catalog, progress: Callable[..., None] | None = None
+) -> CandidateSet:
+    """For every workload bucket x allowed system: the engine configurations that fit and meet the limits.
+    `progress(0, total, CANDIDATE_STAGE)` names the stage before the first workload x system pair (with the tally of
+    modeled engine curves inside its brackets where there are any: kept from earlier runs, priced in parallel,
+    priced as reached), then `progress(done, total)` follows each one (the CLI draws a bar with it)."""
+    builder = CandidateBuilder(scenario, catalog)
+    tally = prefetch_curves(builder, progress).describe()
+    total, done = len(scenario.workloads) * len(scenario.offers), 0
+    if progress is not None:
+        progress(0, total, f"{CANDIDATE_STAGE[:-1]}; {tally})" if tally else CANDIDATE_STAGE)
+    for workload in scenario.workloads:
+        for offer in scenario.offers:
+            done += 1
+            split = scenario.disaggregated != "never" and "modeled" in scenario.perf_sources
+            unrun = builder.precision_problem(workload, offer)
+            if unrun is not None:  # said once for the pair, not once per bucket and engine
+                builder.prune(workload, offer, unrun)
+            for label, (index, bucket) in itertools.product(workload.engines if unrun is None else (), enumerate(workload.buckets)):
+                deadline.check(CANDIDATE_STAGE)
+                engine = builder.use_engine(label)
+                elsewhere = engine_problem(engine, catalog.gpu_of(offer.system).architecture)
+                if elsewhere is not None:  # TensorRT-LLM on AMD, ATOM on NVIDIA: said once, not per layout
+                    builder.prune(workload, offer, elsewhere, "data")
+                    continue
+                if split:
+                    builder.disaggregated(offer, workload, index, bucket)
+                if not serves_aggregated(scenario, workload):
+                    continue
+                # benchmark rows are of the reference engine: another engine (or a pinned release) is the roofline's
+                answered = engine == DEFAULT_ENGINE and builder.engine_version is None and builder.from_data(offer, workload, index, bucket)
+                if not answered and "modeled" in scenario.perf_sources:
+                    builder.from_model(offer, workload, index, bucket)
+                elif not answered:
+                    builder.prune(
+                        workload, offer,
+                        f"no benchmark row for {workload.model} on {catalog.systems[offer.system].gpu} at ISL "
+                        f"{bucket.isl_tokens} / OSL {bucket.osl_tokens} (sources: {', '.join(scenario.perf_sources)})",
+                        "data",
+                    )  # fmt: skip
+            if progress is not None:
+                progress(done, total)
+    builder.drop_dominated()
+    if builder._store not in (_UNOPENED, None) and builder._store.written:  # a run that kept nothing new trims nothing
+        builder._store.trim()
+    ordered = tuple(builder.candidates[k] for k in sorted(builder.candidates))
+    options = tuple(builder.options[k] for k in sorted(builder.options))
+    pruned = tuple(dict.fromkeys(builder.pruned))  # same reason for several batch caps: once
+    stats = CandidateStats(
+        generated=builder.counts["generated"], pruned_memory=builder.counts["memory"],
+        pruned_latency=builder.counts["latency"], pruned_dominated=builder.counts["dominated"], kept=len(ordered),
+        options=len(options), pruned=tuple((p.workload, p.system, p.reason) for p in pruned),
+    )  # fmt: skip
+    return CandidateSet(ordered, options, pruned, stats, {w: dict(m) for w, m in builder.fastest.items()},
+                        tuple(sorted(builder.course_sized)))
