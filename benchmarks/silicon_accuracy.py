@@ -29,7 +29,8 @@ from importlib import resources
 
 from planner.catalog import load_catalog
 from planner.errors import PlannerInputError
-from planner.perf import PerfQuery, PerfResult, _curve, engines
+from planner.perf import PerfQuery, PerfResult, engines
+from planner.perf.engine_curve import whole_curve as _curve
 from planner.perf.types import Layout
 
 PRECISION = {"fp8": "fp8", "fp4": "fp4", "bf16": "bf16", "int4": "w4a16"}

@@ -13,7 +13,7 @@ import pytest
 from conftest import write_scenario
 
 from planner.perf import PerfQuery, engine_shape, estimate, step_efficiency
-from planner.perf.layers import _curve
+from planner.perf.engine_curve import whole_curve as _curve
 from planner.perf.serving import kv_admission
 from planner.perf.tables import instance_memory
 from planner.perf.types import Layout

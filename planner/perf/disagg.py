@@ -180,7 +180,8 @@ def stage_points(query: PerfQuery, catalog: Catalog, layout: Layout, precision: 
     a PerfResult with `stage` set, or why there is none. The query's TTFT limit bounds the prefill (its KV
     transfer included), its ITL limit the decode; an E2E limit leaves the decode what the TTFT limit does not
     take: ITL <= (E2E - TTFT limit) / (OSL - 1), so that any prefill with any decode instance meets it."""
-    from planner.perf import _provenance, engine_shape  # the package's own helpers, shared with aggregated curves
+    from planner.perf.engine_curve import roofline_provenance  # shared with aggregated curves
+    from planner.perf.modeled_engine import engine_shape
 
     model, gpu = catalog.models[query.model], catalog.gpus[query.gpu]
     refusal = tensor_split_refusal(model, layout.tp)
@@ -196,7 +197,7 @@ def stage_points(query: PerfQuery, catalog: Catalog, layout: Layout, precision: 
     if isinstance(found, str):
         return found, found
     eff, engine_cls = found
-    provenance, why = _provenance(catalog, shape, eff, query.isl)
+    provenance, why = roofline_provenance(catalog, shape, eff, query.isl)
     transfer = kv_transfer_ms(shape, query.isl, network_bytes_per_s, eff)
     # a decode-only step carries no prompt: one request's gaps are the steps of its batch, so TPOT and ITL are both
     # the step of the batch's quantile (a bound on TPOT, whose mean over a request's life varies less)
