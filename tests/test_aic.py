@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from planner.perf import PerfQuery
-from tests.conftest import SCENARIOS, write_scenario
+from helpers import SCENARIOS, write_scenario
 
 INSTALLED = importlib.util.find_spec("aiconfigurator_core") is not None
 needs_aic = pytest.mark.skipif(not INSTALLED, reason="the optional extra .[aic] (aiconfigurator-core) is not installed")

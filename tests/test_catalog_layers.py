@@ -10,7 +10,7 @@ import yaml
 from planner.api import plan_file
 from planner.catalog import load_catalog
 from planner.errors import PlannerInputError
-from tests.conftest import BENCH_HEADER, SCENARIOS
+from helpers import BENCH_HEADER, SCENARIOS
 
 # the shipped seed C1 point: NeMo 43B on a DGX H100 at 4667/667 tokens (public.csv)
 C1_POINT = "nemo-43b-gpt,H100-SXM-80GB,8,,,4667,667,,online"

@@ -9,7 +9,7 @@ import math
 
 import pytest
 import yaml
-from conftest import SCENARIOS
+from helpers import SCENARIOS
 
 from planner.api import plan_in_context
 from planner.candidates import enumerate_candidates

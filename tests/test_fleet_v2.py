@@ -13,11 +13,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import make_catalog, on_prem_system, write_scenario
+from helpers import (
+    check_plan_covers_demand,
+    instance_row,
+    make_catalog,
+    on_prem_system,
+    write_scenario,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import LinearConstraint, milp
-from test_properties import check_plan_covers_demand
 
 from planner.catalog import load_catalog
 from planner.optimize import plan
@@ -31,11 +36,6 @@ SWITCHES = {
     "share": {"reconfigure_between_periods": False, "share_nodes_across_models": True},
     "fixed": {"reconfigure_between_periods": False, "share_nodes_across_models": False},
 }
-
-
-def instance_row(model: str, gpu: str, tp: int, rps: float) -> str:
-    """A test-only row measured per engine instance of `tp` GPUs (bf16)."""
-    return f"test fixture,{model},{gpu},{tp},{tp},bf16,1000,100,16,online,100,,10,,{rps},,instance,"
 
 
 @st.composite

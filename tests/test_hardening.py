@@ -9,7 +9,7 @@ import re
 
 import pytest
 import yaml
-from conftest import SCENARIOS
+from helpers import SCENARIOS
 
 EVIL = '=HYPERLINK("http://evil.example/","click")'
 

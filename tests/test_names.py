@@ -14,7 +14,7 @@ from planner.errors import PlannerInputError
 from planner.ingest import IngestOptions, ingest
 from planner.perf.memory import memory_fit
 from planner.perf.roofline import kv_bytes_per_token_per_gpu, model_shape
-from tests.conftest import SCENARIOS
+from helpers import SCENARIOS
 
 FIELD_NAMES = [
     ("model", "meta-llama/Llama-3.3-70B-Instruct", "llama-3.3-70b"),

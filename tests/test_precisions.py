@@ -24,7 +24,7 @@ from planner.perf.roofline import (
     prefill_ms,
     weight_format,
 )
-from tests.conftest import SCENARIOS, write_scenario
+from helpers import SCENARIOS, write_scenario
 
 CATALOG = load_catalog()
 H100 = "H100-SXM-80GB"

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from conftest import SCENARIOS
+from helpers import SCENARIOS
 from planner.catalog import load_catalog
 from planner.perf.roofline import step_ms
 from planner.perf.types import PrefixCache, prompt_terms

@@ -3,86 +3,20 @@
 from __future__ import annotations
 
 import math
-import tempfile
-from pathlib import Path
 
 import pytest
+from helpers import check_plan_covers_demand, fleets, solve
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from planner.catalog import load_catalog
-from planner.optimize import plan
-from planner.plan import configuration_key
-from planner.requirements import daily_active_users, peak_rps_from_mean, rps_from_users, words_to_tokens
-from planner.scenario import load_scenario
-
-from conftest import make_catalog, node_row, on_prem_system, write_scenario
-
-MODELS = ("llama-3-8b", "llama-2-70b")
-GPUS = ("H100-SXM-80GB", "H200-SXM-141GB", "B200-SXM-180GB")
-
-
-@st.composite
-def fleets(draw):
-    """2-3 systems with random prices and power, random per-node rates, 1-2 workloads with random demand."""
-    n_systems = draw(st.integers(2, 3))
-    systems, rows = [], []
-    for index in range(n_systems):
-        gpu = GPUS[index]
-        price = draw(st.integers(50, 500)) * 1000.0
-        power = draw(st.integers(2, 15))
-        systems.append(on_prem_system(f"sys-{index}", gpu, price, power_kw=power, rack_units=draw(st.integers(2, 10))))
-        for model in MODELS:
-            if draw(st.booleans()) or index == 0:  # system 0 serves everything, so a plan exists
-                rows.append(node_row(model, gpu, 1000, 100, draw(st.integers(1, 400)) / 10))
-    workloads = [
-        {"name": f"w{i}", "model": MODELS[i], "isl_tokens": 1000, "osl_tokens": 100,
-         "peak_rps": draw(st.integers(0, 3000)) / 10, "slo": {"ttft_ms": 500}}
-        for i in range(draw(st.integers(1, 2)))
-    ]  # fmt: skip
-    scenario = {
-        "name": "random", "workloads": workloads,
-        "sites": {"on_prem": {"systems": [s["id"] for s in systems], "amortization_years": draw(st.integers(1, 6)),
-                              "usd_per_kwh": draw(st.integers(0, 30)) / 100}},
-        "limits": {"headroom_fraction": draw(st.integers(0, 30)) / 100},
-        "perf": {"sources": ["measured"]},  # the optimizer is under test here: table rows keep examples fast
-    }  # fmt: skip
-    return systems, rows, scenario
-
-
-def solve(systems, rows, scenario):
-    with tempfile.TemporaryDirectory() as tmp:
-        directory = make_catalog(Path(tmp), systems, rows)
-        catalog = load_catalog(directory)
-        loaded = load_scenario(write_scenario(Path(tmp), scenario), catalog)
-        return plan(loaded, catalog), catalog, loaded
-
+from planner.requirements import (
+    daily_active_users,
+    peak_rps_from_mean,
+    rps_from_users,
+    words_to_tokens,
+)
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def check_plan_covers_demand(result, scenario, catalog) -> None:
-    """Independently of the solver's rows: in every period, routes add up to each workload's demand, the routes
-    sent to each configuration fit in its running instances, and the instances' GPUs fit in the nodes of the
-    plan lines that are up in that period."""
-    headroom = 1 + scenario.limits.headroom_fraction
-    for period in scenario.periods:
-        routes = [r for r in result.routing if r.period == period.name]
-        for workload in scenario.workloads:
-            sent = sum(r.rps for r in routes if r.workload == workload.name)
-            assert sent == pytest.approx(period.demand_rps[workload.name] * headroom, rel=1e-6, abs=1e-6)
-        running = [i for i in result.instances if i.period == period.name]
-        for allocation in running:
-            load = sum(r.rps / r.rps_per_instance for r in routes if configuration_key(r) == configuration_key(allocation))
-            assert load <= allocation.instances + 1e-6
-        assert {configuration_key(r) for r in routes} <= {configuration_key(i) for i in running}
-        for hardware in {(i.site, i.role, i.system) for i in running}:
-            used = sum(i.gpus for i in running if (i.site, i.role, i.system) == hardware)
-            up = sum(
-                line.gpus for line in result.lines
-                if (line.site, line.role, line.system) == hardware and line.period in ("all", period.name)
-            )  # fmt: skip
-            assert used <= up
 
 
 @SETTINGS

@@ -18,7 +18,7 @@ from planner.errors import PlannerInputError
 from planner.optimize import solve_candidates
 from planner.robustness import demand_multiplier_limit, derate, plan_robust
 from planner.scenario import load_scenario
-from tests.conftest import SCENARIOS, write_scenario
+from helpers import SCENARIOS, write_scenario
 
 C1 = SCENARIOS / "contact-center.yaml"
 

@@ -11,7 +11,7 @@ from planner.catalog import load_catalog
 from planner.perf.memory import memory_fit
 from planner.requirements import words_to_tokens
 
-from conftest import SCENARIOS
+from helpers import SCENARIOS
 
 
 def test_c1_contact_center_needs_13_dgx_h100(cli_json):

@@ -7,7 +7,7 @@ import json
 
 import pytest
 import yaml
-from conftest import SCENARIOS
+from helpers import SCENARIOS
 
 
 def _contact_center(tmp_path, name: str = "cc.yaml", **changes):

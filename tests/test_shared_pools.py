@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import SCENARIOS
+from helpers import SCENARIOS
 
 from planner.plan import Route, configuration_key
 from planner.scenario import Slo

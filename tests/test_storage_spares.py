@@ -25,8 +25,7 @@ from pydantic import ValidationError
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from conftest import SCENARIOS, make_catalog, node_row, on_prem_system, write_scenario  # noqa: E402
-from test_infrastructure import _program_objective  # noqa: E402
+from helpers import SCENARIOS, make_catalog, node_row, on_prem_system, program_objective, write_scenario  # noqa: E402
 
 from planner import api  # noqa: E402
 from planner.api import plan_file, plan_in_context  # noqa: E402
@@ -119,7 +118,7 @@ def test_storage_enters_the_program_as_the_plan_prices_it(tmp_path, terabytes, u
         document["sites"]["on_prem"]["infrastructure"] = {"storage_tb_per_node": terabytes, "storage_usd_per_tb": usd_per_tb}
         document["limits"] = {"spare_nodes_per_system": spares}
 
-    seen, planned = _program_objective(_variant(tmp_path, ASSISTANT, change))
+    seen, planned = program_objective(_variant(tmp_path, ASSISTANT, change))
     plan = planned.plan
     assert seen["objective"] == pytest.approx(plan.objective_usd_per_year, abs=0.05)
     nodes = sum(line.nodes for line in plan.lines if line.site == "on-prem")

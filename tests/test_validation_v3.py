@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import SCENARIOS
+from helpers import SCENARIOS
 
 from planner.catalog import load_catalog, normalize_name
 from planner.errors import InfeasiblePlanError, PlannerInputError
