@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -194,3 +195,44 @@ def program_objective(path, catalog=None):
     finally:
         optimize._read_plan = original
     return seen, planned
+
+
+# ---------------------------------------------------------------- the BOM's XLSX formulas, evaluated over the sheet's own cells
+
+
+def xlsx_cells(sheet, reference: str) -> list:
+    reference = reference.replace("$", "")
+    if ":" not in reference:
+        return [sheet[reference].value]
+    return [cell.value for row in sheet[reference] for cell in row]
+
+
+def evaluate_xlsx_formula(sheet, formula: str) -> float:
+    """A formula the BOM writer uses, evaluated independently of it: SUM(range), SUMPRODUCT of factors (range="x", range<>"x", EXACT(range, cell), range) and MAX, with +."""
+    assert formula.startswith("=")
+    ref = r"\$?[A-Z]+\$?\d+(?::\$?[A-Z]+\$?\d+)?"
+
+    def factor(text: str) -> list:
+        text = text.strip()
+        if match := re.fullmatch(rf'\(({ref})(=|<>)"([^"]*)"\)', text):
+            cells, equal = xlsx_cells(sheet, match.group(1)), match.group(2) == "="
+            return [float((c == match.group(3)) == equal) for c in cells]
+        if match := re.fullmatch(rf"EXACT\(({ref}),({ref})\)", text):
+            wanted = xlsx_cells(sheet, match.group(2))[0]
+            return [float(c == wanted) for c in xlsx_cells(sheet, match.group(1))]
+        assert re.fullmatch(ref, text), f"unknown factor {text}"
+        return [v or 0 for v in xlsx_cells(sheet, text)]
+
+    def sumproduct(match: re.Match) -> str:
+        factors = [factor(f) for f in re.split(r"\*(?![^()]*\))", match.group(1))]
+        return repr(sum(__import__("math").prod(values) for values in zip(*factors)))
+
+    expression = re.sub(r"SUMPRODUCT\(((?:[^()]|\([^()]*\))*)\)", sumproduct, formula[1:])
+    expression = re.sub(rf"SUM\(({ref})\)", lambda m: repr(sum(v or 0 for v in xlsx_cells(sheet, m.group(1)))), expression)
+    expression = expression.replace("MAX(", "max(0, ")  # every value is >= 0; MAX of one
+    assert re.fullmatch(r"[\d.e+\-,()max ]+", expression), f"unevaluated part in {formula}: {expression}"
+    return float(eval(expression))  # only numbers, +, max and parentheses are left
+
+
+def xlsx_total_row(sheet) -> int:
+    return next(row for row in range(2, sheet.max_row + 1) if sheet.cell(row=row, column=1).value == "TOTAL")

@@ -141,7 +141,7 @@ def test_base_none_makes_a_standalone_catalog(tmp_path):
 
 
 def test_standalone_catalog_has_no_shipped_rows(tmp_path):
-    from tests.conftest import make_catalog
+    from helpers import make_catalog
 
     directory = make_catalog(tmp_path, [], [c1_row(3.1)])
     layered = load_catalog(directory)

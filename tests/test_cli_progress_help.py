@@ -26,10 +26,6 @@ def _command_paths(command=None, path=()):
             yield from _command_paths(sub, (*path, name))
 
 
-def invoke(*args: str):
-    return invoke(*[str(a) for a in args])
-
-
 def _lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("[planner] ")]
 

@@ -195,7 +195,7 @@ def test_both_switches_off_reproduce_the_v1_plan_and_sharing_saves_a_node():
     """daily-hybrid: the v1 optimizer (commit fb61f59, one configuration per node all year) planned 15 DGX H100 for
     980,681.98 USD/year; the shared, reconfigured fleet runs the nightly batch on the assistant's daytime nodes."""
     import yaml
-    from conftest import SCENARIOS
+    from helpers import SCENARIOS
 
     document = yaml.safe_load((SCENARIOS / "daily-hybrid.yaml").read_text())
     # the v1 cost model: the servers alone, straight-line amortization (issue 34's site costs off)

@@ -158,7 +158,7 @@ def test_block_hashes_give_each_request_its_cached_prefix(tmp_path):
 
 
 def test_the_mooncake_trace_reads_its_hashes():
-    from conftest import ROOT
+    from helpers import ROOT
 
     path = ROOT.parent / "shared" / "real" / "traces" / "mooncake_synthetic_trace.jsonl"
     if not path.is_file():

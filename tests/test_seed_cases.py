@@ -115,7 +115,7 @@ def test_c5_70b_needs_tensor_parallelism_on_h100():
 
 
 def test_c6_offline_workload_has_no_latency_limit(cli, tmp_path):
-    from conftest import write_scenario
+    from helpers import write_scenario
 
     path = write_scenario(tmp_path, {
         "name": "batch", "workloads": [{
@@ -129,7 +129,7 @@ def test_c6_offline_workload_has_no_latency_limit(cli, tmp_path):
 
 
 def test_c6_offline_workload_uses_max_throughput_rows(tmp_path):
-    from conftest import write_scenario
+    from helpers import write_scenario
 
     path = write_scenario(tmp_path, {
         "name": "batch", "workloads": [{
