@@ -195,7 +195,7 @@ def test_spares_are_the_larger_of_k_and_the_fraction_rounded_up(one_system, node
             assert note.startswith(f"N+{k} spare (the larger of it and the spare fraction")
 
 
-# sys-a: 10 rps a node for 300 USD a year; sys-b: 5 rps for 210 (tests/test_fleet.py's limit case)
+# sys-a: 10 rps a node for 300 USD a year; sys-b: 5 rps for 210 (tests/test_fleet_limits_hybrid_and_periods.py's limit case)
 MIX_SYSTEMS = [on_prem_system("sys-a", "H100-SXM-80GB", 300.0, power_kw=10.0, rack_units=8),
                on_prem_system("sys-b", "H200-SXM-141GB", 210.0, power_kw=3.0, rack_units=2)]  # fmt: skip
 MIX_ROWS = [node_row("llama-3-8b", "H100-SXM-80GB", 1000, 100, 10.0), node_row("llama-3-8b", "H200-SXM-141GB", 1000, 100, 5.0)]

@@ -1,4 +1,4 @@
-"""Fleet formulation v2: nodes shared across models and reconfigured between periods (docs/optimizer.md).
+"""The fleet program's switches: nodes shared across models and reconfigured between periods (docs/optimizer.md).
 
 Properties over random fleets of per-instance benchmark rows (where sharing matters): each switch only widens
 what a plan may do, so turning one on never costs more; every plan covers its demand; and the optimum equals an
@@ -191,7 +191,7 @@ def test_sharing_and_reconfiguring_cut_the_cost_of_a_day_night_fleet(tmp_path):
     assert any("day:" in line.runs and "night:" in line.runs for line in shared.lines)
 
 
-def test_both_switches_off_reproduce_the_v1_plan_and_sharing_saves_a_node():
+def test_both_switches_off_reproduce_the_one_configuration_per_node_plan_and_sharing_saves_a_node():
     """daily-hybrid: the v1 optimizer (commit fb61f59, one configuration per node all year) planned 15 DGX H100 for
     980,681.98 USD/year; the shared, reconfigured fleet runs the nightly batch on the assistant's daytime nodes."""
     import yaml

@@ -1,4 +1,4 @@
-"""Hardening v3 (issue 33), the inputs: only regular files are read, within a size bound; nesting is bounded; a
+"""Inputs bounded (issue 33): only regular files are read, within a size bound; nesting is bounded; a
 trace has a rate and bounded token counts; ingested values and echoed user text are bounded; user names are plain
 text in plots. Each case exits 2 with one short line naming the file (or completes), never a traceback or a hang.
 

@@ -1,4 +1,4 @@
-"""Outputs, hardening v3 (issue 33): CSV cells never formulas whatever the pandas dtype, no output over any file a
+"""Outputs that never harm what they touch (issue 33): CSV cells never formulas whatever the pandas dtype, no output over any file a
 command reads, `report --force` removes only what a report wrote, output files readable under the umask, a closed
 stdout ends quietly, a folder is no output file, and the schema doc's example loads."""
 
