@@ -12,7 +12,7 @@ exponential with mean 1):
   the intervals' +-3-10%).
 
 The queue itself is simulated by the Kiefer-Wolfowitz recursion (the simulator's agreement with these queues is
-tests/test_simulator_v2.py's); what is measured here is the statistics. Runs are as verify sizes them: about 6,000
+tests/test_simulator_against_closed_forms.py's); what is measured here is the statistics. Runs are as verify sizes them: about 6,000
 requests first, doubled while an interval is wider than +-5% of its estimate (not settled), up to 1,000,000
 requests; a run that never settles is counted and reported as such (its interval still has to cover).
 

@@ -11,7 +11,7 @@ the band is marked `OUT`.
     python benchmarks/model_vs_sim.py [--percentile 95] [--loads 0.3,0.6,0.85] [--seed 0]
     python benchmarks/model_vs_sim.py --random 40 [--seed 1]      # random engines, loads and percentiles
 
-`--random` draws what `tests/test_properties.py::test_simulated_percentiles_lie_within_ten_percent_of_the_model`
+`--random` draws what `tests/test_metrics.py::test_nine_in_ten_simulated_percentiles_lie_within_ten_percent_of_the_model`
 draws (planner.simulate.against_model.random_engine), more of them.
 """
 

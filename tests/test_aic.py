@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from planner.perf import PerfQuery
-from tests.conftest import SCENARIOS, write_scenario
+from helpers import SCENARIOS, write_scenario
 
 INSTALLED = importlib.util.find_spec("aiconfigurator_core") is not None
 needs_aic = pytest.mark.skipif(not INSTALLED, reason="the optional extra .[aic] (aiconfigurator-core) is not installed")
@@ -150,7 +150,7 @@ def test_shipped_estimates_never_calibrate_and_yield_to_measurements(catalog, tm
         assert all(r.is_measurement for r in calibration_rows(catalog, architecture))
     # a user's measurement of one engine (TP1 bf16) hides the estimates of that engine, not of the others
     from planner.catalog import load_catalog
-    from tests.conftest import BENCH_HEADER
+    from helpers import BENCH_HEADER
 
     user = tmp_path / "lab"
     (user / "benchmarks").mkdir(parents=True)

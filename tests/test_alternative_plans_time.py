@@ -12,7 +12,7 @@ import pytest
 import planner.deadline as deadline
 import planner.optimize as optimize
 from planner.api import plan_file
-from tests.conftest import SCENARIOS
+from helpers import SCENARIOS
 
 P95 = SCENARIOS / "chat-and-code-p95.yaml"  # fp4 left out of chat and code by default, on DGX B200
 

@@ -10,7 +10,7 @@ import pulp
 import pytest
 import yaml
 
-from conftest import SCENARIOS, make_catalog, node_row, on_prem_system, write_scenario
+from helpers import SCENARIOS, make_catalog, node_row, on_prem_system, write_scenario
 from planner import api
 from planner.candidates import enumerate_candidates, unit_rate
 from planner.optimize import balance, build_fleet_model, bucket_demand, solve_model

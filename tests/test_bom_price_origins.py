@@ -15,7 +15,7 @@ from planner.catalog import load_catalog
 from planner.report.bom import to_markdown
 from planner.report.json_out import compare_document, plan_document
 from planner.report.price_origins import catalog_price_origin
-from tests.conftest import SCENARIOS, write_scenario
+from helpers import SCENARIOS, write_scenario
 
 
 def _scenario(on_prem: list[str] | None = None, cloud: list[str] | None = None, **extra) -> dict:

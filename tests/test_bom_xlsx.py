@@ -1,7 +1,7 @@
 """The XLSX bill of materials as a reviewer opens it (issue 20): TOTAL as formulas over the lines that compute the
 plan's totals, a frozen header and filters, assumptions as numbers with their units, names that stay text.
 
-The formulas are evaluated twice, independently of the writer: by a small evaluator here (SUM, SUMIF, SUMIFS,
+The formulas are evaluated twice, independently of the writer: by a small evaluator (tests/helpers.py's evaluate_xlsx_formula: SUM, SUMIF, SUMIFS,
 MAX over the sheet's own cells), and by LibreOffice where it is installed (`soffice --convert-to csv`)."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 import openpyxl
 import pandas as pd
 import pytest
+from helpers import evaluate_xlsx_formula, xlsx_total_row
 
 from planner import api
 from planner.catalog import load_catalog
@@ -35,47 +36,6 @@ def boms():
             "on-prem": build_bom(solve_plan(on_prem, catalog), on_prem, catalog)}
 
 
-# ---- a small evaluator of the formulas the writer uses, over the sheet's own cells -------------------------------
-
-
-def _cells(sheet, reference: str) -> list:
-    reference = reference.replace("$", "")
-    if ":" not in reference:
-        return [sheet[reference].value]
-    return [cell.value for row in sheet[reference] for cell in row]
-
-
-def _evaluate(sheet, formula: str) -> float:
-    """SUM(range), SUMPRODUCT of factors (range="x", range<>"x", EXACT(range, cell), range) and MAX, with +."""
-    assert formula.startswith("=")
-    ref = r"\$?[A-Z]+\$?\d+(?::\$?[A-Z]+\$?\d+)?"
-
-    def factor(text: str) -> list:
-        text = text.strip()
-        if match := re.fullmatch(rf'\(({ref})(=|<>)"([^"]*)"\)', text):
-            cells, equal = _cells(sheet, match.group(1)), match.group(2) == "="
-            return [float((c == match.group(3)) == equal) for c in cells]
-        if match := re.fullmatch(rf"EXACT\(({ref}),({ref})\)", text):
-            wanted = _cells(sheet, match.group(2))[0]
-            return [float(c == wanted) for c in _cells(sheet, match.group(1))]
-        assert re.fullmatch(ref, text), f"unknown factor {text}"
-        return [v or 0 for v in _cells(sheet, text)]
-
-    def sumproduct(match: re.Match) -> str:
-        factors = [factor(f) for f in re.split(r"\*(?![^()]*\))", match.group(1))]
-        return repr(sum(__import__("math").prod(values) for values in zip(*factors)))
-
-    expression = re.sub(r"SUMPRODUCT\(((?:[^()]|\([^()]*\))*)\)", sumproduct, formula[1:])
-    expression = re.sub(rf"SUM\(({ref})\)", lambda m: repr(sum(v or 0 for v in _cells(sheet, m.group(1)))), expression)
-    expression = expression.replace("MAX(", "max(0, ")  # every value is >= 0; MAX of one
-    assert re.fullmatch(r"[\d.e+\-,()max ]+", expression), f"unevaluated part in {formula}: {expression}"
-    return float(eval(expression))  # only numbers, +, max and parentheses are left
-
-
-def _total_row(sheet) -> int:
-    return next(row for row in range(2, sheet.max_row + 1) if sheet.cell(row=row, column=1).value == "TOTAL")
-
-
 @pytest.mark.parametrize("which", ["hybrid", "cloud", "on-prem"])
 def test_total_row_is_formulas_over_the_lines_that_give_the_plans_totals(boms, which, tmp_path):
     bom = boms[which]
@@ -83,7 +43,7 @@ def test_total_row_is_formulas_over_the_lines_that_give_the_plans_totals(boms, w
     write_xlsx(bom, path)
     sheet = openpyxl.load_workbook(path)["BOM"]
     header = [cell.value for cell in sheet[1]]
-    total = _total_row(sheet)
+    total = xlsx_total_row(sheet)
     assert total == len(bom.lines) + 2, "the TOTAL row follows the lines"
     expected = {
         "gpus": bom.totals.gpus, "extended_price_usd": sum(line.extended_price_usd for line in bom.lines),
@@ -94,7 +54,7 @@ def test_total_row_is_formulas_over_the_lines_that_give_the_plans_totals(boms, w
         assert isinstance(cell.value, str) and cell.value.startswith("="), f"{column}: a static number"
         for reference in re.findall(r"\$?([A-Z]+)\$?(\d+)", cell.value):
             assert 2 <= int(reference[1]) <= total - 1, f"{column}: {cell.value} reaches outside the lines"
-        assert _evaluate(sheet, cell.value) == pytest.approx(value, rel=1e-9, abs=1e-6), column
+        assert evaluate_xlsx_formula(sheet, cell.value) == pytest.approx(value, rel=1e-9, abs=1e-6), column
     if which == "cloud":
         periods = {line.period for line in bom.lines if line.how == "on-demand"}
         assert len(periods) > 1, "the cloud plan rents per period: the GPU total is a peak, not a sum"
@@ -109,7 +69,7 @@ def test_frozen_header_and_filters(boms, which, tmp_path):
     workbook = openpyxl.load_workbook(path)
     sheet, notes = workbook["BOM"], workbook["Assumptions"]
     assert sheet.freeze_panes == "A2" and notes.freeze_panes == "A2"
-    assert sheet.auto_filter.ref == f"A1:S{_total_row(sheet) - 1}"  # header and lines; TOTAL stays under them
+    assert sheet.auto_filter.ref == f"A1:S{xlsx_total_row(sheet) - 1}"  # header and lines; TOTAL stays under them
     assert notes.auto_filter.ref == f"A1:D{notes.max_row}"
     assert workbook.calculation.fullCalcOnLoad
 
@@ -148,11 +108,11 @@ def test_scenario_names_stay_text_next_to_the_formulas(tmp_path):
     texts = [cell for sheet in workbook for row in sheet.iter_rows() for cell in row if cell.value == evil]
     assert texts and all(cell.data_type == "s" for cell in texts)
     sheet = workbook["BOM"]
-    formulas = [c for c in sheet[_total_row(sheet)] if c.data_type == "f"]
+    formulas = [c for c in sheet[xlsx_total_row(sheet)] if c.data_type == "f"]
     assert formulas and all("evil" not in c.value for c in formulas)
     header = [cell.value for cell in sheet[1]]
-    gpus = sheet.cell(row=_total_row(sheet), column=header.index("gpus") + 1).value
-    assert _evaluate(sheet, gpus) == bom.totals.gpus  # the name is compared exactly, not read as a pattern
+    gpus = sheet.cell(row=xlsx_total_row(sheet), column=header.index("gpus") + 1).value
+    assert evaluate_xlsx_formula(sheet, gpus) == bom.totals.gpus  # the name is compared exactly, not read as a pattern
 
 
 def test_same_bom_same_bytes(boms, tmp_path):

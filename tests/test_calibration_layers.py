@@ -10,10 +10,10 @@ and p95 as issue 29 had them (skipped where the folder is absent).
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 
 import pytest
+from helpers import REAL_DIR, ROOT
 
 from planner.catalog import load_catalog
 from planner.perf.calibration import (
@@ -30,9 +30,8 @@ from planner.perf.fit_report import catalog_fit_effects
 from planner.perf.roofline import ENGINE_FACTORS, EngineShape, kv_bytes_for, steady_state_curve
 from planner.perf.tables import running_capacity
 
-ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = ROOT / "scenarios" / "chat-and-summarize.yaml"
-REAL = Path(os.environ.get("PLANNER_REAL_DIR", ROOT.parent / "shared" / "real"))
+REAL = REAL_DIR
 BENCH = REAL / "bench"
 HEADER = "source,model,gpu,gpus,tp,precision,isl,osl,concurrency,run_kind,statistic,ttft_ms,tpot_ms,request_throughput_rps,per"
 # (model, TP, precision) on H100; lengths no shipped row has, so that no row replaces a shipped one

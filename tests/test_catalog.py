@@ -11,7 +11,7 @@ import yaml
 from planner.catalog import default_catalog_dir, load_catalog
 from planner.errors import PlannerInputError
 
-from conftest import BENCH_HEADER, make_catalog, on_prem_system
+from helpers import BENCH_HEADER, make_catalog, on_prem_system
 
 DESIGN_GPUS = {"H100-SXM-80GB", "H100-PCIe-80GB", "H200-SXM-141GB", "B200-SXM-180GB", "A100-SXM-80GB", "L40S-48GB", "L4-24GB"}
 DESIGN_MODELS = {"llama-3.1-8b", "llama-3.1-70b", "llama-3.3-70b", "llama-3.1-405b", "llama-3-8b", "llama-2-70b", "nemo-43b-gpt"}

@@ -10,7 +10,7 @@ import yaml
 from planner.api import plan_file
 from planner.catalog import load_catalog
 from planner.errors import PlannerInputError
-from tests.conftest import BENCH_HEADER, SCENARIOS
+from helpers import BENCH_HEADER, SCENARIOS
 
 # the shipped seed C1 point: NeMo 43B on a DGX H100 at 4667/667 tokens (public.csv)
 C1_POINT = "nemo-43b-gpt,H100-SXM-80GB,8,,,4667,667,,online"
@@ -141,7 +141,7 @@ def test_base_none_makes_a_standalone_catalog(tmp_path):
 
 
 def test_standalone_catalog_has_no_shipped_rows(tmp_path):
-    from tests.conftest import make_catalog
+    from helpers import make_catalog
 
     directory = make_catalog(tmp_path, [], [c1_row(3.1)])
     layered = load_catalog(directory)

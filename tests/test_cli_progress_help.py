@@ -8,9 +8,8 @@ import re
 import time
 
 import pytest
-from conftest import SCENARIOS
+from helpers import SCENARIOS, invoke
 from typer.main import get_command
-from typer.testing import CliRunner
 
 from planner import api
 from planner.cli import _PlainLines, _Stages, app
@@ -25,10 +24,6 @@ def _command_paths(command=None, path=()):
     if hasattr(command, "commands"):  # a group (typer has its own copy of click's classes)
         for name, sub in command.commands.items():
             yield from _command_paths(sub, (*path, name))
-
-
-def _invoke(*args: str):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 def _lines(stderr: str) -> list[str]:
@@ -48,7 +43,7 @@ def test_the_command_list_is_complete():
 
 @pytest.mark.parametrize("path", ALL_COMMANDS, ids=lambda path: " ".join(path) or "planner")
 def test_every_help_ends_with_examples(path):
-    result = _invoke(*path, "--help")
+    result = invoke(*path, "--help")
     assert result.exit_code == 0, result.output
     epilog = result.stdout[result.stdout.index("Example"):]  # after the options: the examples
     assert "planner " in epilog
@@ -56,13 +51,13 @@ def test_every_help_ends_with_examples(path):
 
 
 def test_examples_keep_their_line_breaks():
-    out = _invoke("plan", "--help").stdout
+    out = invoke("plan", "--help").stdout
     examples = [line.strip() for line in out[out.index("Example"):].splitlines() if "planner plan" in line]
     assert len(examples) >= 2 and all(line.startswith("planner plan ") for line in examples)
 
 
 def test_plan_is_listed_first_and_completion_is_offered():
-    out = _invoke("--help").stdout
+    out = invoke("--help").stdout
     panel = out[out.index("Commands"):]
     listed = re.findall(r"^│ ([a-z]+) ", panel, flags=re.MULTILINE)
     assert listed[0] == "plan", listed
@@ -71,7 +66,7 @@ def test_plan_is_listed_first_and_completion_is_offered():
 
 
 def test_plain_progress_prints_stages_with_known_totals_on_stderr():
-    result = _invoke("plan", CONTACT_CENTER, "--progress", "plain")
+    result = invoke("plan", CONTACT_CENTER, "--progress", "plain")
     assert result.exit_code == 0, result.output
     assert "Plan for contact-center" in result.stdout and "13" in result.stdout
     assert "[planner]" not in result.stdout  # progress never goes to stdout
@@ -85,23 +80,23 @@ def test_plain_progress_prints_stages_with_known_totals_on_stderr():
 
 
 def test_auto_progress_is_plain_where_stderr_is_no_terminal_and_none_is_quiet():
-    result = _invoke("plan", CONTACT_CENTER)
+    result = invoke("plan", CONTACT_CENTER)
     assert result.exit_code == 0 and _lines(result.stderr)
-    quiet = _invoke("plan", CONTACT_CENTER, "--progress", "none")
+    quiet = invoke("plan", CONTACT_CENTER, "--progress", "none")
     assert quiet.exit_code == 0 and quiet.stderr == ""
 
 
 def test_json_stdout_stays_one_document_with_plain_progress():
-    result = _invoke("plan", CONTACT_CENTER, "--json", "--progress", "plain")
+    result = invoke("plan", CONTACT_CENTER, "--json", "--progress", "plain")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["status"] == "optimal"
     assert _lines(result.stderr)  # asked for: on stderr
-    auto = _invoke("plan", CONTACT_CENTER, "--json")  # auto with --json: no progress at all
+    auto = invoke("plan", CONTACT_CENTER, "--json")  # auto with --json: no progress at all
     assert json.loads(auto.stdout)["status"] == "optimal" and not _lines(auto.stderr)
 
 
 def test_the_bar_counts_known_stages_and_not_the_solve():
-    result = _invoke("plan", CONTACT_CENTER, "--progress", "bar", "--json")  # a bar asked for, even off a terminal
+    result = invoke("plan", CONTACT_CENTER, "--progress", "bar", "--json")  # a bar asked for, even off a terminal
     assert result.exit_code == 0, result.output
     json.loads(result.stdout)
     frames = [re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", frame).strip() for frame in result.stderr.split("\r")]
@@ -113,7 +108,7 @@ def test_the_bar_counts_known_stages_and_not_the_solve():
 
 
 def test_sensitivity_names_its_stages():
-    result = _invoke("sensitivity", CONTACT_CENTER, "--throughput", "1,0.8", "--demand", "1", "--progress", "plain")
+    result = invoke("sensitivity", CONTACT_CENTER, "--throughput", "1,0.8", "--demand", "1", "--progress", "plain")
     assert result.exit_code == 0, result.output
     lines = _lines(result.stderr)
     assert "[planner] planning each grid point (latency x throughput x demand): started, 2 steps" in lines

@@ -9,7 +9,7 @@ import math
 
 import pytest
 import yaml
-from conftest import SCENARIOS
+from helpers import SCENARIOS
 
 from planner.api import plan_in_context
 from planner.candidates import enumerate_candidates
@@ -221,7 +221,7 @@ def test_a_spot_bom_totals_its_gpus_as_a_peak_in_the_spreadsheet(tmp_path):
 
     import openpyxl
     import pandas as pd
-    from test_bom_xlsx import _evaluate, _total_row
+    from helpers import evaluate_xlsx_formula, xlsx_total_row
 
     from planner.report.bom import write_xlsx
 
@@ -234,9 +234,9 @@ def test_a_spot_bom_totals_its_gpus_as_a_peak_in_the_spreadsheet(tmp_path):
     write_xlsx(bom, tmp_path / "bom.xlsx")
     sheet = openpyxl.load_workbook(tmp_path / "bom.xlsx")["BOM"]
     header = [cell.value for cell in sheet[1]]
-    total = _total_row(sheet)
+    total = xlsx_total_row(sheet)
     gpus = sheet.cell(row=total, column=header.index("gpus") + 1).value
-    assert '="spot"' in gpus and _evaluate(sheet, gpus) == bom.totals.gpus
+    assert '="spot"' in gpus and evaluate_xlsx_formula(sheet, gpus) == bom.totals.gpus
     office = shutil.which("soffice") or shutil.which("libreoffice")
     if office is None:
         pytest.skip("LibreOffice (soffice) is not installed")

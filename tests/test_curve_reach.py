@@ -15,7 +15,7 @@ from planner.perf import layers
 from planner.perf.reach import PricedCurve, Reach
 from planner.perf.types import Layout, PerfQuery
 from planner.scenario.resolved import Slo
-from tests.conftest import SCENARIOS, write_scenario
+from helpers import SCENARIOS, write_scenario
 
 CAPS = (8, 32, 64, 128, 256)
 ENGINES = [  # (query, layout, precision, percentile): dense and MoE, TP and expert-parallel, both open-source engines

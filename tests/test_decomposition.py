@@ -11,14 +11,20 @@ from __future__ import annotations
 
 import itertools
 import tempfile
-from unittest import mock
 from pathlib import Path
+from unittest import mock
 
 import pulp
 import pytest
-from conftest import make_catalog, on_prem_system, write_scenario
+from fleet_brute_force import GPUS, brute_force, cases, scenario_document
+from helpers import (
+    cloud_system,
+    instance_row,
+    make_catalog,
+    on_prem_system,
+    write_scenario,
+)
 from hypothesis import HealthCheck, given, settings
-from test_optimizer_brute_force import GPUS, brute_force, cases, cloud_system, instance_row, scenario_document
 
 from planner.candidates import enumerate_candidates
 from planner.catalog import load_catalog

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import ROOT
 
 from planner import api
 from planner.deploy import build_deployment
@@ -18,7 +19,6 @@ from planner.deploy.engines import LAUNCH_ENGINES
 from planner.deploy.k8s import kubernetes_validate_available, validation_units
 from planner.deploy.schema import check_args, load_schema, shipped_versions
 
-ROOT = Path(__file__).resolve().parents[1]
 # shipped scenarios whose plan takes a few seconds; the others (moe-engines ~40 s, chat-and-summarize ~25 s) only
 # with PLANNER_DEPLOY_ALL_SCENARIOS=1
 FAST_SCENARIOS = ("agent-prefix-cache", "llama3-8b-assistant", "disaggregated-serving", "contact-center",

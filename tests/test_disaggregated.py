@@ -5,11 +5,11 @@ a simulated queue, Little's law, the bandwidth floor, and plans solved with the 
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy.stats import poisson
+from helpers import ROOT
 
 from planner.candidates import engine_layouts
 from planner.catalog import load_catalog
@@ -21,7 +21,6 @@ from planner.perf.roofline import EngineShape, Speculation, kv_bytes_for, steady
 from planner.perf.types import Layout, PerfQuery
 from planner.scenario import load_scenario
 
-ROOT = Path(__file__).resolve().parent.parent
 CATALOG = load_catalog()
 HOPPER = efficiency_for(CATALOG, "hopper")
 DEMO = ROOT / "scenarios" / "disaggregated-serving.yaml"

@@ -15,7 +15,7 @@ from planner.perf import PerfQuery, curve_cache, layers
 from planner.perf.reach import PricedCurve
 from planner.perf.types import Layout
 from planner.report import json_out
-from tests.conftest import BENCH_HEADER, write_scenario
+from helpers import BENCH_HEADER, write_scenario
 
 SCENARIO = {
     "name": "kept-curves", "metrics_version": 2, "perf": {"source": "model"},

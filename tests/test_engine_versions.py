@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
+from helpers import ROOT, invoke
 
 from planner import api
 from planner.catalog import load_catalog
-from planner.cli import app
 from planner.perf import PerfQuery, estimate, modeled_points
 from planner.perf.engines import (
     UNKNOWN_BAND,
@@ -26,9 +24,7 @@ from planner.perf.engines import (
 from planner.perf.serving import release_line
 from planner.perf.types import PerfMiss
 
-ROOT = Path(__file__).resolve().parent.parent
 CATALOG = load_catalog()
-runner = CliRunner()
 
 
 def _module(name: str):
@@ -103,8 +99,8 @@ def test_a_release_no_calibration_covers_is_refused_naming_those_that_are():
     miss = modeled_points(PerfQuery("llama-3.1-70b", "H100-SXM-80GB", 2000, 200, engine="vllm", engine_version="0.1"),
                           CATALOG, 4, "fp8")  # fmt: skip
     assert isinstance(miss, str) and "vLLM 0.1 is not calibrated" in miss and engine_class("vllm", "hopper", "dense").release_line in miss
-    result = runner.invoke(app, ["perf", "--model", "llama-3.1-70b", "--gpu", "H100", "--tp", "4", "--precision", "fp8",
-                                 "--isl", "2000", "--osl", "200", "--engine", "vllm@0.1", "--json"])  # fmt: skip
+    result = invoke("perf", "--model", "llama-3.1-70b", "--gpu", "H100", "--tp", "4", "--precision", "fp8",
+                    "--isl", "2000", "--osl", "200", "--engine", "vllm@0.1", "--json")  # fmt: skip
     document = json.loads(result.stdout)
     assert document["provenance"] == "none" and "not calibrated" in document["reason"]
 
@@ -121,11 +117,11 @@ def test_plans_name_the_engine_release_and_a_pinned_line_prices_its_own(tmp_path
     assert all(r.engine_version == version for r in plan.routing)
     spec["workloads"][0]["engines"] = ["vllm@0.1"]
     path.write_text(yaml.safe_dump(spec))
-    result = runner.invoke(app, ["plan", str(path)])
+    result = invoke("plan", str(path))
     assert result.exit_code == 1 and "not calibrated" in result.output
     spec["workloads"][0]["engines"] = ["vllm@@"]
     path.write_text(yaml.safe_dump(spec))
-    bad = runner.invoke(app, ["validate", str(path)])
+    bad = invoke("validate", str(path))
     assert bad.exit_code == 2 and "engines" in bad.output and "Traceback" not in bad.output
 
 
@@ -135,8 +131,8 @@ def test_an_unknown_band_is_said_and_confidence_leaves_such_engines_out():
     cls = unknown[0]
     model = "deepseek-r1" if cls.kind == "moe" else "llama-3.1-70b"
     gpu = next(g.id for g in CATALOG.gpus.values() if g.architecture == cls.architecture)
-    result = runner.invoke(app, ["perf", "--model", model, "--gpu", gpu, "--tp", "8", "--precision", "fp8", "--isl", "1000",
-                                 "--osl", "1000", "--engine", cls.engine])  # fmt: skip
+    result = invoke("perf", "--model", model, "--gpu", gpu, "--tp", "8", "--precision", "fp8", "--isl", "1000",
+                    "--osl", "1000", "--engine", cls.engine)  # fmt: skip
     if "no answer" not in result.output:
         assert "expected error: unknown" in result.output
     answer = estimate(PerfQuery(model, gpu, 1000, 1000, tp=8, precision="fp8", engine=cls.engine), CATALOG, sources=("modeled",))

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
+from helpers import SCENARIOS, invoke
 
 from planner import api
 from planner.catalog import load_catalog
-from planner.cli import app
 from planner.perf import PerfQuery, PerfResult, estimate
 from planner.perf.calibration import efficiency_for
 from planner.perf.engines import (
@@ -25,9 +23,6 @@ from planner.perf.engines import (
 )
 from planner.perf.serving import engine_problem
 from planner.perf.types import Layout
-
-runner = CliRunner()
-SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 
 
 @pytest.fixture(scope="module")
@@ -109,17 +104,17 @@ def test_bad_layouts_say_what_is_allowed(text):
 
 
 def test_perf_speaks_layouts_and_engines():
-    result = runner.invoke(app, ["perf", "--model", "deepseek-r1", "--gpu", "H200", "--isl", "1024", "--osl", "1024",
-                                 "--concurrency", "32", "--layout", "DEP8", "--precision", "fp8", "--engine", "sglang",
-                                 "--json"])  # fmt: skip
+    result = invoke("perf", "--model", "deepseek-r1", "--gpu", "H200", "--isl", "1024", "--osl", "1024",
+                    "--concurrency", "32", "--layout", "DEP8", "--precision", "fp8", "--engine", "sglang",
+                    "--json")  # fmt: skip
     assert result.exit_code == 0, result.output
     answer = json.loads(result.output)
     assert answer["engine"] == "sglang" and answer["layout"] == "DP8 EP8" and answer["gpus_per_instance"] == 8
     assert set(answer["expected_error"]) == {"throughput", "ttft", "tpot", "itl"}
-    bad = runner.invoke(app, ["perf", "--model", "deepseek-r1", "--gpu", "H200", "--isl", "1024", "--osl", "1024",
-                              "--layout", "TP2EP3"])  # fmt: skip
+    bad = invoke("perf", "--model", "deepseek-r1", "--gpu", "H200", "--isl", "1024", "--osl", "1024",
+                 "--layout", "TP2EP3")  # fmt: skip
     assert bad.exit_code == 2 and "EP 3 must be 1" in bad.output and "Traceback" not in bad.output
-    both = runner.invoke(app, ["perf", "--model", "deepseek-r1", "--gpu", "H200", "--layout", "TP8", "--tp", "8"])
+    both = invoke("perf", "--model", "deepseek-r1", "--gpu", "H200", "--layout", "TP8", "--tp", "8")
     assert both.exit_code == 2 and "not both" in both.output
 
 
@@ -151,7 +146,7 @@ def test_an_unknown_engine_is_refused(tmp_path):
     spec["workloads"][0]["engines"] = ["tgi"]
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(spec))
-    result = runner.invoke(app, ["validate", str(path)])
+    result = invoke("validate", str(path))
     assert result.exit_code == 2 and "engines" in result.output and "trtllm" in result.output
 
 
@@ -176,7 +171,7 @@ def test_confidence_sizes_each_modeled_line_at_the_edge_of_its_band(tmp_path):
     for route in robust.routing:
         nominal_rate = rate[(route.workload, route.layout or f"TP{route.tp}", route.precision, route.max_batch)]
         assert route.rps_per_node == pytest.approx(nominal_rate / (1 + band), rel=1e-6)
-    bad = runner.invoke(app, ["plan", str(path), "--confidence", "1.5"])
+    bad = invoke("plan", str(path), "--confidence", "1.5")
     assert bad.exit_code == 2 and "--confidence" in bad.output and "Traceback" not in bad.output
 
 

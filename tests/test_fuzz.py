@@ -8,12 +8,9 @@ import copy
 import math
 
 import yaml
-from conftest import SCENARIOS
+from helpers import INGEST_FIXTURES, SCENARIOS, invoke
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
-
-from planner.cli import app
 
 BASES = {name: yaml.safe_load((SCENARIOS / name).read_text()) for name in ("contact-center.yaml", "daily-hybrid.yaml")}
 
@@ -83,7 +80,7 @@ def test_any_mutated_scenario_validates_or_says_why(tmp_path_factory, case):
         path.write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
     except yaml.YAMLError:
         return
-    check(CliRunner().invoke(app, ["validate", str(path)]), tmp_path)
+    check(invoke("validate", str(path)), tmp_path)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -93,7 +90,7 @@ def test_any_mutated_scenario_plans_or_says_why(tmp_path_factory, case):
     tmp_path = tmp_path_factory.mktemp("fuzz")
     path = tmp_path / "scenario.yaml"
     path.write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
-    check(CliRunner().invoke(app, ["plan", str(path), "--time-limit", "5", "--json"]), tmp_path)
+    check(invoke("plan", str(path), "--time-limit", "5", "--json"), tmp_path)
 
 
 OPTION_VALUES = st.sampled_from(["inf", "-inf", "nan", "1e308", "-1", "0", "1e30", "eight", "", "2.7", "99999999999"])
@@ -116,7 +113,7 @@ OPTION_VALUES = st.sampled_from(["inf", "-inf", "nan", "1e308", "-1", "0", "1e30
 )
 def test_any_option_value_is_answered_or_refused(tmp_path_factory, command, value):
     tmp_path = tmp_path_factory.mktemp("opts")
-    result = CliRunner().invoke(app, [part.replace("{}", value) for part in command])
+    result = invoke(*[part.replace("{}", value) for part in command])
     check(result, tmp_path)
 
 
@@ -147,11 +144,11 @@ def test_any_mutated_user_catalog_loads_or_says_why(tmp_path_factory, case):
         (directory / name).write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
     except yaml.YAMLError:
         return
-    result = CliRunner().invoke(app, ["validate", str(SCENARIOS / "contact-center.yaml"), "--catalog", str(directory)])
+    result = invoke("validate", str(SCENARIOS / "contact-center.yaml"), "--catalog", str(directory))
     check(result, tmp_path)
 
 
-INGEST = SCENARIOS.parent / "tests" / "fixtures" / "ingest"
+INGEST = INGEST_FIXTURES
 RESULT_FILES = {
     "vllm": INGEST / "vllm" / "sweep" / "vllm-64.0qps-concurrency32-Llama-3.1-8B-Instruct-20251002-102240.json",
     "genai-perf": INGEST / "genai-perf" / "new-layout" / "meta-llama_Llama-3.1-8B-Instruct-openai-chat-concurrency8"
@@ -183,8 +180,8 @@ def test_any_damaged_benchmark_result_is_ingested_or_refused(tmp_path_factory, c
     folder.mkdir()
     path = folder / name
     path.write_text(json.dumps(document, allow_nan=True))
-    result = CliRunner().invoke(app, ["ingest", kind.split(":")[0], str(path), "--model", "llama-3.1-8b",
-                                      "--gpu", "H100-SXM-80GB", "--tp", "1", "--precision", "bf16"])  # fmt: skip
+    result = invoke("ingest", kind.split(":")[0], str(path), "--model", "llama-3.1-8b",
+                    "--gpu", "H100-SXM-80GB", "--tp", "1", "--precision", "bf16")  # fmt: skip
     check(result, tmp_path)
 
 
@@ -201,8 +198,8 @@ def test_any_damaged_guidellm_report_is_ingested_or_refused(tmp_path_factory, da
     folder = tmp_path / "out"
     folder.mkdir()
     (folder / "benchmarks.json").write_text(json.dumps(mutated, allow_nan=True))
-    result = CliRunner().invoke(app, ["ingest", "guidellm", str(folder / "benchmarks.json"), "--model", "llama-3.1-8b",
-                                      "--gpu", "H100-SXM-80GB", "--tp", "1", "--precision", "bf16"])  # fmt: skip
+    result = invoke("ingest", "guidellm", str(folder / "benchmarks.json"), "--model", "llama-3.1-8b",
+                    "--gpu", "H100-SXM-80GB", "--tp", "1", "--precision", "bf16")  # fmt: skip
     check(result, tmp_path)
 
 
@@ -223,14 +220,14 @@ def test_any_mutated_sweep_runs_or_says_why(tmp_path_factory, data):
         (folder / "sweep.yaml").write_text(yaml.safe_dump(mutated, sort_keys=False, allow_unicode=True))
     except yaml.YAMLError:
         return
-    check(CliRunner().invoke(app, ["sweep", str(folder / "sweep.yaml"), "--json"]), tmp_path)
+    check(invoke("sweep", str(folder / "sweep.yaml"), "--json"), tmp_path)
 
 
 # ---- plan files (issue 33): any mutation of a saved plan is simulated, or refused naming the field ----
 def _saved_plan(name: str) -> dict:
     import json
 
-    result = CliRunner().invoke(app, ["plan", str(SCENARIOS / name), "--json"])
+    result = invoke("plan", str(SCENARIOS / name), "--json")
     assert result.exit_code == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -262,7 +259,7 @@ def test_any_mutated_plan_file_simulates_or_says_why(tmp_path_factory, case):
         path.write_text(json.dumps(document, allow_nan=True))
     except (TypeError, ValueError):
         return
-    check(CliRunner().invoke(app, ["simulate", str(SCENARIOS / name), "--plan", str(path), "--duration", "20"]), tmp_path)
+    check(invoke("simulate", str(SCENARIOS / name), "--plan", str(path), "--duration", "20"), tmp_path)
 
 
 TRACE_VALUES = st.one_of(
@@ -295,7 +292,7 @@ def test_any_damaged_trace_is_analyzed_or_refused(tmp_path_factory, row, column,
     else:
         path = folder / "trace.csv"
         path.write_text("\n".join([",".join(names), *(",".join(json.dumps(c) for c in cells) for cells in rows)]) + "\n")
-    check(CliRunner().invoke(app, ["workload", "analyze", str(path)]), tmp_path)
+    check(invoke("workload", "analyze", str(path)), tmp_path)
 
 
 # ---- engine blocks (issue 33): speculative decoding and layouts, any value at any depth ----
@@ -334,7 +331,7 @@ def test_any_mutated_engine_block_validates_or_says_why(tmp_path_factory, docume
     tmp_path = tmp_path_factory.mktemp("engine")
     path = tmp_path / "scenario.yaml"
     path.write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
-    check(CliRunner().invoke(app, ["validate", str(path)]), tmp_path)
+    check(invoke("validate", str(path)), tmp_path)
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -345,7 +342,7 @@ def test_any_mutated_engine_block_plans_or_says_why(tmp_path_factory, document):
     tmp_path = tmp_path_factory.mktemp("engine")
     path = tmp_path / "scenario.yaml"
     path.write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
-    check(CliRunner().invoke(app, ["plan", str(path), "--time-limit", "10", "--json"]), tmp_path)
+    check(invoke("plan", str(path), "--time-limit", "10", "--json"), tmp_path)
 
 
 # ---- GuideLLM's CSV export (issue 33): never read, always refused by name, whatever it holds ----
@@ -364,7 +361,7 @@ def test_any_guidellm_csv_is_refused_by_name(tmp_path_factory, cut, insert, name
     folder.mkdir()
     path = folder / name
     path.write_bytes(GUIDELLM_CSV[:cut] + insert + GUIDELLM_CSV[cut:])
-    result = CliRunner().invoke(app, ["ingest", "guidellm", str(path), "--model", "llama-3.1-8b", "--gpu", "H100-SXM-80GB",
-                                      "--tp", "1", "--precision", "bf16"])  # fmt: skip
+    result = invoke("ingest", "guidellm", str(path), "--model", "llama-3.1-8b", "--gpu", "H100-SXM-80GB",
+                    "--tp", "1", "--precision", "bf16")  # fmt: skip
     check(result, tmp_path)
     assert result.exit_code == 2 and name in result.stderr, result.stderr[:500]

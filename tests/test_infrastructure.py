@@ -10,10 +10,9 @@ import itertools
 import json
 import math
 
-import pulp
 import pytest
 import yaml
-from conftest import SCENARIOS
+from helpers import SCENARIOS, program_objective
 
 from planner import api
 from planner.api import break_even, plan_in_context
@@ -52,31 +51,11 @@ def test_the_switch_rows_give_the_fewest_switches_by_brute_force(switch_ports):
         assert switches_for(ports, switch_ports)[0] == best, ports
 
 
-def _program_objective(path, catalog=None):
-    """The integer program's own objective and the plan made from it."""
-    import planner.optimize as optimize
-
-    seen = {}
-    original = optimize._read_plan
-
-    def keep(scenario, cset, catalog_, model, solver, outcome):
-        seen["objective"] = pulp.value(model.problem.objective)
-        seen["infrastructure"] = {k: v.varValue for k, v in model.infrastructure.items()}
-        return original(scenario, cset, catalog_, model, solver, outcome)
-
-    optimize._read_plan = keep
-    try:
-        planned = plan_in_context(path)
-    finally:
-        optimize._read_plan = original
-    return seen, planned
-
-
 @pytest.mark.parametrize("name", ["contact-center.yaml", "daily-hybrid.yaml", "llama3-8b-assistant.yaml"])
 def test_the_program_minimizes_what_the_plan_reports(name):
     """The objective the solver minimized equals the plan's: its server lines plus its infrastructure lines, whose
     racks and switches are the program's whole-unit variables."""
-    seen, planned = _program_objective(SCENARIOS / name)
+    seen, planned = program_objective(SCENARIOS / name)
     plan = planned.plan
     assert seen["objective"] == pytest.approx(plan.objective_usd_per_year, abs=0.05)
     assert plan.objective_usd_per_year == pytest.approx(

@@ -15,9 +15,9 @@ from planner.api import plan_file
 from planner.catalog import load_benchmark_table, load_catalog
 from planner.errors import PlannerInputError
 from planner.ingest import IngestOptions, ingest
-from tests.conftest import write_scenario
+from helpers import INGEST_FIXTURES, write_scenario
 
-FIXTURES = Path(__file__).parent / "fixtures" / "ingest"
+FIXTURES = INGEST_FIXTURES
 VLLM = FIXTURES / "vllm"
 H100 = "H100-SXM-80GB"
 

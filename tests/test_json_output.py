@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SCENARIOS
+from helpers import SCENARIOS
 
 SOLVING_COMMANDS = {
     "plan": ["plan", str(SCENARIOS / "contact-center.yaml")],

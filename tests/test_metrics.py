@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import SCENARIOS, write_scenario
+from helpers import SCENARIOS, write_scenario
 from planner.catalog import load_catalog
 from planner.perf import PerfQuery, estimate
 from planner.simulate.against_model import EngineCase, compare, random_engine

@@ -7,6 +7,7 @@ import json
 
 import pytest
 import yaml
+from helpers import SCENARIOS
 
 from planner.api import plan_file
 from planner.catalog import accelerator_count, load_catalog
@@ -14,7 +15,6 @@ from planner.errors import PlannerInputError
 from planner.ingest import IngestOptions, ingest
 from planner.perf.memory import memory_fit
 from planner.perf.roofline import kv_bytes_per_token_per_gpu, model_shape
-from tests.conftest import SCENARIOS
 
 FIELD_NAMES = [
     ("model", "meta-llama/Llama-3.3-70B-Instruct", "llama-3.3-70b"),
@@ -87,7 +87,9 @@ def test_a_scenario_written_with_field_names_plans_as_with_ids(tmp_path):
 
 
 def test_ingest_gpu_with_a_count_is_a_whole_node_of_that_many(catalog):
-    from tests.test_ingest import VLLM
+    from helpers import INGEST_FIXTURES
+
+    VLLM = INGEST_FIXTURES / "vllm"
 
     rows = ingest("vllm", [VLLM / "sweep"], IngestOptions(model="llama-3.1-8b", gpu="H100:8", tp=1, precision="bf16"), catalog).rows
     assert {(r.gpu, r.gpus, r.tp, r.per) for r in rows} == {("H100-SXM-80GB", 8, 1, "node")}
@@ -95,7 +97,9 @@ def test_ingest_gpu_with_a_count_is_a_whole_node_of_that_many(catalog):
 
 
 def test_ingest_file_model_and_option_must_agree(catalog):
-    from tests.test_ingest import VLLM
+    from helpers import INGEST_FIXTURES
+
+    VLLM = INGEST_FIXTURES / "vllm"
 
     with pytest.raises(PlannerInputError, match="but --model says 'llama-3.1-70b'"):
         ingest("vllm", [VLLM / "sweep"], IngestOptions(model="llama-3.1-70b", gpu="H100", tp=8, precision="bf16"), catalog)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import write_scenario
+from helpers import write_scenario
 
 from planner.perf import PerfQuery, engine_shape, estimate, step_efficiency
 from planner.perf.engine_curve import whole_curve as _curve

@@ -12,7 +12,7 @@ from planner.errors import InfeasiblePlanError
 from planner.optimize import plan
 from planner.scenario import load_scenario
 
-from conftest import SCENARIOS, make_catalog, node_row, on_prem_system, write_scenario
+from helpers import SCENARIOS, make_catalog, node_row, on_prem_system, write_scenario
 
 # Two systems, two models. Annual cost per node = price (1-year amortization, free power):
 #   sys-a 300, sys-b 200.

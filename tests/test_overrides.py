@@ -4,19 +4,14 @@ the edited YAML, echoed in the output, bad values refused with the option named.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
+from helpers import SCENARIOS, invoke
 
 from planner import api
 from planner.catalog import load_catalog
-from planner.cli import app
 from planner.scenario import ScenarioOverrides
-
-runner = CliRunner()
-SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 
 
 def test_overrides_plan_as_the_edited_file(tmp_path):
@@ -36,11 +31,11 @@ def test_overrides_plan_as_the_edited_file(tmp_path):
 
 def test_overrides_are_echoed_in_json_and_text():
     args = ["plan", str(SCENARIOS / "daily-hybrid.yaml"), "--deployment", "cloud", "--progress", "none"]
-    result = runner.invoke(app, [*args, "--json"])
+    result = invoke(*args, "--json")
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert document["overrides"] == {"deployment": "cloud"} and document["deployment"] == "cloud"
-    text = runner.invoke(app, args)
+    text = invoke(*args)
     assert text.exit_code == 0 and "Overrides for this run: deployment cloud" in text.stdout
 
 
@@ -57,7 +52,7 @@ def test_systems_move_the_deployment_to_the_sites_they_name():
     (["--deployment", "on-prem", "--systems", "aws-p5.48xlarge"], "--systems: deployment on-prem needs on-prem systems"),
 ])  # fmt: skip
 def test_bad_overrides_name_the_option_and_exit_2(args, message):
-    result = runner.invoke(app, ["plan", str(SCENARIOS / "contact-center.yaml"), *args, "--progress", "none"])
+    result = invoke("plan", str(SCENARIOS / "contact-center.yaml"), *args, "--progress", "none")
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
 

@@ -15,7 +15,7 @@ from planner.catalog import load_catalog
 from planner.optimize import solve_candidates
 from planner.report import json_out
 from planner.scenario import load_scenario
-from tests.conftest import write_scenario
+from helpers import write_scenario
 
 SCENARIO = {
     "name": "parallel", "metrics_version": 2, "perf": {"source": "model"},

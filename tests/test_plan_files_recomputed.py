@@ -10,7 +10,7 @@ import json
 
 import pytest
 import yaml
-from conftest import SCENARIOS, planned_document
+from helpers import SCENARIOS, planned_document
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 

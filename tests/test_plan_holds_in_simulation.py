@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from conftest import SCENARIOS
+from helpers import SCENARIOS
 from planner import api
 from planner.errors import InfeasiblePlanError
 from planner.simulate import SimulationOptions, simulate_plan

@@ -12,7 +12,7 @@ from rich.console import Console
 from planner.api import plan_file
 from planner.report.text import print_plan
 from planner.simulate.verify import LimitCheck, describe_check, interval_text
-from tests.conftest import write_scenario
+from helpers import write_scenario
 
 
 def _scenario(periods: list[dict] | None) -> dict:

@@ -9,7 +9,7 @@ import copy
 import json
 
 import pytest
-from conftest import SCENARIOS, planned_document
+from helpers import SCENARIOS, planned_document
 
 SCENARIO = SCENARIOS / "chat-and-summarize.yaml"
 

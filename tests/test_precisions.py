@@ -25,7 +25,7 @@ from planner.perf.roofline import (
     prefill_ms,
     weight_format,
 )
-from tests.conftest import SCENARIOS, write_scenario
+from helpers import SCENARIOS, write_scenario
 
 CATALOG = load_catalog()
 H100 = "H100-SXM-80GB"
@@ -253,7 +253,7 @@ def _precisions_of(plan) -> set:
 
 @pytest.fixture(scope="module")
 def p95_plan():
-    from tests.conftest import SCENARIOS
+    from helpers import SCENARIOS
 
     return plan_file(SCENARIOS / P95)
 
@@ -291,7 +291,7 @@ def test_a_scenario_without_precisions_never_plans_fp4(p95_plan):
 def test_the_plan_states_what_fp4_would_save(p95_plan, tmp_path):
     """One more solve with fp4 allowed: on the shipped demand fp8 fits the same node (a saving of 0, said so); at
     three times the demand fp4 saves a node."""
-    from tests.conftest import SCENARIOS
+    from helpers import SCENARIOS
 
     assert p95_plan.precision_saving_usd_per_year is not None and p95_plan.precision_saving_usd_per_year >= 0
     assert p95_plan.precision_note.startswith("allowing fp4 (chat, code) would save ")
@@ -320,7 +320,7 @@ def test_the_plan_states_what_fp4_would_save(p95_plan, tmp_path):
 def test_fp4_asked_for_is_planned_with_no_saving_solve(monkeypatch):
     import planner.optimize as optimize
     from planner.scenario import ScenarioOverrides
-    from tests.conftest import SCENARIOS
+    from helpers import SCENARIOS
 
     calls = []
     enumerate_candidates = optimize.enumerate_candidates
@@ -336,7 +336,7 @@ def test_fp4_asked_for_is_planned_with_no_saving_solve(monkeypatch):
 
 def test_gpt_oss_keeps_its_checkpoint_format_on_h100_without_being_asked():
     from planner.scenario import ScenarioOverrides
-    from tests.conftest import SCENARIOS
+    from helpers import SCENARIOS
 
     result = plan_file(SCENARIOS / "moe-engines.yaml", overrides=ScenarioOverrides(systems=("dgx-h100",)))
     assert result.status == "optimal" and _precisions_of(result) & {"w4a16", "w4a8"}
@@ -350,7 +350,7 @@ def test_the_plan_json_carries_the_decision_and_a_saved_plan_with_it_is_an_input
     import json
 
     from planner.report.json_out import dumps, plan_document
-    from tests.conftest import SCENARIOS
+    from helpers import SCENARIOS
 
     document = json.loads(dumps(plan_document(p95_plan)))
     assert {"workload_precisions", "precision_saving_usd_per_year", "precision_note"} <= set(document)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from conftest import SCENARIOS
+from helpers import SCENARIOS
 from planner.catalog import load_catalog
 from planner.perf.roofline import step_ms
 from planner.perf.types import PrefixCache, prompt_terms
@@ -158,7 +158,7 @@ def test_block_hashes_give_each_request_its_cached_prefix(tmp_path):
 
 
 def test_the_mooncake_trace_reads_its_hashes():
-    from conftest import ROOT
+    from helpers import ROOT
 
     path = ROOT.parent / "shared" / "real" / "traces" / "mooncake_synthetic_trace.jsonl"
     if not path.is_file():

@@ -5,18 +5,17 @@ folder is absent (a user's clone has none). PLANNER_REAL_DIR points elsewhere.""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-from pathlib import Path
 
 import pytest
+from helpers import REAL_DIR
 
 from planner.catalog import load_benchmark_table
 from planner.errors import PlannerInputError
 from planner.ingest import IngestOptions, ingest
 from planner.traces import load_trace
 
-REAL = Path(os.environ.get("PLANNER_REAL_DIR", Path(__file__).resolve().parents[2] / "shared" / "real"))
+REAL = REAL_DIR
 BENCH = REAL / "bench"
 TRACES = REAL / "traces"
 pytestmark = pytest.mark.skipif(not (REAL / "SOURCES.md").is_file(), reason=f"no real files at {REAL}")

@@ -12,10 +12,10 @@ used to fit anything.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import REAL_DIR
 
 from planner.catalog import load_catalog
 from planner.perf.engines import engine_efficiency
@@ -26,7 +26,7 @@ from planner.simulate.engines import ServingEngine
 from planner.simulate.steps import RooflineSteps
 from planner.simulate.traffic import Requests
 
-RUNS = Path(__file__).resolve().parents[2] / "shared" / "real" / "bench" / "vllm"
+RUNS = REAL_DIR / "bench" / "vllm"
 MODEL, GPU, TP, PRECISION = "llama-3.3-70b", "A100-SXM-40GB", 8, "bf16"
 DRAWS = 20
 # what the replay finds today for mean TTFT, simulated / measured: at 1 request/s within a fifth (0.95: the vLLM

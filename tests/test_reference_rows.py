@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import csv
 import importlib.util
-from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
 from planner.catalog import load_catalog
 
-ROOT = Path(__file__).resolve().parent.parent
 MODULE = ROOT / "benchmarks" / "calibration" / "reference_rows.py"
 
 

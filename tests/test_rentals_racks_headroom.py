@@ -12,7 +12,7 @@ here (a fixture catalog: benchmark rows per node, so each plan takes a fraction 
 from __future__ import annotations
 
 import pytest
-from conftest import make_catalog, node_row, on_prem_system, write_scenario
+from helpers import make_catalog, node_row, on_prem_system, write_scenario
 
 from planner.catalog import load_catalog
 from planner.optimize import plan

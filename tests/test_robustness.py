@@ -18,7 +18,7 @@ from planner.errors import PlannerInputError
 from planner.optimize import solve_candidates
 from planner.robustness import demand_multiplier_limit, derate, plan_robust
 from planner.scenario import load_scenario
-from tests.conftest import SCENARIOS, write_scenario
+from helpers import SCENARIOS, write_scenario
 
 C1 = SCENARIOS / "contact-center.yaml"
 
@@ -220,7 +220,7 @@ def test_idle_gpus_of_the_plan_count_before_it_breaks(tmp_path, share):
     """One node of 8 GPUs running a single TP1 engine (10 requests/s per instance) for 8 requests/s: with nodes
     shared, 7 GPUs idle could run 7 more engines at the same cost, so the plan holds to 8 x 10 / 8 = 10 x the
     demand (it said 1.25: only the running engine counted); not shared, the node's unit is all 8 engines already."""
-    from tests.conftest import make_catalog, on_prem_system
+    from helpers import make_catalog, on_prem_system
 
     row = "test fixture,llama-3-8b,H100-SXM-80GB,1,1,bf16,1000,100,16,online,100,,10,,10,,instance,"
     catalog = load_catalog(make_catalog(tmp_path, [on_prem_system("rack", "H100-SXM-80GB", 100_000.0)], [row]))

@@ -12,7 +12,7 @@ from planner.catalog.weights import weight_gb
 from planner.perf.memory import memory_fit
 from planner.requirements import words_to_tokens
 
-from conftest import SCENARIOS
+from helpers import SCENARIOS
 
 
 def test_c1_contact_center_needs_13_dgx_h100(cli_json):
@@ -116,7 +116,7 @@ def test_c5_70b_needs_tensor_parallelism_on_h100():
 
 
 def test_c6_offline_workload_has_no_latency_limit(cli, tmp_path):
-    from conftest import write_scenario
+    from helpers import write_scenario
 
     path = write_scenario(tmp_path, {
         "name": "batch", "workloads": [{
@@ -130,7 +130,7 @@ def test_c6_offline_workload_has_no_latency_limit(cli, tmp_path):
 
 
 def test_c6_offline_workload_uses_max_throughput_rows(tmp_path):
-    from conftest import write_scenario
+    from helpers import write_scenario
 
     path = write_scenario(tmp_path, {
         "name": "batch", "workloads": [{

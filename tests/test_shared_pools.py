@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import SCENARIOS
+from helpers import SCENARIOS
 
 from planner.plan import Route, configuration_key
 from planner.scenario import Slo
@@ -183,7 +183,7 @@ def test_per_class_gaps_by_hand():
 
 
 def test_per_class_gaps_through_preemption():
-    # the preemption case of test_simulator_v2: the later sequence (class 1) is preempted, recomputed and finishes;
+    # the preemption case of test_simulator_against_closed_forms: the later sequence (class 1) is preempted, recomputed and finishes;
     # its resumed token's gap (its wait and recompute) is one token of class 1
     requests = Requests(np.zeros(2), np.full(2, 20), np.full(2, 20))
     engine = ServingEngine(FixedSteps(1.0, 0.01, 1.0), max_batch=8, kv_tokens=60, classes=[0, 1])

@@ -1,5 +1,5 @@
 """The notebook's simpler engines (v1 BatchingEngine, SlotEngine) by hand; the vLLM-like engine, queues against
-closed forms, balancers and plan verdicts are in tests/test_simulator_v2.py."""
+closed forms, balancers and plan verdicts are in tests/test_simulator_against_closed_forms.py."""
 
 from __future__ import annotations
 

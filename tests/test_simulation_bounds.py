@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import SCENARIOS
+from helpers import SCENARIOS
 
 from planner.simulate import verify
 

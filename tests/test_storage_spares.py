@@ -25,8 +25,7 @@ from pydantic import ValidationError
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from conftest import SCENARIOS, make_catalog, node_row, on_prem_system, write_scenario  # noqa: E402
-from test_infrastructure import _program_objective  # noqa: E402
+from helpers import SCENARIOS, make_catalog, node_row, on_prem_system, program_objective, write_scenario  # noqa: E402
 
 from planner import api  # noqa: E402
 from planner.api import plan_file, plan_in_context  # noqa: E402
@@ -119,7 +118,7 @@ def test_storage_enters_the_program_as_the_plan_prices_it(tmp_path, terabytes, u
         document["sites"]["on_prem"]["infrastructure"] = {"storage_tb_per_node": terabytes, "storage_usd_per_tb": usd_per_tb}
         document["limits"] = {"spare_nodes_per_system": spares}
 
-    seen, planned = _program_objective(_variant(tmp_path, ASSISTANT, change))
+    seen, planned = program_objective(_variant(tmp_path, ASSISTANT, change))
     plan = planned.plan
     assert seen["objective"] == pytest.approx(plan.objective_usd_per_year, abs=0.05)
     nodes = sum(line.nodes for line in plan.lines if line.site == "on-prem")
@@ -196,7 +195,7 @@ def test_spares_are_the_larger_of_k_and_the_fraction_rounded_up(one_system, node
             assert note.startswith(f"N+{k} spare (the larger of it and the spare fraction")
 
 
-# sys-a: 10 rps a node for 300 USD a year; sys-b: 5 rps for 210 (tests/test_fleet.py's limit case)
+# sys-a: 10 rps a node for 300 USD a year; sys-b: 5 rps for 210 (tests/test_fleet_limits_hybrid_and_periods.py's limit case)
 MIX_SYSTEMS = [on_prem_system("sys-a", "H100-SXM-80GB", 300.0, power_kw=10.0, rack_units=8),
                on_prem_system("sys-b", "H200-SXM-141GB", 210.0, power_kw=3.0, rack_units=2)]  # fmt: skip
 MIX_ROWS = [node_row("llama-3-8b", "H100-SXM-80GB", 1000, 100, 10.0), node_row("llama-3-8b", "H200-SXM-141GB", 1000, 100, 5.0)]

@@ -12,7 +12,7 @@ import yaml
 from planner.api import sweep
 from planner.errors import PlannerInputError
 from planner.sweep import load_sweep, pareto_front, set_field
-from tests.conftest import SCENARIOS
+from helpers import SCENARIOS
 
 C1 = SCENARIOS / "contact-center.yaml"
 

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import SCENARIOS
+from helpers import SCENARIOS
 
 from planner import deadline
 from planner.api import plan_in_context, scenario_catalog

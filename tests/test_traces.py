@@ -17,7 +17,7 @@ from planner.errors import PlannerInputError
 from planner.scenario import load_scenario
 from planner.traces import load_trace
 from planner.workload_analysis import analyze_trace, choose_variants, period_seconds
-from tests.conftest import SCENARIOS
+from helpers import SCENARIOS
 
 DAY_RPS, NIGHT_RPS = 2.0, 0.5  # 08:00-20:00 UTC and the rest
 

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from conftest import write_scenario
+from helpers import write_scenario
 
 GOOD = {
     "name": "ok",

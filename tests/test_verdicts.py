@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import SCENARIOS
+from helpers import SCENARIOS
 from rich.console import Console
 
 from planner.scenario import Slo

@@ -1,4 +1,4 @@
-"""Fleet formulation v2: nodes shared across models and reconfigured between periods (docs/optimizer.md).
+"""The fleet program's switches: nodes shared across models and reconfigured between periods (docs/optimizer.md).
 
 Properties over random fleets of per-instance benchmark rows (where sharing matters): each switch only widens
 what a plan may do, so turning one on never costs more; every plan covers its demand; and the optimum equals an
@@ -13,11 +13,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import make_catalog, on_prem_system, write_scenario
+from helpers import (
+    check_plan_covers_demand,
+    instance_row,
+    make_catalog,
+    on_prem_system,
+    write_scenario,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import LinearConstraint, milp
-from test_properties import check_plan_covers_demand
 
 from planner.catalog import load_catalog
 from planner.optimize import plan
@@ -31,11 +36,6 @@ SWITCHES = {
     "share": {"reconfigure_between_periods": False, "share_nodes_across_models": True},
     "fixed": {"reconfigure_between_periods": False, "share_nodes_across_models": False},
 }
-
-
-def instance_row(model: str, gpu: str, tp: int, rps: float) -> str:
-    """A test-only row measured per engine instance of `tp` GPUs (bf16)."""
-    return f"test fixture,{model},{gpu},{tp},{tp},bf16,1000,100,16,online,100,,10,,{rps},,instance,"
 
 
 @st.composite
@@ -191,11 +191,11 @@ def test_sharing_and_reconfiguring_cut_the_cost_of_a_day_night_fleet(tmp_path):
     assert any("day:" in line.runs and "night:" in line.runs for line in shared.lines)
 
 
-def test_both_switches_off_reproduce_the_v1_plan_and_sharing_saves_a_node():
+def test_both_switches_off_reproduce_the_one_configuration_per_node_plan_and_sharing_saves_a_node():
     """daily-hybrid: the v1 optimizer (commit fb61f59, one configuration per node all year) planned 15 DGX H100 for
     980,681.98 USD/year; the shared, reconfigured fleet runs the nightly batch on the assistant's daytime nodes."""
     import yaml
-    from conftest import SCENARIOS
+    from helpers import SCENARIOS
 
     document = yaml.safe_load((SCENARIOS / "daily-hybrid.yaml").read_text())
     # the v1 cost model: the servers alone, straight-line amortization (issue 34's site costs off)

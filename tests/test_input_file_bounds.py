@@ -1,4 +1,4 @@
-"""Hardening v3 (issue 33), the inputs: only regular files are read, within a size bound; nesting is bounded; a
+"""Inputs bounded (issue 33): only regular files are read, within a size bound; nesting is bounded; a
 trace has a rate and bounded token counts; ingested values and echoed user text are bounded; user names are plain
 text in plots. Each case exits 2 with one short line naming the file (or completes), never a traceback or a hang.
 
@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import SCENARIOS
+from helpers import INGEST_FIXTURES, SCENARIOS
 
 from planner.errors import MAX_MESSAGE_CHARS, PlannerInputError, bounded_listing, clip_text
 from planner.loading import MAX_INGEST_BYTES, MAX_TRACE_BYTES, parse_json, read_bounded_text
 from planner.traces import MAX_TOKENS_PER_REQUEST
 
-FIXTURES = Path(__file__).parent / "fixtures" / "ingest"
+FIXTURES = INGEST_FIXTURES
 AIPERF_RUN = FIXTURES / "genai-perf" / "aiperf" / "meta-llama_Llama-3.1-8B-Instruct-openai-chat-concurrency8"
 VLLM_RUN = FIXTURES / "vllm" / "sweep" / "vllm-infqps-concurrency1-Llama-3.1-8B-Instruct-20251002-101500.json"
 ENGINE = ("--model", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--tp", "1", "--precision", "bf16")

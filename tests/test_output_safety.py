@@ -1,4 +1,4 @@
-"""Outputs, hardening v3 (issue 33): CSV cells never formulas whatever the pandas dtype, no output over any file a
+"""Outputs that never harm what they touch (issue 33): CSV cells never formulas whatever the pandas dtype, no output over any file a
 command reads, `report --force` removes only what a report wrote, output files readable under the umask, a closed
 stdout ends quietly, a folder is no output file, and the schema doc's example loads."""
 
@@ -18,10 +18,10 @@ import sys
 import pandas as pd
 import pytest
 import yaml
-from conftest import ROOT, SCENARIOS
+from helpers import INGEST_FIXTURES, ROOT, SCENARIOS
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-AIPERF = ROOT / "tests" / "fixtures" / "ingest" / "genai-perf" / "aiperf"
+AIPERF = INGEST_FIXTURES / "genai-perf" / "aiperf"
 AIPERF_RUN = "meta-llama_Llama-3.1-8B-Instruct-openai-chat-concurrency8"
 H100_BF16 = ("--gpu", "H100", "--tp", "1", "--precision", "bf16")
 

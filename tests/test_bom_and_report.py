@@ -9,7 +9,7 @@ from planner.api import bom, plan_in_context
 from planner.report import document, plots
 from planner.report.bom import build_bom, write_csv, write_xlsx
 
-from conftest import SCENARIOS
+from helpers import SCENARIOS
 
 
 @pytest.fixture(scope="module")

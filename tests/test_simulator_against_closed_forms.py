@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SCENARIOS
+from helpers import REAL_DIR, SCENARIOS
 from scipy import stats as scipy_stats
 
 from planner.simulate import (
@@ -23,7 +22,7 @@ from planner.simulate import (
     saturated_rps,
 )
 
-REAL_TRACES = Path(__file__).resolve().parents[2] / "shared" / "real" / "traces"
+REAL_TRACES = REAL_DIR / "traces"
 
 
 def requests_at(times, isl=100, osl=5) -> Requests:

@@ -9,7 +9,7 @@ import re
 
 import pytest
 import yaml
-from conftest import SCENARIOS
+from helpers import SCENARIOS
 
 EVIL = '=HYPERLINK("http://evil.example/","click")'
 
@@ -93,7 +93,7 @@ def test_a_byte_order_mark_is_read_as_nothing(cli, tmp_path):
 
 
 def test_a_catalog_csv_saved_by_excel_with_a_byte_order_mark_loads(tmp_path):
-    from conftest import make_catalog, node_row, on_prem_system
+    from helpers import make_catalog, node_row, on_prem_system
 
     from planner.catalog import load_catalog
 
@@ -237,7 +237,7 @@ def test_a_failed_write_leaves_the_previous_file(tmp_path, monkeypatch):
     ],
 )
 def test_catalog_numbers_out_of_range_are_refused(tmp_path, file, edit, words):
-    from conftest import make_catalog, node_row, on_prem_system
+    from helpers import make_catalog, node_row, on_prem_system
 
     from planner.catalog import load_catalog
     from planner.errors import PlannerInputError
@@ -253,7 +253,7 @@ def test_catalog_numbers_out_of_range_are_refused(tmp_path, file, edit, words):
 
 
 def test_a_benchmark_row_of_ten_billion_requests_per_second_is_refused(tmp_path):
-    from conftest import make_catalog, node_row, on_prem_system
+    from helpers import make_catalog, node_row, on_prem_system
 
     from planner.catalog import load_catalog
     from planner.errors import PlannerInputError
@@ -341,7 +341,7 @@ def test_engine_shapes_beyond_a_node_are_refused(cli, args):
 
 
 def test_one_source_measuring_one_point_twice_differently_is_refused(tmp_path):
-    from conftest import make_catalog, node_row, on_prem_system
+    from helpers import make_catalog, node_row, on_prem_system
 
     from planner.catalog import load_catalog
     from planner.errors import PlannerInputError
@@ -354,7 +354,7 @@ def test_one_source_measuring_one_point_twice_differently_is_refused(tmp_path):
 
 
 def test_a_file_that_is_no_benchmark_table_is_quoted_only_briefly(tmp_path):
-    from conftest import make_catalog, on_prem_system
+    from helpers import make_catalog, on_prem_system
 
     from planner.catalog import load_catalog
     from planner.errors import PlannerInputError

@@ -10,21 +10,23 @@ import json
 import pulp
 import pytest
 import yaml
+from helpers import (
+    SCENARIOS,
+    check_plan_covers_demand,
+    cloud_system,
+    fleets,
+    make_catalog,
+    node_row,
+    on_prem_system,
+    solve,
+    write_scenario,
+)
 from hypothesis import HealthCheck, given, settings
 
 from planner.api import plan_file
 from planner.catalog import load_catalog
 from planner.errors import InfeasiblePlanError
 from planner.scenario import load_scenario
-
-from conftest import SCENARIOS, make_catalog, node_row, on_prem_system, write_scenario
-from test_properties import check_plan_covers_demand, fleets, solve
-
-
-def cloud_system(system_id: str, gpu: str, usd_per_hour: float) -> dict:
-    return {"id": system_id, "kind": "cloud", "name": system_id, "provider": "test", "region": "any", "gpu": gpu,
-            "gpus_per_node": 8, "usd_per_hour": usd_per_hour, "source": "test fixture"}  # fmt: skip
-
 
 # ---------------------------------------------------------------- hybrid beats both pure options
 # One workload, 10 rps per node everywhere. On-prem node: 50,000 USD/year (price 50,000, 1 year, free power).
