@@ -113,7 +113,7 @@ def run(engines: list, requests, balancer: str = "round-robin", seed: int = 0):
 def _round_robin(engines: list, shares: list[list[int]], arrival: list[float], book: Book | None) -> None:
     """Engine i takes arrivals i, i + n, i + 2n, ...: the engines never look at each other, so each runs its share
     alone, and large runs of serving engines run on several processes (each engine draws from its own seed: the
-    same results whatever the number of processes; tests/test_simulator_v2.py)."""
+    same results whatever the number of processes; tests/test_simulator_against_closed_forms.py)."""
     if book is not None and _run_forked(engines, shares, book):
         return
     for engine, share in zip(engines, shares):
