@@ -166,7 +166,7 @@ def simulation_document(checks) -> dict:
     (`verdict` on each check and workload: holds | misses | inconclusive | not simulated; `extra_seeds` and
     `seeds_note`: what was done about inconclusive verdicts); `verdict` over all of them; `all_ok` (every simulated
     check holds) kept for older readers."""
-    from planner.simulate.verify import overall_verdict
+    from planner.simulate.verdicts import overall_verdict
 
     items = []
     for check in checks:
