@@ -1,11 +1,11 @@
 """How often the simulator's printed 95% intervals cover the true percentile (issue 48, item 5).
 
 `plan --verify` and `simulate` judge a limit by a simulated percentile and its 95% interval
-(planner/simulate/verify.py `_checks`: batch means within a seed, pooled over seeds). This script feeds `_checks` the
-response times of exact queues, M/D/1, M/D/c and M/M/c at loads 0.5-0.95, as a run of the simulator would see them
-(a queue started empty, the warm-up cut as verify cuts it), over many independent runs, and counts how often the
-printed interval holds the true percentile (P50, P95, P99 of arrival-to-service-end time, service deterministic or
-exponential with mean 1):
+(planner/simulate/verdicts.py `limit_checks`: batch means within a seed, pooled over seeds). This script feeds
+`limit_checks` the response times of exact queues, M/D/1, M/D/c and M/M/c at loads 0.5-0.95, as a run of the
+simulator would see them (a queue started empty, the warm-up cut as verify cuts it), over many independent runs, and
+counts how often the printed interval holds the true percentile (P50, P95, P99 of arrival-to-service-end time,
+service deterministic or exponential with mean 1):
 
 - M/M/c: exact (Erlang C: the wait is 0 with probability 1 - C, else exponential at c mu - lambda; plus the service);
 - M/D/1 and M/D/c: the percentile of one run 100x longer than the runs checked (its own error ~0.1%, far inside
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.simulate.stats import warmup_s
-from planner.simulate.verify import SETTLED_RELATIVE_HALF_WIDTH, _checks
+from planner.simulate.verdicts import SETTLED_RELATIVE_HALF_WIDTH, limit_checks
 
 PERCENTILES = (50.0, 95.0, 99.0)
 START_REQUESTS = 6_000
@@ -144,13 +144,13 @@ def _verified(queue: Queue, percentile: float, seeds: int, rng, pilot: bool) -> 
     slo = _Slo(percentile, ttft_ms=1e12)
     while True:
         first = _run_values(queue, rng, n)
-        _, settled = _checks([first], slo)
+        _, settled = limit_checks([first], slo)
         if settled or n * 2 > MAX_REQUESTS:
             break
         n *= 2
     runs = [_run_values(queue, rng, n) for _ in range(seeds)] if pilot else [first] + [
         _run_values(queue, rng, n) for _ in range(seeds - 1)]  # fmt: skip
-    checks, _ = _checks(runs, slo, pilot and not settled)
+    checks, _ = limit_checks(runs, slo, pilot and not settled)
     return checks[0].simulated_ms, checks[0].ci_low_ms, checks[0].ci_high_ms, settled, n
 
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from planner.simulate.verify import HOLDS, INCONCLUSIVE, MISSES, describe_check, overall_verdict, unserved
+from planner.simulate.verdicts import HOLDS, INCONCLUSIVE, MISSES, overall_verdict
+from planner.simulate.wording import describe_check, unserved
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,12 @@ import pytest
 
 from planner.scenario import Slo
 from planner.simulate import FixedSteps
-from planner.simulate.pools import _length_caps, _RouteRun, _trace_split
+from planner.simulate.pools import RouteRun as _RouteRun, _length_caps, _trace_split
 from planner.simulate.setups import EngineSetup
 from planner.simulate.traffic import lognormal_lengths
-from planner.simulate.verify import HOLDS, INCONCLUSIVE, MISSES, SimulationOptions, simulate_workload
+from planner.simulate.options import SimulationOptions
+from planner.simulate.settling import simulate_workload
+from planner.simulate.verdicts import HOLDS, INCONCLUSIVE, MISSES
 
 RANK = {HOLDS: 0, INCONCLUSIVE: 1, MISSES: 2}
 

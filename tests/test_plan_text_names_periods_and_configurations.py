@@ -11,7 +11,8 @@ from rich.console import Console
 
 from planner.api import plan_file
 from planner.report.text import print_plan
-from planner.simulate.verify import LimitCheck, describe_check, interval_text
+from planner.simulate.verdicts import LimitCheck
+from planner.simulate.wording import describe_check, interval_text
 from helpers import write_scenario
 
 

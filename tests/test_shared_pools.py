@@ -15,9 +15,11 @@ from helpers import SCENARIOS
 from planner.plan import Route, configuration_key
 from planner.scenario import Slo
 from planner.simulate import FixedSteps, Requests, ServingEngine, SimulationOptions, run, simulate_plan
-from planner.simulate.pools import _Group, _Pool, _RouteRun, run_pool_once
+from planner.simulate.pools import Group as _Group, Pool as _Pool, RouteRun as _RouteRun, run_pool_once
 from planner.simulate.setups import EngineSetup
-from planner.simulate.verify import HOLDS, INCONCLUSIVE, MISSES, _pools, simulate_pool
+from planner.simulate.settling import simulate_pool
+from planner.simulate.verdicts import HOLDS, INCONCLUSIVE, MISSES
+from planner.simulate.verify import _pools
 
 
 def _toy_route(rps: float, isl: int, osl: int) -> SimpleNamespace:

@@ -11,10 +11,12 @@ import pytest
 
 from planner.scenario import Slo
 from planner.simulate import FixedSteps
-from planner.simulate.pools import _RouteRun
+from planner.simulate.pools import RouteRun as _RouteRun
 from planner.simulate.setups import EngineSetup
 from planner.simulate.stats import order_statistic_interval
-from planner.simulate.verify import HOLDS, INCONCLUSIVE, MISSES, SimulationOptions, simulate_workload
+from planner.simulate.options import SimulationOptions
+from planner.simulate.settling import simulate_workload
+from planner.simulate.verdicts import HOLDS, INCONCLUSIVE, MISSES
 
 
 @pytest.mark.parametrize("n", [20, 60, 150])

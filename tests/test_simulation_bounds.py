@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from helpers import SCENARIOS
 
-from planner.simulate import verify
+from planner.simulate import settling as verify
 
 
 def test_the_first_run_fits_the_request_budget_at_any_rate():

@@ -16,23 +16,22 @@ from rich.console import Console
 
 from planner.scenario import Slo
 from planner.simulate import FixedSteps, Requests, run_statistics
-from planner.simulate.pools import _RouteRun
+from planner.simulate.pools import RouteRun as _RouteRun
 from planner.simulate.setups import EngineSetup
-from planner.simulate.verify import (
+from planner.simulate.options import SimulationOptions
+from planner.simulate.settling import MAX_SEEDS, simulate_workload
+from planner.simulate.verdicts import (
     HOLDS,
     INCONCLUSIVE,
-    MAX_SEEDS,
     MISSES,
     NOT_SIMULATED,
     LimitCheck,
-    SimulationOptions,
     WorkloadCheck,
-    _checks,
     classify,
     overall_verdict,
-    simulate_workload,
     workload_verdict,
 )
+from planner.simulate.verdicts import limit_checks as _checks
 
 
 # ------------------------------------------------------------------------------------------- classification

@@ -201,7 +201,7 @@ def _exit_on_verdict(checks, repaired: bool, allow_inconclusive: bool) -> None:
     unless --allow-inconclusive."""
     if checks is None:
         return
-    from planner.simulate.verify import INCONCLUSIVE, MISSES, overall_verdict
+    from planner.simulate.verdicts import INCONCLUSIVE, MISSES, overall_verdict
 
     verdict = overall_verdict(checks)
     after = " after the repair" if repaired else ""

@@ -17,7 +17,7 @@ from planner.perf.engines import ENGINE_NAMES
 from planner.report import plots
 from planner.report.bom import build_bom
 from planner.report.formatting import CAPEX_INCL_SITE, SERVERS_CAPEX, capex_text
-from planner.simulate.verify import interval_text
+from planner.simulate.wording import interval_text
 
 SERVERS_CAPEX_HEADER = f"{SERVERS_CAPEX[:1].upper()}{SERVERS_CAPEX[1:]} (USD)"  # 'Servers capex (USD)'
 CAPEX_INCL_SITE_HEADER = f"{CAPEX_INCL_SITE[:1].upper()}{CAPEX_INCL_SITE[1:]} (USD)"  # 'Capex incl. site (USD)'

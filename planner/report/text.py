@@ -382,7 +382,8 @@ def print_compare(results: tuple[DeploymentResult, ...], console: Console) -> No
 def print_simulation(checks, console: Console, wall_s: float | None = None) -> None:
     """The table of workload checks (statistics and the verdict of each limit: holds, MISSES, inconclusive), then
     per workload its engines, run and what was done about inconclusive verdicts, then the overall verdict."""
-    from planner.simulate.verify import NOT_SIMULATED, VERDICT_WORDS, describe_check, unserved
+    from planner.simulate.verdicts import NOT_SIMULATED
+    from planner.simulate.wording import VERDICT_WORDS, describe_check, unserved
 
     table = Table(title="Simulation (each period at its peak, or the trace)", title_justify="left")
     for column in ("workload", "period", "rps", "engines", "TTFT P50/P95/P99 ms", "token gap P50/P99 ms", "E2E P99 ms",
@@ -427,7 +428,7 @@ def print_simulation(checks, console: Console, wall_s: float | None = None) -> N
 
 def verdict_line(checks) -> str:
     """One line: the overall verdict and what it means ('inconclusive: ... not a conclusive miss')."""
-    from planner.simulate.verify import HOLDS, INCONCLUSIVE, MISSES, overall_verdict
+    from planner.simulate.verdicts import HOLDS, INCONCLUSIVE, MISSES, overall_verdict
 
     verdict = overall_verdict(checks)
     named = lambda v: ", ".join(f"{c.workload} ({c.period})" for c in checks if c.verdict == v)  # noqa: E731

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from planner.simulate.verify import overall_verdict
+from planner.simulate.verdicts import overall_verdict
 
 
 def simulation_document(checks) -> dict:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -14,15 +13,13 @@ from planner.perf.disagg import kv_transfer_ms
 from planner.perf.types import DEFAULT_TOKEN_BUDGET
 from planner.simulate.balance import run
 from planner.simulate.engines import ServingEngine
+from planner.simulate.options import SimulationOptions
 from planner.simulate.setups import EngineSetup
 from planner.simulate.traffic import Requests, cached_prefixes, gamma_arrivals, lognormal_lengths
 
-if TYPE_CHECKING:
-    from planner.simulate.verify import SimulationOptions
-
 
 @dataclass(frozen=True)
-class _RouteRun:
+class RouteRun:
     route: object
     setup: EngineSetup  # the engines its requests run on (its configuration's, in a pool)
     context_tokens: int | None = None  # the longest prompt + output its engines serve: the model's context
@@ -49,9 +46,9 @@ def _route_requests(route, duration_s: float, options: SimulationOptions, rng, c
     return Requests(arrivals, isl, osl, cached_prefixes(isl, cache, rng))
 
 
-def _trace_split(trace, runs: list[_RouteRun], rng) -> list[Requests]:
+def _trace_split(trace, runs: list[RouteRun], rng) -> list[Requests]:
     """The trace's requests (times from its first arrival) split across the routes whose engines take their
-    prompts (within the engine's context, `_RouteRun.context`: every request of a trace is replayed as it is, the
+    prompts (within the engine's context, `RouteRun.context`: every request of a trace is replayed as it is, the
     engine's built lengths shape its batch and cap nothing), in proportion to the routes' rates; prompts beyond
     every engine's context are refused (counted as failed), outputs are cut where prompt + output reach the
     context. Returns one set per route, then the refused ones."""
@@ -80,9 +77,9 @@ def _trace_split(trace, runs: list[_RouteRun], rng) -> list[Requests]:
     return parts
 
 
-def _length_caps(workload_spec, run: _RouteRun) -> tuple[int, float, int | None]:
+def _length_caps(workload_spec, run: RouteRun) -> tuple[int, float, int | None]:
     """(longest prompt, longest output, context) of a route's requests: the bucket's stated maxima, within the
-    engine's context (`_RouteRun.context`: prompt + output, each request's output cut where they reach it). The
+    engine's context (`RouteRun.context`: prompt + output, each request's output cut where they reach it). The
     engine's built lengths (ISL/OSL) shape its batch; they are not a clip: a bucket's mean with spread
     (--length-cv) is drawn as stated, its long requests served as a vLLM-class engine serves them. Where no
     context is known (a measured point of a model without an architecture), the engine's lengths, as before."""
@@ -97,7 +94,7 @@ def _length_caps(workload_spec, run: _RouteRun) -> tuple[int, float, int | None]
 
 
 @dataclass(frozen=True)
-class _Group:
+class Group:
     """The engines of one configuration and the routes (indices into the pool's `runs`) whose requests they take,
     mixed through one balancer."""
 
@@ -106,22 +103,22 @@ class _Group:
 
 
 @dataclass(frozen=True)
-class _Pool:
+class Pool:
     """Workloads that share engines in one period (`pools`): their routes (`runs`; `owners[i]`: the index of run i's
     workload), the engine groups (one per configuration), each workload's spec and rate. With a trace, `traced` is
     the workload that replays it; the others run at their own rates over the trace's span."""
 
-    runs: tuple[_RouteRun, ...]
+    runs: tuple[RouteRun, ...]
     owners: tuple[int, ...]
-    groups: tuple[_Group, ...]
+    groups: tuple[Group, ...]
     specs: tuple
     rates: tuple[float, ...]
     traced: int = 0
 
 
-def _single_pool(runs: list[_RouteRun], workload_spec, rate_rps: float) -> _Pool:
+def single_pool(runs: list[RouteRun], workload_spec, rate_rps: float) -> Pool:
     """One workload whose routes each run on their own engines."""
-    return _Pool(tuple(runs), (0,) * len(runs), tuple(_Group(r.setup, (i,)) for i, r in enumerate(runs)),
+    return Pool(tuple(runs), (0,) * len(runs), tuple(Group(r.setup, (i,)) for i, r in enumerate(runs)),
                  (workload_spec,), (rate_rps,))  # fmt: skip
 
 
@@ -138,7 +135,7 @@ def _mixed(parts: list[Requests]) -> tuple[Requests, np.ndarray, np.ndarray]:
     return mixed, source, position
 
 
-def run_pool_once(pool: _Pool, duration_s: float, seed: int, options: SimulationOptions):
+def run_pool_once(pool: Pool, duration_s: float, seed: int, options: SimulationOptions):
     """One run of a pool: every route's requests (its own arrivals, lengths and caps) on the engines of its
     configuration, mixed with the other routes there. Returns per workload (its requests, the gaps its sequences
     received on each engine, its preemptions). A pool of one workload whose routes have their own engines draws and
@@ -191,7 +188,7 @@ def run_pool_once(pool: _Pool, duration_s: float, seed: int, options: Simulation
     return out
 
 
-def _run_group(pool: _Pool, g: int, view, seed: int, options: SimulationOptions, gaps, preemptions) -> None:
+def _run_group(pool: Pool, g: int, view, seed: int, options: SimulationOptions, gaps, preemptions) -> None:
     """The engines of group `g` take the requests of its routes (`view(i)`: route i's requests as they see them),
     mixed through the balancer; their times are written back to each route's requests, their gaps and preemptions
     to each workload's lists."""
@@ -243,7 +240,7 @@ def _transfer_ms(prefill: EngineSetup, decode: EngineSetup, isl) -> np.ndarray:
     return kv_transfer_ms(steps.shape, np.asarray(isl, dtype=float), min(links, default=math.inf), steps.efficiency)
 
 
-def _hand_over(pool: _Pool, parts, staged, rng) -> dict:
+def _hand_over(pool: Pool, parts, staged, rng) -> dict:
     """Each prefilled request (its first token made, the request not refused) of a workload's length bucket goes to
     one of the decode routes of that bucket, drawn in proportion to their rates (as the plan splits them). It
     arrives there when its first token is out plus its KV cache's transfer (`_transfer_ms`), holding its prompt and

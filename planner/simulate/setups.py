@@ -40,7 +40,7 @@ def _pinned(route) -> str | None:
     return version if release_line(route.engine, version) is not None else None
 
 
-def _instances_per_node(route, gpus_per_node: int) -> int:
+def instances_per_node(route, gpus_per_node: int) -> int:
     return gpus_per_node // route.tp if route.tp else 1  # rows of a whole system: one instance per node
 
 
@@ -189,7 +189,7 @@ def engine_setup(route, assignment, instances: int, share: float, catalog, token
 def _rps_per_engine(route, system, engines_per_instance: int) -> float:
     if route.tp is None:
         return route.rps_per_node / engines_per_instance
-    return route.rps_per_instance or route.rps_per_node / _instances_per_node(route, system.gpus_per_node)
+    return route.rps_per_instance or route.rps_per_node / instances_per_node(route, system.gpus_per_node)
 
 
 def _point_batch(assignment, rps: float, osl: int, engines_per_instance: int) -> tuple[int | None, str]:

@@ -22,16 +22,10 @@ its engines too. The engines of a configuration are `ServingEngine`s:
 - speculative routes: the scenario's speculation, accepted tokens drawn per step (`ServingEngine`);
 - a workload's prefix cache: each request's cached prompt tokens drawn at its hit rate, or a trace's own.
 
-Verdicts: each limit the SLO sets (planner.metrics: TTFT, TPOT and E2E per request, ITL as gaps between tokens) at
-the scenario's percentile over the measured window, with a 95% interval; the run length doubles until every interval
-is within 5% of its value (or a cap), found on a pilot run of its own arrivals; the runs judged are fresh at that
-length (`seeds` of them, with other arrivals each). A limit
-`holds` (estimate and the interval's upper end within it), `misses` (the interval's lower end above it: conclusive)
-or is `inconclusive` (the interval straddles it); see `classify`. When a verdict is inconclusive and neither
-`duration_s` nor a trace fixed the run, more seeds are run at the same length (at least 4 in all, then doubling, at
-most `MAX_SEEDS` and `max_requests` requests over all seeds) until every verdict is conclusive or the bound is
-reached; the WorkloadCheck says what was done (`extra_seeds`, `seeds_note`). In a pool, settling and extra seeds
-look at every workload's verdicts (a seed is a run of the whole pool; each workload's verdicts are over all of them).
+Verdicts (planner/simulate/verdicts.py): each limit the SLO sets at the scenario's percentile over the measured
+window, with a 95% interval: it `holds`, `misses` or is `inconclusive`. How long and how many seeds each pool runs
+before it is judged (a pilot run settles the length, extra seeds for inconclusive verdicts, a seed being a run of
+the whole pool): planner/simulate/settling.py.
 """
 
 from __future__ import annotations
@@ -39,405 +33,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from dataclasses import dataclass
-
-import numpy as np
 
 from planner.errors import PlannerInputError
-from planner.metrics import LABELS
-from planner.metrics import limits as slo_limits
 from planner.plan import PER_PERIOD_ROLES, configuration_key, route_matches
-from planner.simulate.pools import _Group, _Pool, _RouteRun, _single_pool, run_pool_once
-from planner.simulate.setups import _instances_per_node, engine_setup
-from planner.simulate.stats import (
-    MIN_WARMUP_FRACTION,
-    RunStats,
-    BATCHES,
-    order_statistic_interval,
-    quantile_interval,
-    gap_arrays,
-    request_latencies,
-    run_statistics,
-    warmup_s,
-)
-
-SETTLED_RELATIVE_HALF_WIDTH = 0.05
-PILOT_SEED_OFFSET = 1_000_003  # the pilot run that sets a run's length draws its own arrivals (seed + this)
-MAX_SEEDS = 8  # extra seeds for inconclusive verdicts stop here (a user's --seeds may be larger)
-MIN_SEEDS_ACROSS = 4  # the first extra round brings the seeds to at least this (a t-interval over 2 seeds is 12.7 sd wide)
-HOLDS, MISSES, INCONCLUSIVE, NOT_SIMULATED = "holds", "misses", "inconclusive", "not simulated"
-
-
-@dataclass(frozen=True)
-class SimulationOptions:
-    """How to simulate. `duration_s` None: settle automatically (start at `start_duration_s`, double up to
-    `max_duration_s`). `trace`: a planner.traces.Trace replayed for `trace_workload` (arrivals and lengths)."""
-
-    duration_s: float | None = None
-    seeds: int = 1
-    seed: int = 0
-    balancer: str = "round-robin"
-    length_cv: float = 0.0
-    arrival_cv: float = 1.0
-    token_budget: int | None = None  # None: the scenario's engine.token_budget (the plan was sized with it)
-    max_duration_s: float = 4 * 3600.0
-    max_requests: int = 1_000_000
-    trace: object | None = None
-    trace_workload: str | None = None
-    trace_period: str | None = None
-
-
-@dataclass(frozen=True)
-class LimitCheck:
-    metric: str  # TTFT | TPOT | ITL | E2E (planner.metrics.LABELS)
-    limit_ms: float
-    percentile: float
-    simulated_ms: float
-    ci_low_ms: float | None  # 95% interval (batch means with one seed, across seeds with several)
-    ci_high_ms: float | None
-    seeds_passed: int
-    ok: bool  # verdict == "holds" (kept for compatibility)
-    verdict: str = INCONCLUSIVE  # holds | misses | inconclusive (`classify`)
-
-
-@dataclass(frozen=True)
-class WorkloadCheck:
-    """One workload in one period, simulated at the period's peak rate (or on a trace) on the plan's engines."""
-
-    workload: str
-    period: str
-    rate_rps: float
-    instances: int
-    engines: str  # what was simulated
-    stats: RunStats | None  # the first seed's run
-    checks: tuple[LimitCheck, ...]
-    ok: bool | None  # verdict == "holds"; None: could not be simulated (see note)
-    note: str
-    duration_s: float = 0.0
-    seeds: int = 0  # in all, extra seeds included
-    settled: bool = True
-    requests_simulated: int = 0
-    wall_s: float = 0.0
-    verdict: str = NOT_SIMULATED  # holds | misses | inconclusive | not simulated (`workload_verdict`)
-    extra_seeds: int = 0  # seeds added because a verdict was inconclusive
-    seeds_note: str = ""  # what was done about inconclusive verdicts ("" when nothing was)
-
-
-# ----------------------------------------------------------------------------------------------- verdicts
-def _values(requests, gaps, window):
-    """Per metric label: (values, weights or None, times for batching) over the window. TPOT is (E2E - TTFT) /
-    (OSL - 1), so requests of one output token have none (as in vLLM's `bench serve`)."""
-    low, high = window
-    mask = (requests.arrival_s >= low) & (requests.arrival_s < high) & ~np.isnan(requests.finish_s)
-    latencies = request_latencies(requests, mask)
-    arrivals = requests.arrival_s[mask]
-    several = requests.osl[mask] > 1
-    gap_times, gap_ms, gap_tokens = gap_arrays(gaps, window)
-    return {
-        "TTFT": (latencies["TTFT"], None, arrivals),
-        "TPOT": (latencies["TPOT"][several], None, arrivals[several]),
-        "E2E": (latencies["E2E"], None, arrivals),
-        "ITL": (gap_ms, gap_tokens, gap_times),
-    }
-
-
-def _estimate(values, weights, percentile: float) -> float:
-    from planner.simulate.stats import weighted_percentile
-
-    if len(values) == 0:
-        return math.nan
-    if weights is None:
-        return float(np.percentile(values, percentile))
-    return weighted_percentile(values, weights, [percentile])[0]
-
-
-def _limits(slo) -> list[tuple[str, float]]:
-    """(label, limit ms) of every limit the SLO sets (planner.metrics.limits): TTFT, TPOT, ITL, E2E."""
-    return [(LABELS[metric], limit) for metric, limit in slo_limits(slo)]
-
-
-def classify(estimate: float, low: float | None, high: float | None, limit: float, settled: bool) -> str:
-    """The verdict of one limit from the simulated percentile and its 95% interval (low, high):
-    - `misses`: the interval's lower end is above the limit (conclusive);
-    - `holds`: the estimate and the interval's upper end are within the limit;
-    - `inconclusive`: otherwise (the interval straddles the limit).
-    Without an interval (no value in a seed's window) the estimate decides only in a settled run; otherwise, or
-    with no value at all, the verdict is inconclusive. An end at infinity (a sample too small to bound the
-    percentile from above) never holds."""
-    if estimate is None or not math.isfinite(estimate):
-        return INCONCLUSIVE
-    if low is None or high is None:
-        if not settled:
-            return INCONCLUSIVE
-        return HOLDS if estimate <= limit else MISSES
-    if low > limit:
-        return MISSES
-    if estimate <= limit and high <= limit:
-        return HOLDS
-    return INCONCLUSIVE
-
-
-def workload_verdict(checks, stats) -> str:
-    """`not simulated` without a run; `misses` when a check misses or a request of the window was refused or left
-    unfinished (the engines could not take or finish it: no statistic makes that a pass); `holds` when every check
-    holds; `inconclusive` otherwise."""
-    if stats is None:
-        return NOT_SIMULATED
-    if stats.completed < stats.requests:
-        return MISSES
-    verdicts = {c.verdict for c in checks}
-    if MISSES in verdicts:
-        return MISSES
-    return HOLDS if verdicts <= {HOLDS} else INCONCLUSIVE
-
-
-def _checks(seed_runs, slo, unsettled: bool = False) -> tuple[tuple[LimitCheck, ...], bool]:
-    """Each limit at the SLO percentile, pooled over seeds: the estimate from every seed's values together, the
-    interval from their batches (`stats.quantile_interval`), or, where a seed has too few values to batch (fewer
-    than 200: a short trace or run), the distribution-free interval of the order statistics of all the values
-    (`stats.order_statistic_interval`). Settled: every interval finite and within 5% of its value.
-    Verdicts by `classify`; a limit every seed misses on its own (its own estimate and interval) is missed
-    whatever the pooled interval says: more seeds never weaken a miss. `unsettled`: the runs' length reached its
-    cap before the pilot settled, so their batches may lean on each other (`stats.pooled_interval`'s correlated).
-    The intervals' coverage of exact queues' percentiles: benchmarks/interval_coverage.py."""
-    rows, settled = [], True
-    for metric, limit in _limits(slo):
-        per_seed, pooled_values, pooled_weights, runs, interval = [], [], [], [], None
-        for values in seed_runs:
-            v, w, t = values[metric]
-            per_seed.append(_estimate(v, w, slo.percentile))
-            pooled_values.append(v)
-            pooled_weights.append(w if w is not None else np.ones(len(v)))
-            runs.append((v, w, t))
-        values = np.concatenate(pooled_values)
-        weights = np.concatenate(pooled_weights)
-        estimate = _estimate(values, weights, slo.percentile)
-        own = [quantile_interval([run], slo.percentile, unsettled) if len(seed_runs) > 1 else None for run in runs]
-        interval = quantile_interval(runs, slo.percentile, unsettled) if len(values) else None
-        if interval is None and len(values):  # too few values to batch (a short trace or run): the order statistics
-            interval = order_statistic_interval(values, slo.percentile, weights)
-        if interval is not None:
-            interval = (float(interval[0]), float(interval[1]))
-        if (interval is None or not math.isfinite(estimate) or not all(map(math.isfinite, interval))
-                or (interval[1] - interval[0]) / 2 > SETTLED_RELATIVE_HALF_WIDTH * abs(estimate)):
-            settled = False
-        passed = sum(1 for p in per_seed if math.isfinite(p) and p <= limit)
-        # each seed alone: a conclusive miss needs its own batch interval above the limit
-        each_misses = len(seed_runs) > 1 and all(
-            b is not None and math.isfinite(p) and b[0] > limit for p, b in zip(per_seed, own))
-        rows.append((metric, limit, estimate, interval, passed, each_misses))
-    checks = []
-    for metric, limit, estimate, interval, passed, each_misses in rows:
-        low, high = interval if interval is not None else (None, None)
-        if low is not None:
-            low = max(0.0, low)  # a t-interval across few seeds may reach below zero; a latency does not
-        # an unsettled queue does not pass on a lucky run: the interval's upper end must be within the limit too
-        verdict = MISSES if each_misses else classify(estimate, low, high, limit, settled)
-        high = high if high is None or math.isfinite(high) else None  # a sample too small to bound it above
-        checks.append(LimitCheck(metric, limit, slo.percentile, estimate, low, high, passed, verdict == HOLDS, verdict))
-    return tuple(checks), bool(settled)
-
-
-def _start_duration(rate_rps: float) -> float:
-    """About 6,000 requests, between 5 minutes and an hour."""
-    return min(3600.0, max(300.0, 6000.0 / max(rate_rps, 1e-9)))
-
-
-MAX_RUN_REQUESTS = 4_000_000  # one run of a pool holds its requests in memory (about 0.5 KB each): ~2 GB at most
-
-
-def _first_duration(pool_rate_rps: float, slowest_rate_rps: float, max_requests: int) -> float:
-    """The first run's length when settling: `_start_duration` of the slowest workload, shortened so that the
-    whole pool's requests stay within `max_requests` (at 50,000 requests/s: 20 s, not 300 s of 15 million)."""
-    return min(_start_duration(slowest_rate_rps), max_requests / max(pool_rate_rps, 1e-9))
-
-
-def _trace_head(trace, count: int):
-    """The first `count` requests of a trace (by arrival), with a note saying so: one run holds at most
-    MAX_RUN_REQUESTS requests in memory."""
-    end_s = float(trace.arrival_s[count - 1] - trace.arrival_s[0])
-    note = (f"the first {count:,} of its {trace.requests:,} requests replayed (its first {end_s:,.0f} s): a run "
-            f"holds at most {MAX_RUN_REQUESTS:,} requests")  # fmt: skip
-    cached = trace.cached_tokens[:count] if trace.cached_tokens is not None else None
-    return dataclasses.replace(trace, arrival_s=trace.arrival_s[:count], isl_tokens=trace.isl_tokens[:count],
-                               osl_tokens=trace.osl_tokens[:count], cached_tokens=cached, notes=(*trace.notes, note))  # fmt: skip
-
-
-@dataclass(frozen=True)
-class WorkloadRun:
-    """What `simulate_workload` found: the first seed's statistics, the verdicts over every seed, and what was done
-    about inconclusive ones."""
-
-    stats: RunStats
-    checks: tuple[LimitCheck, ...]
-    settled: bool
-    duration_s: float
-    requests_simulated: int
-    seeds: int
-    extra_seeds: int = 0
-    seeds_note: str = ""
-
-
-def _undecided(checks) -> list[str]:
-    """Why each inconclusive check is (for the note): 'the interval straddled the TTFT limit', 'too few values'."""
-    out = []
-    for c in checks:
-        if c.verdict != INCONCLUSIVE:
-            continue
-        if not math.isfinite(c.simulated_ms):
-            out.append(f"no {c.metric} value")
-        elif c.ci_low_ms is None:
-            out.append(f"no interval for the {c.metric} limit (too few values)")
-        else:
-            out.append(f"the interval straddled the {c.metric} limit")
-    return out
-
-
-def _more_seeds_helps(checks) -> bool:
-    """More seeds can decide an inconclusive check that has a value (an interval from more runs)."""
-    return any(c.verdict == INCONCLUSIVE and math.isfinite(c.simulated_ms) for c in checks)
-
-
-def simulate_workload(runs: list[_RouteRun], workload_spec, rate_rps: float, options: SimulationOptions) -> WorkloadRun:
-    """Runs of one workload in one period whose routes each have their own engines (`simulate_pool` of one)."""
-    return simulate_pool(_single_pool(runs, workload_spec, rate_rps), options)[0]
-
-
-def simulate_pool(pool: _Pool, options: SimulationOptions) -> list[WorkloadRun]:
-    """Runs of the workloads of a pool (one per workload, in the pool's order), every run shared by all of them: the
-    first seed's settled duration (or the given one / the trace), the other seeds at that length, then, while a
-    verdict of any of them is inconclusive and neither `duration_s` nor a trace fixed the run, more seeds (module
-    docstring). Settling: about 6,000 requests of the slowest workload to start with, doubled until every workload's
-    intervals are settled, within `max_duration_s` and `max_requests` over the whole pool; the seed budget counts
-    the pool's requests."""
-    count = len(pool.specs)
-    slos = [spec.slo for spec in pool.specs]
-    simulated = [0] * count
-    pool_rate = sum(pool.rates)
-    if options.trace is not None:
-        duration = None
-    elif options.duration_s is not None:
-        duration = options.duration_s
-        if duration * pool_rate > MAX_RUN_REQUESTS:
-            raise PlannerInputError("--duration", "duration", f"{duration:g} s at {pool_rate:,.4g} requests/s is "
-                                    f"{duration * pool_rate:,.0f} requests in one run; at most {MAX_RUN_REQUESTS:,} "
-                                    f"(--duration {MAX_RUN_REQUESTS / pool_rate:,.4g} or less here)")  # fmt: skip
-    else:
-        duration = _first_duration(pool_rate, min(pool.rates), min(options.max_requests, MAX_RUN_REQUESTS))
-    fixed = options.duration_s is not None or options.trace is not None
-    settled = False  # the pilot's intervals within 5% at the length chosen (unfixed runs)
-
-    def window_of(requests, length: float) -> tuple[float, float]:
-        # a trace is not stationary: its warm-up is the minimum, not a cut that MSER finds in its daily swings
-        return (length * MIN_WARMUP_FRACTION if options.trace is not None else warmup_s(requests, length)), length
-
-    while True:  # the length: a pilot run (its own seed) doubled until settled, unless the length is fixed
-        outs = run_pool_once(pool, duration or 0.0, options.seed + (0 if fixed else PILOT_SEED_OFFSET), options)
-        for w, (requests, _, _) in enumerate(outs):
-            simulated[w] += len(requests)
-        if duration is not None:
-            length = duration
-        else:
-            traced = outs[pool.traced][0]
-            length = float(traced.arrival_s.max()) if len(traced) else 0.0
-        windows = [window_of(requests, length) for requests, _, _ in outs]
-        first = (outs, windows, length)
-        if fixed:
-            break
-        settled = all(_checks([_values(requests, gaps, window)], slo)[1]
-                      for (requests, gaps, _), window, slo in zip(outs, windows, slos))  # fmt: skip
-        grown = duration * 2
-        if settled or grown > options.max_duration_s or grown * pool_rate > options.max_requests:
-            break
-        duration = grown
-    outs, windows, length = first
-    if not fixed:
-        # the verdict's runs are fresh at the length the pilot chose: a run that stopped because its own batches
-        # happened to agree would be judged on an interval too narrow for it (the pilot's own run: 87% of exact M/D/1
-        # P99s covered at load 0.5 over 100 runs; fresh ones 93%: benchmarks/interval_coverage.py)
-        outs = run_pool_once(pool, duration, options.seed, options)
-        for w, (requests, _, _) in enumerate(outs):
-            simulated[w] += len(requests)
-        length = duration
-        windows = [window_of(requests, length) for requests, _, _ in outs]
-    per_seed = max(1, sum(len(requests) for requests, _, _ in outs))
-    seed_values = [[_values(requests, gaps, window)] for (requests, gaps, _), window in zip(outs, windows)]
-
-    def add_seeds(total: int) -> None:
-        for k in range(len(seed_values[0]), total):
-            for w, (more, more_gaps, _) in enumerate(run_pool_once(pool, length, options.seed + k, options)):
-                simulated[w] += len(more)
-                seed_values[w].append(_values(more, more_gaps, (warmup_s(more, length), length)))
-
-    def all_checks():
-        return [_checks(values, slo, not fixed and not settled) for values, slo in zip(seed_values, slos)]
-
-    add_seeds(1 if options.trace is not None else max(1, options.seeds))
-    results = all_checks()
-    extras, notes = [0] * count, [""] * count
-    helps = lambda: any(_more_seeds_helps(checks) for checks, _ in results)  # noqa: E731
-    if not fixed and helps():
-        undecided = [_more_seeds_helps(checks) for checks, _ in results]
-        whys = ["; ".join(_undecided(checks)) for checks, _ in results]
-        before = len(seed_values[0])
-        budget = max(1, options.max_requests // per_seed)  # seeds whose requests fit in max_requests
-        while helps():
-            target = min(MAX_SEEDS, budget, max(MIN_SEEDS_ACROSS, 2 * len(seed_values[0])))
-            if target <= len(seed_values[0]):
-                break
-            add_seeds(target)
-            results = all_checks()
-        extra, seeds = len(seed_values[0]) - before, len(seed_values[0])
-        for w in range(count):
-            extras[w] = extra
-            if undecided[w]:
-                notes[w] = _seeds_note(whys[w], extra, seeds, results[w][0], budget, options.max_requests)
-            elif extra:
-                others = ", ".join(pool.specs[v].name for v in range(count) if undecided[v])
-                notes[w] = (f"{extra} more seed{'s' if extra != 1 else ''}, {seeds} in all, run for {others} "
-                            "(inconclusive) on the engines they share; these verdicts are over all of them")  # fmt: skip
-    elif fixed:
-        fixed_by = ("a trace is replayed once" if options.trace is not None
-                    else "--duration fixed the run (more --seeds, or no --duration, may decide it)")  # fmt: skip
-        for w, (checks, _) in enumerate(results):
-            if _more_seeds_helps(checks):
-                notes[w] = f"{'; '.join(_undecided(checks))}: no more seeds run, {fixed_by}"
-    for w, values in enumerate(seed_values):
-        few = _few_values(values, slos[w])
-        if few:
-            notes[w] = f"{notes[w]}; {few}" if notes[w] else few
-    runs = []
-    for w, ((requests, gaps, preemptions), window, (checks, judged_settled)) in enumerate(zip(outs, windows, results)):
-        stats = run_statistics(requests, gaps, window, preemptions, slos[w])
-        # settled: the length was found (the pilot's intervals within 5% before a cap); a fixed run's own intervals
-        run_settled = judged_settled if fixed else settled
-        runs.append(WorkloadRun(stats, checks, run_settled, length, simulated[w], len(seed_values[w]), extras[w], notes[w]))
-    return runs
-
-
-def _few_values(seed_runs, slo) -> str:
-    """What the verdicts of limits with too few values to batch rest on ('' when every limit had enough)."""
-    counts = {metric: sum(len(run[metric][0]) for run in seed_runs) for metric, _ in _limits(slo)
-              if any(len(run[metric][0]) < BATCHES * 20 for run in seed_runs)}  # fmt: skip
-    if not counts:
-        return ""
-    said = ", ".join(f"{metric} over {count:,} value{'s' if count != 1 else ''}" for metric, count in counts.items())
-    return (f"fewer than {BATCHES * 20} values in a run's window ({said}): the percentile is the sample's own and its "
-            "95% interval the order statistics' (distribution-free, the values taken as independent); an interval "
-            "with no upper end (too few values for that percentile) never holds")
-
-
-def _seeds_note(why: str, extra: int, seeds: int, checks, budget: int, max_requests: int) -> str:
-    """'the interval straddled the ITL limit: 3 more seeds, 4 in all; now conclusive', or why it stopped."""
-    done = f"{extra} more seed{'s' if extra != 1 else ''}, {seeds} in all" if extra else "no more seeds"
-    if not any(c.verdict == INCONCLUSIVE for c in checks):
-        return f"{why}: {done}; now conclusive"
-    if seeds >= MAX_SEEDS:
-        return f"{why}: {done}; still inconclusive after {seeds} seeds"
-    if seeds >= budget:
-        return (f"{why}: {done}; still inconclusive after {seeds} seed{'s' if seeds != 1 else ''} "
-                f"(the {max_requests:,}-request budget over all seeds allows no more)")  # fmt: skip
-    return f"{why}: {done}; still inconclusive after {seeds} seeds"
+from planner.simulate.options import SimulationOptions
+from planner.simulate.pools import Group, Pool, RouteRun
+from planner.simulate.settling import simulate_pool, within_run_bound
+from planner.simulate.setups import engine_setup, instances_per_node
+from planner.simulate.verdicts import HOLDS, NOT_SIMULATED, WorkloadCheck, workload_verdict
 
 
 def simulate_plan(plan, scenario, catalog, options: SimulationOptions | None = None, progress=None) -> tuple[WorkloadCheck, ...]:
@@ -449,8 +52,7 @@ def simulate_plan(plan, scenario, catalog, options: SimulationOptions | None = N
     options = options or SimulationOptions()
     if options.token_budget is None:
         options = dataclasses.replace(options, token_budget=scenario.token_budget)
-    if options.trace is not None and options.trace.requests > MAX_RUN_REQUESTS:
-        options = dataclasses.replace(options, trace=_trace_head(options.trace, MAX_RUN_REQUESTS))
+    options = within_run_bound(options)  # a trace longer than one run holds: its first requests
     specs = {w.name: w for w in scenario.workloads}
     jobs = []
     for period in scenario.periods:
@@ -604,9 +206,9 @@ def _simulate_pool_jobs(plan, catalog, specs, jobs, options, traced: str | None 
         for e in entries[w]:
             if isinstance(e, int) and e in setups:
                 index[e] = len(runs)
-                runs.append(_RouteRun(candidates[e][1], setups[e], _context_tokens(catalog, candidates[e][1])))
+                runs.append(RouteRun(candidates[e][1], setups[e], _context_tokens(catalog, candidates[e][1])))
                 owners.append(number[w])
-    pool_groups = tuple(_Group(setups[members[0]], tuple(index[i] for i in members)) for members in groups)
+    pool_groups = tuple(Group(setups[members[0]], tuple(index[i] for i in members)) for members in groups)
     notes = ["" for _ in jobs]
     for w, (_, workload, _, _) in enumerate(jobs):
         cache = getattr(specs[workload.name], "prefix_cache", None)  # test doubles may lack it
@@ -627,7 +229,7 @@ def _simulate_pool_jobs(plan, catalog, specs, jobs, options, traced: str | None 
     outcomes = []
     traced_number = number.get(names.index(traced)) if traced in names else 0  # None: the traced workload cannot run
     if active and traced_number is not None:
-        pool = _Pool(tuple(runs), tuple(owners), pool_groups, tuple(specs[names[w]] for w in active),
+        pool = Pool(tuple(runs), tuple(owners), pool_groups, tuple(specs[names[w]] for w in active),
                      tuple(rates[w] for w in active), traced_number)  # fmt: skip
         outcomes = simulate_pool(pool, options)
     else:
@@ -680,64 +282,9 @@ def _running_instances(plan, route, catalog) -> int:
             if configuration_key(allocation) == configuration_key(route) and allocation.period == route.period:
                 return allocation.instances
         raise ValueError(f"no instances serve route {route}")
-    per_node = _instances_per_node(route, catalog.systems[route.system].gpus_per_node)
+    per_node = instances_per_node(route, catalog.systems[route.system].gpus_per_node)
     for line in plan.lines:
         if configuration_key(line) == configuration_key(route) and (line.role not in PER_PERIOD_ROLES or line.period == route.period):
             return line.nodes * per_node
     raise ValueError(f"no plan line serves route {route}")
 
-
-# ----------------------------------------------------------------------------------------------- wording
-VERDICT_WORDS = {HOLDS: "holds", MISSES: "MISSES", INCONCLUSIVE: "inconclusive", NOT_SIMULATED: "not simulated"}
-
-
-def _ms(value: float | None) -> str:
-    if value is None or not math.isfinite(value):
-        return "-"
-    return f"{value:,.1f}" if abs(value) < 100 else f"{value:,.0f}"
-
-
-def interval_text(low: float | None, high: float | None, ms=_ms, to: str = "-") -> str:
-    """A 95% interval as read: '48.1-55.9'; '< 3,296' where its lower end is 0 (a t-interval across few seeds
-    reaches below zero and is cut at 0: no latency is below it, so only the upper end says anything); '> 48.1'
-    where a sample too small leaves it unbounded above; '' without one."""
-    if low is None:
-        return ""
-    if high is None or not math.isfinite(high):
-        return f"> {ms(low)}"
-    if low <= 0.0:
-        return f"< {ms(high)}"
-    return f"{ms(low)}{to}{ms(high)}"
-
-
-def describe_check(check: LimitCheck, extra_seeds: int = 0) -> str:
-    """'ITL P95 52.0 ms (95% 48.1-55.9) vs 50 ms: inconclusive (4 more seeds run)'; '(95% < 3,296)' where the
-    interval's lower end is 0 (`interval_text`)."""
-    interval = "" if check.ci_low_ms is None else f" (95% {interval_text(check.ci_low_ms, check.ci_high_ms)})"
-    more = f" ({extra_seeds} more seed{'s' if extra_seeds != 1 else ''} run)" if extra_seeds else ""
-    return (f"{check.metric} P{check.percentile:g} {_ms(check.simulated_ms)} ms{interval} vs {check.limit_ms:,g} ms: "
-            f"{VERDICT_WORDS.get(check.verdict, check.verdict)}{more}")  # fmt: skip
-
-
-def unserved(check: WorkloadCheck) -> str:
-    """'12 requests refused; 3 left unfinished' for the window's requests the engines did not serve, or ''."""
-    stats = check.stats
-    if stats is None:
-        return ""
-    parts = []
-    if stats.rejected:
-        parts.append(f"{stats.rejected:,} requests refused")
-    unfinished = stats.requests - stats.completed - stats.rejected
-    if unfinished > 0:
-        parts.append(f"{unfinished:,} requests unfinished")
-    return "; ".join(parts)
-
-
-def overall_verdict(checks) -> str:
-    """Of several workload checks: `misses` if one misses, else `inconclusive` if one is, else `holds` if one was
-    simulated, else `not simulated`."""
-    verdicts = {c.verdict for c in checks}
-    for verdict in (MISSES, INCONCLUSIVE, HOLDS):
-        if verdict in verdicts:
-            return verdict
-    return NOT_SIMULATED
