@@ -46,6 +46,7 @@ import numpy as np
 from planner.perf.serving import instance_budget
 from planner.perf.shapes import EngineShape
 from planner.perf.step import COMPUTE_BOUND_TOKENS, Efficiency, step_ms
+from planner.perf.token_gaps import StepTimes, TokenGaps, tails, token_gaps
 from planner.perf.types import DEFAULT_TOKEN_BUDGET, PrefixCache, SteadyStateError, prompt_terms
 
 
@@ -71,19 +72,8 @@ class SteadyState:
     chunk_ms: float = 0.0  # what one prompt chunk adds to a step
 
 
-@dataclass(frozen=True)
-class _Steps:
-    """The step times the steady state needs at each running batch B (arrays over concurrency)."""
-
-    d1: np.ndarray  # decode step of 1
-    slope: np.ndarray  # per further decoding sequence
-    prefill: np.ndarray  # the own prompt alone
-    prefill_slope: np.ndarray  # per sequence decoding beside the own prompt
-    delta: np.ndarray  # one prompt fused into the others' step
-
-
 def _steps(shape: EngineShape, eff: Efficiency, isl: int, osl: float, running: np.ndarray, context: float,
-           cache: PrefixCache | None = None) -> _Steps:  # fmt: skip
+           cache: PrefixCache | None = None) -> StepTimes:  # fmt: skip
     n = len(running)
     others = running - 1.0
     per = np.maximum(others, 1.0)
@@ -101,13 +91,13 @@ def _steps(shape: EngineShape, eff: Efficiency, isl: int, osl: float, running: n
                      np.array([0.0, prompts, *np.full(n, prompts)]), length)  # fmt: skip
     delta, fused = second[1] - second[0], second[2:]
     busy = others > 0
-    return _Steps(
+    return StepTimes(
         np.full(n, d1), np.where(busy, (batch - d1) / per, 0.0), np.full(n, alone),
         np.where(decoding > 0, (fused - alone) / np.maximum(decoding, 1e-300), 0.0), np.full(n, delta),
     )  # fmt: skip
 
 
-def _capacity(s: _Steps, osl: float, ceiling: np.ndarray) -> np.ndarray:
+def _capacity(s: StepTimes, osl: float, ceiling: np.ndarray) -> np.ndarray:
     """The engine's capacity (requests per ms) where the token budget does not bind: every request's prompt costs
     Delta and its OSL - 1 decode tokens the marginal slope, its own included (the steady state charges a request only
     the others' prompts, what it waits for, which at a small batch of long prompts would let X exceed what the GPU
@@ -117,9 +107,9 @@ def _capacity(s: _Steps, osl: float, ceiling: np.ndarray) -> np.ndarray:
         return np.minimum(np.where(per_request > 0, 1.0 / per_request, np.inf), ceiling)
 
 
-def _at_saturation(shape: EngineShape, eff: Efficiency, isl: int, osl: float, s: _Steps, running: np.ndarray,
+def _at_saturation(shape: EngineShape, eff: Efficiency, isl: int, osl: float, s: StepTimes, running: np.ndarray,
                    full: np.ndarray, x: np.ndarray, context: float, cache: PrefixCache | None,
-                   bound: BudgetBound) -> tuple[_Steps, np.ndarray]:  # fmt: skip
+                   bound: BudgetBound) -> tuple[StepTimes, np.ndarray]:  # fmt: skip
     """Where the engine is at capacity (`full`): the steps and running batch of B*, the largest batch whose free
     steady state stays within its capacity (bisection over B in [1, B]); elsewhere `s` and `running` as they are.
     A batch beyond B* puts no more through (the capacity, x, is unchanged) but its token gaps would be read at a
@@ -135,15 +125,15 @@ def _at_saturation(shape: EngineShape, eff: Efficiency, isl: int, osl: float, s:
     saturated = _steps(shape, eff, isl, osl, low, context, cache)
     solved = np.isfinite(_latencies(x[full], saturated, low, osl, eff)[-1])
     index = np.flatnonzero(full)[solved]
-    merged = _Steps(*(getattr(s, f.name).copy() for f in fields(_Steps)))
-    for f in fields(_Steps):
+    merged = StepTimes(*(getattr(s, f.name).copy() for f in fields(StepTimes)))
+    for f in fields(StepTimes):
         getattr(merged, f.name)[index] = getattr(saturated, f.name)[solved]
     batch = running.astype(float).copy()
     batch[index] = low[solved]
     return merged, batch
 
 
-def _latencies(x: np.ndarray, s: _Steps, running: np.ndarray, osl: int, eff: Efficiency):
+def _latencies(x: np.ndarray, s: StepTimes, running: np.ndarray, osl: int, eff: Efficiency):
     """Mean latencies at throughput x (requests per ms), in closed form: with u = 1 - rho and
     v = u - x r (OSL-1) slope, the others decoding n = x r (OSL-1) d1 / v, D(1 + n) = d1 u / v and ITL = d1 / v.
     E2E is inf where x is beyond what the engine does (u or v <= 0)."""
@@ -161,7 +151,7 @@ def _latencies(x: np.ndarray, s: _Steps, running: np.ndarray, osl: int, eff: Eff
     return 1.0 - u, others, decode, wait, ttft, itl, ttft + m * itl
 
 
-def _root(s: _Steps, running: np.ndarray, osl: int, eff: Efficiency) -> tuple[np.ndarray, np.ndarray]:
+def _root(s: StepTimes, running: np.ndarray, osl: int, eff: Efficiency) -> tuple[np.ndarray, np.ndarray]:
     """The throughput X (requests per ms) with X E2E(X) = B. Multiplied by u v, X E2E(X) - B is the cubic
     -B + c1 X + c2 X^2 + c3 X^3, with exactly one root where u, v > 0 (X E2E rises from 0 to infinity there);
     safeguarded Newton on it, inside the bracket (0, min(B / E2E(0), 1 / alpha, 1 / beta)), then bisection on
@@ -315,7 +305,7 @@ def steady_state_curve(
     gaps = token_gaps(x, s, running, computed, others, tpot, token_budget, shape)
     ttft_at, tpot_at, itl_at = ttft + slot_wait, tpot, gaps.quantile(decode, None)
     if percentile is not None:
-        ttft_at, tpot_at, slot_wait = _tails(x, s, running, osl, rho, decode, wait, ttft, tpot, queued, percentile, eff)
+        ttft_at, tpot_at, slot_wait = tails(x, s, running, osl, rho, decode, wait, ttft, tpot, queued, percentile, eff)
         itl_at = gaps.quantile(decode, percentile)
     # where the token budget binds, every step is full: the same step for every token, prompts queue for their turn
     if binds.any():
@@ -348,74 +338,6 @@ def steady_state_curve(
         )  # fmt: skip
         for i in range(len(concurrency))
     ]
-
-
-@dataclass(frozen=True)
-class TokenGaps:
-    """The gaps between one request's tokens under chunked prefill: a decode step D of the running batch, plus
-    c for each prompt chunk the step carries. An iteration takes `token_budget` tokens: one per decoding sequence,
-    the rest for prompt chunks, so a prompt of ISL tokens is cut into k = ceil(ISL / (budget - decoding)) chunks of
-    Delta / k each (Delta: what the whole prompt adds to a step). The others' prompts arrive at X (B-1)/B, so a
-    step of mean length tau (the mean gap, D / (1 - rho)) carries M ~ Poisson(mu) chunks, mu = X (B-1)/B k tau:
-
-        gap = D + c M,   c = Delta / k,   mean gap = D + rho tau = D / (1 - rho) = the mean TPOT.
-
-    Its p-th percentile is D + c x (the Poisson p-quantile of M): the decode step while fewer than 1 - p of the
-    steps carry a chunk, a step with one or more chunks beyond (the stalls vLLM's ITL percentiles show)."""
-
-    chunks_per_step: np.ndarray  # mu
-    chunk_ms: np.ndarray  # c
-
-    def quantile(self, decode: np.ndarray, percentile: float | None) -> np.ndarray:
-        """The gap at a percentile (None: the mean)."""
-        if percentile is None:
-            return decode + self.chunk_ms * self.chunks_per_step
-        from scipy.stats import poisson  # scipy.stats is slow to import: where it is used
-
-        return decode + self.chunk_ms * poisson.ppf(percentile / 100.0, np.maximum(self.chunks_per_step, 1e-300))
-
-
-def token_gaps(x, s: _Steps, running, isl: int, others, tpot, token_budget: int, shape: EngineShape) -> TokenGaps:
-    """The chunks per step and their cost (`TokenGaps`) at each operating point. A prompt is chunked by its own
-    attention-DP rank's budget, beside that rank's share of the decoders (e tokens each, k + 1 when speculative)."""
-    room = np.maximum(token_budget - shape.tokens_per_decoder * (1.0 + others) / shape.dp, 1.0)  # prompt tokens a rank's step takes beside its decoders
-    chunks = np.ceil(isl / room)
-    rate = x * (running - 1.0) / running  # the others' prompts per ms
-    return TokenGaps(rate * chunks * tpot, s.delta / chunks)
-
-
-def gamma_quantile(mean, var, percentile: float) -> np.ndarray:
-    """The p-quantile of a Gamma distribution of this mean and variance (the mean itself where there is no spread)."""
-    from scipy.stats import gamma  # scipy.stats is slow to import: where it is used
-
-    mean, var = np.asarray(mean, dtype=float), np.asarray(var, dtype=float)
-    spread = (mean > 0) & (var > 0)
-    safe_mean, safe_var = np.where(spread, mean, 1.0), np.where(spread, var, 1.0)
-    return np.where(spread, gamma.ppf(percentile / 100, safe_mean**2 / safe_var, scale=safe_var / safe_mean), mean)
-
-
-def _tails(x, s: _Steps, running, osl, rho, decode, wait, ttft, tpot, queued, percentile, eff: Efficiency):
-    """TTFT and TPOT at a percentile: the deterministic part + the Gamma quantile of the random part; and the
-    slot wait's share of the TTFT quantile."""
-    rate = x * (running - 1.0) / running  # the others' prompts per ms
-    gap = np.maximum(1.0 - rho, 1e-300)
-    busy = running > 1
-    # TTFT: the step in progress (uniform over one step), the M/D/1 wait behind prompts, the wait for a slot (Erlang)
-    step_mean, step_var = np.where(busy, decode / 2, 0.0), np.where(busy, decode**2 / 12, 0.0)
-    md1_mean = wait - step_mean
-    md1_var = np.where(busy, md1_mean**2 + eff.queue_factor * rate * s.delta**3 / (3 * gap), 0.0)
-    slot_mean = np.where(queued > 0, queued / x, 0.0)
-    slot_var = np.where(queued > 0, queued / x**2, 0.0)
-    random_mean = step_mean + md1_mean + slot_mean
-    random_at = gamma_quantile(random_mean, step_var + md1_var + slot_var, percentile)
-    ttft_at = (ttft - wait) + random_at
-    # the slot wait's share of the quantile, in proportion to its share of the mean
-    slot_at = np.where(random_mean > 0, random_at * slot_mean / np.where(random_mean > 0, random_mean, 1.0), 0.0)
-    # TPOT of one request: prompts fused into its OSL-1 decode steps, a branching count of mean m and variance m/(1-rho)^2
-    steps = max(osl - 1, 1)
-    fused = rate * steps * tpot
-    tpot_at = decode + gamma_quantile(fused * s.delta / steps, fused / gap**2 * (s.delta / steps) ** 2, percentile)
-    return ttft_at, tpot_at, slot_at
 
 
 def steady_state(

@@ -34,7 +34,7 @@ import numpy as np
 from planner.catalog import Catalog
 from planner.metrics import percentile_label
 from planner.perf.engines import calibrated, engine_error
-from planner.perf.closed_loop import gamma_quantile
+from planner.perf.token_gaps import gamma_quantile
 from planner.perf.serving import instance_batch
 from planner.perf.shapes import EngineShape, Speculation, tensor_split_refusal
 from planner.perf.step import Efficiency, step_ms

@@ -3,19 +3,18 @@ that read them together. Each lives in its own module, read downward:
 
 - planner/catalog/weights.py and planner/perf/shapes.py: model and weight shapes, the engine instance, KV bytes;
 - planner/perf/step.py: the step cost of a batch (kernels, communication) and its efficiencies;
-- planner/perf/closed_loop.py: the closed loop's steady state (planner/perf/open_loop.py: the open loop's).
+- planner/perf/closed_loop.py: the closed loop's steady state (planner/perf/open_loop.py: the open loop's), its
+  tails and token gaps in planner/perf/token_gaps.py.
 """
 
 from planner.perf.closed_loop import (  # noqa: F401
     SteadyState,
-    TokenGaps,
     closed_loop_throughput,
     concurrency_ladder,
-    gamma_quantile,
     steady_state,
     steady_state_curve,
-    token_gaps,
 )
+from planner.perf.token_gaps import TokenGaps, gamma_quantile, token_gaps  # noqa: F401
 from planner.perf.shapes import (  # noqa: F401
     ACTIVATION_BYTES,
     LM_HEAD_BYTES,
