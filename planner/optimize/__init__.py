@@ -1,9 +1,11 @@
 """The fleet integer program (design.md, "The integer program"; docs/optimizer.md is the math of record).
 
-A package by concern: `model` (variables, one `add_*` per constraint family), `solve` (the solvers), `packing`
-(units into nodes, plan lines), `balance` (the routes spread over the pools after the solve), `decompose` (a large
-program's starting plan: year-round decisions from a relaxation, then one program per period), `readback` (the
-Plan), `diagnose` (infeasibility and costly limits); `plan` and `solve_candidates` here put them together.
+A package by concern: `variables` (the hardware offers and `FleetModel`, the named variables), `model` (the
+`define_*` and one `add_*` per constraint family), `billing` (racks and networks, rentals' start-up and minimum
+billing), `solve` (the solvers), `packing` (units into nodes, plan lines), `balance` (the routes spread over the
+pools after the solve), `decompose` (a large program's starting plan: year-round decisions from a relaxation, then
+one program per period), `readback` (the Plan), `diagnose` (infeasibility and costly limits), `gaps` (what the
+catalog's holes dropped); `plan` and `solve_candidates` here put them together.
 
 Hardware and configuration are separate decisions: integer nodes per hardware offer (what to buy or rent), and
 integer engine units per configuration and period (what those nodes run), tied by the GPUs of each node.
@@ -31,6 +33,7 @@ g L[c]          start-up headroom: g L (demand growth per hour x start-up lead t
 s[h,t] >= 0     rentals of h in H_dem started in period t; y[h,t] >= 0 of them stopped at the end of their
                 minimum-billing window K(t) (r(t) hours billed beyond their periods; planner.cloud.RentalDay)
 R[s]   in Z>=0  racks of on-prem system s, q[s] nodes each (a rack-scale system is its own rack: none)
+one[n] in {0,1}, L[n], S[n] in Z>=0   per site network n (fabric, front end): one switch, or leaves and spines
 S[s]   in Z>=0  spare on-prem nodes of system s (N + k), with used[s] in {0,1}
 use[v] in {0,1} engine variant v is built (only with a variant limit)
 split[w] in {0,1} workload w is served by prefill and decode pools (only with fleet.disaggregated: auto)
@@ -50,6 +53,19 @@ subject to sum_{c in C_agg + C_pre} x[w,b,c,t] = d[w,t] s[w,b] (1 + H)    demand
            sum_{h of s} N[h] <= B[s] used[s];  S[s] = k used[s]                        spares N + k
            sum_{c of v} U[c,t] <= B[v] use[v];  sum_v use[v] <= V                      engine variants
            sum_{h} G[h] (N[h] or M[h,t]) >= ceil(LP GPUs of t) per GPU-compatible pool  valid, see add_gpu_floor
+           sum_{c of model m} U[c,t] >= ceil(sum_(w,b) of m d / max_c rho)        valid, see add_instance_floor
+           sum_{c on spot} x[w,b,c,t] <= sigma d[w,t] s[w,b] (1 + H)            spot share, every (w,b,t)
+           ports[n] = sum p[s] (N + S) <= P one[n] + (P/2) L[n]; L[n] <= B (1 - one[n]); 2 S[n] >= L[n]   networks
+
+Each variable family and constraint family, with the function that builds it (planner/optimize/variables.py holds
+the variables in `FleetModel`):
+  N, M: define_node_variables        U: define_unit_variables        x: define_routing_variables
+  demand: add_demand_constraints     flow: add_prefill_decode_flow   split, one way: add_serving_mode
+  capacity: add_engine_capacity      node room: add_node_room        budgets: add_power_limit, add_rack_limit,
+  add_capex_limit                    GPUs: add_gpu_availability      S, used: add_spare_nodes
+  use: add_variant_limit             floors: add_gpu_floor, add_instance_floor                spot: add_spot_share
+  s, y: add_rentals (billing.py)     R: add_racks (billing.py)       one, L, S: add_site_infrastructure (billing.py)
+  objective: cost_expression
 
 Counts are integers per hardware and per configuration, never one binary per node (symmetric binaries make CBC
 crawl). design.md writes the demand constraint with >=; routing more than the demand never lowers the cost, and
