@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from planner.catalog import Catalog
-from planner.cloud import CommitmentSpec, SpotSpec, SystemOffer, cloud_offers  # noqa: F401 (SystemOffer: read as scenario.SystemOffer)
+from planner.cloud import SystemOffer, cloud_offers
 from planner.errors import PlannerInputError
 from planner.infrastructure import (
     FINANCE_FIELDS,
@@ -38,42 +38,12 @@ from planner.scenario.resolved import (
     Slo,
     Workload,
 )
-from planner.scenario.spec import (  # noqa: F401 (re-exported)
+from planner.scenario.spec import (
     HOURS_PER_YEAR,
-    MAX_FACTOR,
-    MAX_MS,
-    MAX_NODES,
     MAX_PERIOD_RPS,
-    MAX_RPS,
-    MAX_USD,
-    PER_PERIOD_PRICING,
-    BucketSpec,
-    CloudSite,
-    DemandFactor,
-    Deployment,
-    EngineSpec,
-    FleetSpec,
-    ForecastSpec,
-    InfrastructureSpec,
-    LabelName,
-    LimitsSpec,
-    OnPremSite,
-    PerfSource,
-    PerfSourceChoice,
-    PerfSpec,
-    PeriodSpec,
-    PositiveUsd,
-    PositiveUsdPerHour,
     PrefixCacheSpec,
-    RobustnessSpec,
     ScenarioSpec,
-    SitesSpec,
-    SloSpec,
-    SolverName,
-    SolverSpec,
     SpeculativeSpec,
-    UsersSpec,
-    WorkloadMode,
     WorkloadSpec,
 )
 

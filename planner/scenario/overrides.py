@@ -8,48 +8,14 @@ import dataclasses
 from dataclasses import dataclass
 
 from planner.catalog import Catalog
-from planner.cloud import CommitmentSpec, SpotSpec, SystemOffer, cloud_offers  # noqa: F401 (SystemOffer: read as scenario.SystemOffer)
 from planner.errors import PlannerInputError, clip_text
 from planner.scenario.checks import (
     SITES_OF_DEPLOYMENT,
 )
-from planner.scenario.spec import (  # noqa: F401 (re-exported)
-    HOURS_PER_YEAR,
-    MAX_FACTOR,
-    MAX_MS,
-    MAX_NODES,
-    MAX_PERIOD_RPS,
-    MAX_RPS,
-    MAX_USD,
-    PER_PERIOD_PRICING,
-    BucketSpec,
+from planner.scenario.spec import (
     CloudSite,
-    DemandFactor,
-    Deployment,
-    EngineSpec,
-    FleetSpec,
-    ForecastSpec,
-    InfrastructureSpec,
-    LabelName,
-    LimitsSpec,
     OnPremSite,
-    PerfSource,
-    PerfSourceChoice,
-    PerfSpec,
-    PeriodSpec,
-    PositiveUsd,
-    PositiveUsdPerHour,
-    PrefixCacheSpec,
-    RobustnessSpec,
     ScenarioSpec,
-    SitesSpec,
-    SloSpec,
-    SolverName,
-    SolverSpec,
-    SpeculativeSpec,
-    UsersSpec,
-    WorkloadMode,
-    WorkloadSpec,
 )
 
 
