@@ -68,7 +68,7 @@ def solve_model(model: FleetModel, solver: str, time_limit_s: float, warm_start:
         if objective is None or objective > start.objective + 1e-6 * max(1.0, abs(start.objective)):
             decompose.restore(model, start)  # nothing better than the start: the start
         status = "feasible"
-    if status == "feasible":
+    if status == "feasible" and (start is not None or period_bound is not None):
         proven = [b for b in (bound, start and start.lower_bound, period_bound and period_bound.lower_bound) if b is not None]
         bound = max(proven) if proven else None
         objective = pulp.value(model.problem.objective) or 0.0
