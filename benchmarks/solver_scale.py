@@ -9,7 +9,7 @@ Lagrangian bound with each period an integer program; its value, and how many of
 optimality) and of the two-stage starting plan (planner/optimize/decompose.py), both part of the solve's, solve
 time, status, gap and the best proven bound.
 Run:  python benchmarks/solver_scale.py [--solvers cbc,highs,ortools] [--time-limit 60] [--periods 24]
-      [--workloads 20] [--fleet shared|fixed] [--precisions default] [--no-warm-start]
+      [--workloads 20] [--fleet shared|fixed] [--precisions default] [--no-warm-start] [--period-bound]
       (fixed: no reconfiguration, no sharing: the v1 formulation)
 """
 
@@ -91,6 +91,8 @@ def main() -> None:
     parser.add_argument("--no-warm-start", action="store_true",
                         help="branch and bound alone (no period bound, no two-stage starting plan: planner/optimize/"
                              "periods.py, decompose.py)")
+    parser.add_argument("--period-bound", action="store_true",
+                        help="also the period bound (planner/optimize/periods.py) within a third of the time")
     parser.add_argument("--precisions", default=",".join(ALL_PRECISIONS),
                         help="precisions every workload names (comma-separated), or 'default': none named")
     args = parser.parse_args()
@@ -132,7 +134,8 @@ def main() -> None:
         started = time.perf_counter()
         model = build_fleet_model(scenario, cset, catalog)
         build_s = time.perf_counter() - started
-        outcome = solve_model(model, solver, args.time_limit, warm_start=not args.no_warm_start)
+        outcome = solve_model(model, solver, args.time_limit, warm_start=not args.no_warm_start,
+                              period_bound=args.period_bound)
         objective, root = "-", "-"
         if outcome.status in ("optimal", "feasible"):
             value = _read_plan(scenario, cset, catalog, model, solver, outcome).objective_usd_per_year

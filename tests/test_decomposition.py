@@ -81,7 +81,6 @@ def test_the_two_stage_plan_holds_and_the_started_solve_proves_the_brute_force_o
 def test_a_solver_with_nothing_better_leaves_the_start_with_its_proven_gap(monkeypatch):
     monkeypatch.setattr(decompose, "DECOMPOSE_MIN_INTEGERS", 0)
     monkeypatch.setattr(solve, "_solve_cbc", lambda problem, limit, warm_start=False: ("stopped", None))
-    monkeypatch.setattr(solve, "_period_bound", lambda model, limit, started: None)  # the start's own bound alone
     systems = [on_prem_system("sys-0", GPUS[0], 120_000.0, power_kw=6), cloud_system("cloud-0", GPUS[0], 6)]
     engines = [("sys-0", "llama-3-8b", GPUS[0], 1, 3.0), ("sys-0", "llama-2-70b", GPUS[0], 4, 1.5)]
     rows = [instance_row(model, gpu, tp, rps) for (_, model, gpu, tp, rps) in engines]
@@ -106,7 +105,7 @@ def test_a_solver_with_nothing_better_leaves_the_start_with_its_proven_gap(monke
     monkeypatch.setattr(solve, "_solve_cbc", lambda problem, limit, warm_start=False: ("stopped", None))
     with tempfile.TemporaryDirectory() as tmp:  # with the period bound: proven where it meets the start
         model, expected = _fleet(Path(tmp), (systems, rows, engines, demand, {}), True, True)
-        outcome = solve.solve_model(model, "cbc", 60.0, warm_start=True)
+        outcome = solve.solve_model(model, "cbc", 60.0, warm_start=True, period_bound=True)
     assert outcome.period_bound is not None and outcome.period_bound.lower_bound <= expected + 0.05
     objective = pulp.value(model.problem.objective)
     if outcome.status == "optimal":
@@ -144,7 +143,7 @@ def test_the_period_bound_and_the_large_fleet_strategy_give_the_brute_force_opti
             for solver in ("cbc", "highs"):
                 model, _ = _fleet(Path(tmp), case, reconfigure, share, market)
                 forced = decompose.worth_decomposing(model)
-                outcome = solve.solve_model(model, solver, 60.0, warm_start=True)
+                outcome = solve.solve_model(model, solver, 60.0, warm_start=True, period_bound=True)
                 assert (outcome.period_bound is not None) == forced
                 assert outcome.status == "optimal"
                 assert pulp.value(model.problem.objective) == pytest.approx(expected, abs=slack)

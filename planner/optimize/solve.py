@@ -39,20 +39,24 @@ class SolveOutcome:
     period_bound: periods.PeriodBound | None = None  # optimize/periods.py's Lagrangian bound (None: none made)
 
 
-def solve_model(model: FleetModel, solver: str, time_limit_s: float, warm_start: bool = False) -> SolveOutcome:
+def solve_model(model: FleetModel, solver: str, time_limit_s: float, warm_start: bool = False,
+                period_bound: bool = False) -> SolveOutcome:
     """Solve with CBC (default), HiGHS or OR-Tools (SCIP) and read the status from the solver itself. Every
     solver runs to a relative gap of 0: 'optimal' means proven, a time-limit stop with a plan is 'feasible' with
     the gap computed from the solver's best bound, and one without a plan is 'stopped' (never 'infeasible').
     The command's `--time-limit` caps `time_limit_s` to what is left of it (planner.deadline).
     `warm_start`: a large program (optimize/decompose.py) first gets a whole plan from its year-round relaxation and
-    one program per period, which CBC and HiGHS start from; the answer is never worse than that plan."""
+    one program per period, which CBC and HiGHS start from; the answer is never worse than that plan.
+    `period_bound` (with `warm_start`): such a program first gets optimize/periods.py's proven bound (the periods'
+    own integer programs, tied by LP duals), within a third of the time; the gap is to the highest proven bound."""
     time_limit_s = deadline.solver_seconds(time_limit_s)
     started = time.perf_counter()
     if solver not in SOLVERS:
         raise PlannerInputError("--solver", "solver", f"unknown solver '{solver}'; allowed: {', '.join(SOLVERS)}")
-    start, period_bound = None, None
+    start, bound_by_period = None, None
     if warm_start and solver in ("cbc", "highs") and decompose.worth_decomposing(model):
-        period_bound = _period_bound(model, time_limit_s, started)
+        if period_bound:
+            bound_by_period = _period_bound(model, time_limit_s, started)
         start = _warm_start(model, time_limit_s, started)
     left = time_limit_s - (time.perf_counter() - started)
     if start is not None and left < 1.0:  # the stages used the budget: their plan, with their bound
@@ -68,8 +72,9 @@ def solve_model(model: FleetModel, solver: str, time_limit_s: float, warm_start:
         if objective is None or objective > start.objective + 1e-6 * max(1.0, abs(start.objective)):
             decompose.restore(model, start)  # nothing better than the start: the start
         status = "feasible"
-    if status == "feasible" and (start is not None or period_bound is not None):
-        proven = [b for b in (bound, start and start.lower_bound, period_bound and period_bound.lower_bound) if b is not None]
+    if status == "feasible" and (start is not None or bound_by_period is not None):
+        proven = [b for b in (bound, start and start.lower_bound, bound_by_period and bound_by_period.lower_bound)
+                  if b is not None]  # fmt: skip
         bound = max(proven) if proven else None
         objective = pulp.value(model.problem.objective) or 0.0
         if bound is not None and objective - bound <= PROVEN_TOLERANCE * abs(objective) + 1e-6:
@@ -81,7 +86,7 @@ def solve_model(model: FleetModel, solver: str, time_limit_s: float, warm_start:
         objective = pulp.value(model.problem.objective) or 0.0
         gap = relative_gap(objective, bound)
     return SolveOutcome(status, gap, time.perf_counter() - started, bound, start.seconds if start is not None else None,
-                        period_bound)  # fmt: skip
+                        bound_by_period)  # fmt: skip
 
 
 def _period_bound(model: FleetModel, time_limit_s: float, started: float) -> periods.PeriodBound | None:
