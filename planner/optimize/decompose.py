@@ -1,8 +1,9 @@
 """A warm start for large fleets: the year-round decisions from a relaxation, then every period as its own program.
 
 Bought and reserved nodes N[h] (with the spares, racks and switches that follow them, and any other decision not
-indexed by a period) are the only variables that tie the periods together; given them, each period t is a program
-of its own in U[., t], M[., t] and x[., ., ., t]. Branch and bound on the whole program must close the rounding
+indexed by a period) and the rentals' starts (s[h,t] >= M[h,t] - M[h,t-1], minimum billing: optimize/billing.py)
+are the only things that tie the periods together; given them, each period t is a program of its own in U[., t],
+M[., t], x[., ., ., t] and its rentals' s[., t], y[., t] (optimize/periods.py's `partition`). Branch and bound on the whole program must close the rounding
 gaps of every period at once and, at 20 workloads x 24 periods, finds neither a good plan nor a proof in a minute
 (docs/optimizer.md, "Scale"). So, for a program at least `DECOMPOSE_MIN_INTEGERS` integers large:
 
@@ -10,7 +11,9 @@ gaps of every period at once and, at 20 workloads x 24 periods, finds neither a 
    integers kept, solved to optimality. It is a relaxation of the whole program, so its optimum is a valid lower
    bound on the plan's cost.
 2. **Period stage**: the year-round decisions fixed at that solution, each period's rows (those whose variables
-   all belong to one period, given the year-round ones) solved as its own integer program.
+   all belong to one period, given the year-round ones) solved as its own integer program, in day order: a row
+   tying periods (a rental's start after the period before it) joins the program of the last of its periods,
+   with the others' values fixed.
 3. The fleet they make is a whole plan (every row holds); it is handed to the solver as its starting plan, and the
    solver improves it and raises the bound in the time left. Its answer is never worse than this start: a solver
    stopped before it finds a better plan returns this one, 'feasible' with the gap to the best bound known.

@@ -180,7 +180,8 @@ def _block_problem(name: str, rows: list, block_of: dict, members: list, adjuste
                 copies[var.name] = (copy, 0.0)
             multipliers[var.name] += coefficient * (pi if math.isfinite(pi) else 0.0)
             terms.append((copies[var.name][0], coefficient))
-        problem += pulp.LpConstraint(pulp.LpAffineExpression(terms) + constraint.constant, constraint.sense, name=f"r{index}")
+        expression = pulp.LpAffineExpression(terms) + constraint.constant
+        problem += pulp.LpConstraint(expression, constraint.sense, name=f"r{index}")
     copies = {n: (copy, multipliers[n]) for n, (copy, _) in copies.items()}
     problem += pulp.lpSum([adjusted[n] * v for n, v in own.items()] + [m * copy for copy, m in copies.values()])
     return problem, copies
