@@ -3,9 +3,9 @@
 Bought and reserved nodes N[h] (with the spares, racks and switches that follow them, and any other decision not
 indexed by a period) and the rentals' starts (s[h,t] >= M[h,t] - M[h,t-1], minimum billing: optimize/billing.py)
 are the only things that tie the periods together; given them, each period t is a program of its own in U[., t],
-M[., t], x[., ., ., t] and its rentals' s[., t], y[., t] (optimize/periods.py's `partition`). Branch and bound on the whole program must close the rounding
-gaps of every period at once and, at 20 workloads x 24 periods, finds neither a good plan nor a proof in a minute
-(docs/optimizer.md, "Scale"). So, for a program at least `DECOMPOSE_MIN_INTEGERS` integers large:
+M[., t], x[., ., ., t] and its rentals' s[., t], y[., t] (optimize/periods.py's `partition`). Branch and bound on
+the whole program must close the rounding gaps of every period at once and, at 20 workloads x 24 periods, finds
+neither a good plan nor a proof in a minute (docs/optimizer.md, "Scale"). So, for a program at least `DECOMPOSE_MIN_INTEGERS` integers large:
 
 1. **Year-round stage**: the program with every period variable relaxed (U, M continuous) and the year-round
    integers kept, solved to optimality. It is a relaxation of the whole program, so its optimum is a valid lower
@@ -23,6 +23,7 @@ program's objective; the gap is against a proven bound (the solver's, or stage 1
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -111,15 +112,23 @@ def warm_start(model: FleetModel, solve, seconds_left) -> WarmStart | None:
         if var.name not in period_of:
             value = var.varValue or 0.0
             fixed[var.name] = float(round(value)) if var.cat == pulp.LpInteger else value
-    objective: dict[frozenset[str], list] = defaultdict(list)
-    for var, coefficient in model.problem.objective.items():
-        if var.name in period_of:
-            objective[period_of[var.name]].append((var, coefficient))
     linking: dict[frozenset[str], list] = defaultdict(list)  # each linking row with the last of its blocks
     position = {block: index for index, block in enumerate(part.blocks)}
+    decided = dict(period_of)  # the block whose program decides each period variable
+    in_rows = {v.name for block in part.blocks for constraint in part.rows[block] for v in constraint}
     for constraint in part.linking:
         last = max((period_of[v.name] for v in constraint if v.name in period_of), key=position.__getitem__)
         linking[last].append(constraint)
+        for var in constraint:  # a start in no row of its own period (h00's, after h23) is decided with its row
+            if var.name in period_of and var.name not in in_rows and position[last] > position[decided[var.name]]:
+                decided[var.name] = last
+    objective: dict[frozenset[str], list] = defaultdict(list)
+    total = model.problem.objective.constant
+    for var, coefficient in model.problem.objective.items():
+        if var.name in period_of:
+            objective[decided[var.name]].append((var, coefficient))
+        else:
+            total += coefficient * fixed[var.name]
     for index, block in enumerate(part.blocks):
         if seconds_left() <= 0:
             return None
@@ -128,6 +137,7 @@ def warm_start(model: FleetModel, solve, seconds_left) -> WarmStart | None:
         if status not in ("optimal", "feasible"):
             return None
         fixed.update({var.name: var.varValue or 0.0 for var in problem.variables()})
+        total += pulp.value(problem.objective) or 0.0
     for var in model.problem.variables():
         if var.name in fixed:
             var.varValue = fixed[var.name]
@@ -137,7 +147,7 @@ def warm_start(model: FleetModel, solve, seconds_left) -> WarmStart | None:
         return None
     values = {var.name: var.varValue for var in model.problem.variables()}
     exact = pulp.value(model.problem.objective)
-    if exact is None:
+    if exact is None or not math.isclose(exact, total, rel_tol=1e-6, abs_tol=1e-3):  # every cost term in one stage
         return None
     return WarmStart(exact, lower_bound if stage_status == "optimal" else None, time.perf_counter() - started,
                      len(part.blocks), values)  # fmt: skip
