@@ -4,10 +4,12 @@
 TP 1-8, every precision the GPU has of bf16, fp8 and fp4 (named on every workload; --precisions default: the
 quality-keeping default, no fp4), 4 batch caps, 3 engine lengths per model, 24 hourly
 periods, hybrid. Prints candidate counts, enumeration time, then per solver: model size, build time, the LP relaxation's bound and
-the root gap it leaves against the optimum, the two-stage starting plan's seconds (planner/optimize/decompose.py; part
-of the solve's), solve time, status and gap.
+the root gap it leaves against the optimum, the seconds of the period bound (planner/optimize/periods.py: the
+Lagrangian bound with each period an integer program; its value, and how many of its blocks were solved to
+optimality) and of the two-stage starting plan (planner/optimize/decompose.py), both part of the solve's, solve
+time, status, gap and the best proven bound.
 Run:  python benchmarks/solver_scale.py [--solvers cbc,highs,ortools] [--time-limit 60] [--periods 24]
-      [--workloads 20] [--fleet shared|fixed] [--precisions default] [--no-warm-start]
+      [--workloads 20] [--fleet shared|fixed] [--precisions default] [--no-warm-start] [--period-bound]
       (fixed: no reconfiguration, no sharing: the v1 formulation)
 """
 
@@ -87,7 +89,10 @@ def main() -> None:
     parser.add_argument("--workloads", type=int, default=20)
     parser.add_argument("--fleet", choices=("shared", "fixed"), default="shared")
     parser.add_argument("--no-warm-start", action="store_true",
-                        help="branch and bound alone (no two-stage starting plan: planner/optimize/decompose.py)")
+                        help="branch and bound alone (no period bound, no two-stage starting plan: planner/optimize/"
+                             "periods.py, decompose.py)")
+    parser.add_argument("--period-bound", action="store_true",
+                        help="also the period bound (planner/optimize/periods.py) within a third of the time")
     parser.add_argument("--precisions", default=",".join(ALL_PRECISIONS),
                         help="precisions every workload names (comma-separated), or 'default': none named")
     args = parser.parse_args()
@@ -123,19 +128,26 @@ def main() -> None:
     bound = lp_bound(relaxed)
     print(f"model: {len(variables)} variables ({integers} integer), {len(relaxed.problem.constraints)} rows; build "
           f"{build_s:.2f} s; LP relaxation {bound:,.0f} USD/year in {time.perf_counter() - started:.2f} s")  # fmt: skip
-    print(f"{'solver':8} {'build s':>8} {'start s':>8} {'solve s':>8} {'status':>9} {'gap':>8} {'USD/year':>14} {'root gap':>9}")
+    print(f"{'solver':8} {'build s':>8} {'bound s':>8} {'start s':>8} {'solve s':>8} {'status':>9} {'gap':>8} {'USD/year':>14} "
+          f"{'root gap':>9} {'best bound':>14} {'period bound':>14} {'blocks':>7}")  # fmt: skip
     for solver in args.solvers.split(","):
         started = time.perf_counter()
         model = build_fleet_model(scenario, cset, catalog)
         build_s = time.perf_counter() - started
-        outcome = solve_model(model, solver, args.time_limit, warm_start=not args.no_warm_start)
+        outcome = solve_model(model, solver, args.time_limit, warm_start=not args.no_warm_start,
+                              period_bound=args.period_bound)
         objective, root = "-", "-"
         if outcome.status in ("optimal", "feasible"):
             value = _read_plan(scenario, cset, catalog, model, solver, outcome).objective_usd_per_year
             objective, root = f"{value:,.0f}", f"{(value - bound) / value:.2%}"
         gap = "-" if outcome.mip_gap is None else f"{outcome.mip_gap:.2%}"
         start = "-" if outcome.warm_start_s is None else f"{outcome.warm_start_s:.2f}"  # of the solve's seconds
-        print(f"{solver:8} {build_s:8.2f} {start:>8} {outcome.seconds:8.2f} {outcome.status:>9} {gap:>8} {objective:>14} {root:>9}")
+        period = outcome.period_bound  # planner/optimize/periods.py's Lagrangian bound (of the solve's seconds)
+        bound_s, period_value, blocks = ("-", "-", "-") if period is None else (
+            f"{period.seconds:.2f}", f"{period.lower_bound:,.0f}", f"{period.blocks_optimal}/{period.blocks}")
+        best = "-" if outcome.best_bound is None else f"{outcome.best_bound:,.0f}"
+        print(f"{solver:8} {build_s:8.2f} {bound_s:>8} {start:>8} {outcome.seconds:8.2f} {outcome.status:>9} {gap:>8} "
+              f"{objective:>14} {root:>9} {best:>14} {period_value:>14} {blocks:>7}")  # fmt: skip
 
 
 if __name__ == "__main__":

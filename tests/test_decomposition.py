@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from planner.candidates import enumerate_candidates
 from planner.catalog import load_catalog
 from planner.errors import PlannerError
-from planner.optimize import build_fleet_model, decompose, solve
+from planner.optimize import build_fleet_model, decompose, periods, solve
 from planner.scenario import load_scenario
 
 
@@ -37,19 +37,22 @@ def _highs(problem, share: float = 1.0):
     return solve._solve_highs(problem, 30.0)
 
 
-def _fleet(tmp: Path, case, reconfigure: bool, share: bool):
-    systems, rows, engines, demand, limits = case[:5]  # without the market's rentals (case[5]): they tie the periods
+def _fleet(tmp: Path, case, reconfigure: bool, share: bool, market: bool = False):
+    """The planner's program of a random fleet and its brute-force optimum; `market`: with the cloud's start-up
+    and minimum billing (case[5]), which tie the periods through the rentals."""
+    systems, rows, engines, demand, limits = case[:5]
+    rentals = case[5] if market and len(case) > 5 else {}
     if not (tmp / "catalog").exists():
         make_catalog(tmp, systems, rows)
     catalog = load_catalog(tmp / "catalog")
-    document = scenario_document(systems, demand, limits, reconfigure, share)
-    scenario = load_scenario(write_scenario(tmp, document, f"{reconfigure}-{share}.yaml"), catalog)
+    document = scenario_document(systems, demand, limits, reconfigure, share, rentals)
+    scenario = load_scenario(write_scenario(tmp, document, f"{reconfigure}-{share}-{market}.yaml"), catalog)
     try:
         cset = enumerate_candidates(scenario, catalog)
         model = build_fleet_model(scenario, cset, catalog)
     except PlannerError:  # no engine serves a workload: nothing to start from
         return None, None
-    return model, brute_force(systems, engines, demand, limits, reconfigure, share, catalog.defaults)
+    return model, brute_force(systems, engines, demand, limits, reconfigure, share, catalog.defaults, rentals)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -93,10 +96,60 @@ def test_a_solver_with_nothing_better_leaves_the_start_with_its_proven_gap(monke
         model, expected = _fleet(Path(tmp), (systems, rows, engines, demand, {}), True, True)
         outcome = solve.solve_model(model, "cbc", 60.0, warm_start=True)
     assert outcome.warm_start_s is not None
-    assert outcome.status == "feasible"  # never 'optimal' from a start alone
     objective = pulp.value(model.problem.objective)
     assert objective >= expected - 0.05
     assert outcome.best_bound is not None and outcome.best_bound <= expected + 0.05
-    assert outcome.mip_gap == solve.relative_gap(objective, outcome.best_bound)
+    if outcome.status == "optimal":  # only where a proven bound (here stage 1's) meets the start
+        assert objective - outcome.best_bound <= 1e-6 * objective + 1e-6
+        assert objective == pytest.approx(expected, abs=0.05)
+    else:
+        assert outcome.status == "feasible"
+        assert outcome.mip_gap == solve.relative_gap(objective, outcome.best_bound)
     assert decompose._holds(model)
+    monkeypatch.undo()
+    monkeypatch.setattr(decompose, "DECOMPOSE_MIN_INTEGERS", 0)
+    monkeypatch.setattr(solve, "_solve_cbc", lambda problem, limit, warm_start=False: ("stopped", None))
+    with tempfile.TemporaryDirectory() as tmp:  # with the period bound: proven where it meets the start
+        model, expected = _fleet(Path(tmp), (systems, rows, engines, demand, {}), True, True)
+        outcome = solve.solve_model(model, "cbc", 60.0, warm_start=True, period_bound=True)
+    assert outcome.period_bound is not None and outcome.period_bound.lower_bound <= expected + 0.05
+    objective = pulp.value(model.problem.objective)
+    if outcome.status == "optimal":
+        assert objective == pytest.approx(expected, abs=0.05)
+    else:
+        assert outcome.status == "feasible" and outcome.best_bound <= expected + 0.05
 
+
+
+def _bound(model):
+    def block(problem, share=1.0):
+        return solve._highs_lower_bound(problem, 30.0)
+
+    return periods.lagrangian_bound(model, periods.partition(model), solve._highs_lp, block, lambda: 30.0)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=cases())
+def test_the_period_bound_and_the_large_fleet_strategy_give_the_brute_force_optimum(case):
+    """optimize/periods.py's Lagrangian bound never exceeds the brute-force optimum, with the market's rentals
+    tying the periods or not; the whole large-fleet strategy forced on (bound, start in day order, started solve)
+    proves the optimum: status optimal at the brute-force cost, by either solver."""
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(decompose, "DECOMPOSE_MIN_INTEGERS", 0):
+        for (reconfigure, share), market in itertools.product(itertools.product((True, False), repeat=2), (True, False)):
+            model, expected = _fleet(Path(tmp), case, reconfigure, share, market)
+            if model is None:
+                continue
+            bound = _bound(model)
+            if expected is None or not periods.partition(model).blocks:  # no plan, or no demand: nothing to split
+                continue
+            slack = 0.01 * (1 + len(model.hardware)) + 1e-6 * expected
+            assert bound is not None
+            assert bound.lp_bound <= bound.lower_bound + slack  # integer blocks never lower it
+            assert bound.lower_bound <= expected + slack
+            for solver in ("cbc", "highs"):
+                model, _ = _fleet(Path(tmp), case, reconfigure, share, market)
+                forced = decompose.worth_decomposing(model)
+                outcome = solve.solve_model(model, solver, 60.0, warm_start=True, period_bound=True)
+                assert (outcome.period_bound is not None) == forced
+                assert outcome.status == "optimal"
+                assert pulp.value(model.problem.objective) == pytest.approx(expected, abs=slack)

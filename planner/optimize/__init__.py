@@ -4,8 +4,9 @@ A package by concern: `variables` (the hardware offers and `FleetModel`, the nam
 `define_*` and one `add_*` per constraint family), `billing` (racks and networks, rentals' start-up and minimum
 billing), `solve` (the solvers), `packing` (units into nodes, plan lines), `balance` (the routes spread over the
 pools after the solve), `decompose` (a large program's starting plan: year-round decisions from a relaxation, then
-one program per period), `readback` (the Plan), `diagnose` (infeasibility and costly limits), `gaps` (what the
-catalog's holes dropped); `plan` and `solve_candidates` here put them together.
+one program per period), `periods` (a large program split by period: its blocks, and a Lagrangian lower bound with
+each period an integer program), `readback` (the Plan), `diagnose` (infeasibility and costly limits), `gaps` (what
+the catalog's holes dropped); `plan` and `solve_candidates` here put them together.
 
 Hardware and configuration are separate decisions: integer nodes per hardware offer (what to buy or rent), and
 integer engine units per configuration and period (what those nodes run), tied by the GPUs of each node.

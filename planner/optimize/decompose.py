@@ -1,16 +1,19 @@
 """A warm start for large fleets: the year-round decisions from a relaxation, then every period as its own program.
 
 Bought and reserved nodes N[h] (with the spares, racks and switches that follow them, and any other decision not
-indexed by a period) are the only variables that tie the periods together; given them, each period t is a program
-of its own in U[., t], M[., t] and x[., ., ., t]. Branch and bound on the whole program must close the rounding
-gaps of every period at once and, at 20 workloads x 24 periods, finds neither a good plan nor a proof in a minute
-(docs/optimizer.md, "Scale"). So, for a program at least `DECOMPOSE_MIN_INTEGERS` integers large:
+indexed by a period) and the rentals' starts (s[h,t] >= M[h,t] - M[h,t-1], minimum billing: optimize/billing.py)
+are the only things that tie the periods together; given them, each period t is a program of its own in U[., t],
+M[., t], x[., ., ., t] and its rentals' s[., t], y[., t] (optimize/periods.py's `partition`). Branch and bound on
+the whole program must close the rounding gaps of every period at once and, at 20 workloads x 24 periods, finds
+neither a good plan nor a proof in a minute (docs/optimizer.md, "Scale"). So, for a program at least `DECOMPOSE_MIN_INTEGERS` integers large:
 
 1. **Year-round stage**: the program with every period variable relaxed (U, M continuous) and the year-round
    integers kept, solved to optimality. It is a relaxation of the whole program, so its optimum is a valid lower
    bound on the plan's cost.
 2. **Period stage**: the year-round decisions fixed at that solution, each period's rows (those whose variables
-   all belong to one period, given the year-round ones) solved as its own integer program.
+   all belong to one period, given the year-round ones) solved as its own integer program, in day order: a row
+   tying periods (a rental's start after the period before it) joins the program of the last of its periods,
+   with the others' values fixed.
 3. The fleet they make is a whole plan (every row holds); it is handed to the solver as its starting plan, and the
    solver improves it and raises the bound in the time left. Its answer is never worse than this start: a solver
    stopped before it finds a better plan returns this one, 'feasible' with the gap to the best bound known.
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 
 import pulp
 
+from planner.optimize import periods
 from planner.optimize.model import FleetModel
 
 DECOMPOSE_MIN_INTEGERS = 1500  # smaller programs close by branch and bound alone (every shipped scenario does)
@@ -51,28 +55,17 @@ def period_of_variables(model: FleetModel) -> dict[str, frozenset[str]]:
     names: dict[str, set[str]] = defaultdict(set)
     for (*_, period), var in list(model.units.items()) + list(model.period_nodes.items()) + list(model.routed.items()):
         names[var.name].add(period)
-    return {name: frozenset(periods) for name, periods in names.items()}
+    return {name: frozenset(members) for name, members in names.items()}
 
 
 def worth_decomposing(model: FleetModel) -> bool:
     """Large enough that branch and bound alone struggles, with more than one period and some year-round integer."""
     variables = model.problem.variables()
     integers = sum(1 for v in variables if v.cat == pulp.LpInteger)
+    if integers < DECOMPOSE_MIN_INTEGERS:
+        return False
     blocks = set(period_of_variables(model).values())
     return integers >= DECOMPOSE_MIN_INTEGERS and len(blocks) > 1 and bool(model.fixed_nodes)
-
-
-def _period_blocks(model: FleetModel, period_of: dict[str, frozenset[str]]) -> dict[frozenset[str], list] | None:
-    """The rows of each period (every period variable of a row in that one period); None when a row ties two
-    periods through a period variable (a unit held all year: nodes not reconfigured), where no split is exact."""
-    blocks: dict[frozenset[str], list] = defaultdict(list)
-    for constraint in model.problem.constraints.values():
-        periods = {period_of[v.name] for v in constraint if v.name in period_of}
-        if len(periods) > 1:
-            return None
-        if periods:
-            blocks[periods.pop()].append(constraint)
-    return blocks
 
 
 def _relaxed(model: FleetModel, period_of: dict, solve) -> tuple[str, float | None]:
@@ -103,12 +96,14 @@ def _period_problem(name: str, constraints: list, objective: list, fixed: dict[s
 def warm_start(model: FleetModel, solve, seconds_left) -> WarmStart | None:
     """The two-stage plan (module docstring), or None where the program does not split by period, a stage finds
     no plan, or the time runs out. `solve(problem, share)` solves a PuLP problem within `share` of the time left and
-    returns (status, bound); `seconds_left()` is what remains of the budget."""
+    returns (status, bound); `seconds_left()` is what remains of the budget. Periods tied by rentals (a start
+    s[h,t] >= M[h,t] - M[h,t-1], minimum billing) are solved in day order, each with the rows that tie it to the
+    periods already solved, at their values: every row is in the program of the last of its periods."""
     started = time.perf_counter()
-    period_of = period_of_variables(model)
-    blocks = _period_blocks(model, period_of)
-    if blocks is None:
+    part = periods.partition(model)
+    if not part.disjoint:  # a unit held all year: no split by period is exact
         return None
+    period_of = part.block_of
     stage_status, lower_bound = _relaxed(model, period_of, solve)
     if stage_status not in ("optimal", "feasible") or seconds_left() <= 0:
         return None
@@ -117,21 +112,31 @@ def warm_start(model: FleetModel, solve, seconds_left) -> WarmStart | None:
         if var.name not in period_of:
             value = var.varValue or 0.0
             fixed[var.name] = float(round(value)) if var.cat == pulp.LpInteger else value
+    linking: dict[frozenset[str], list] = defaultdict(list)  # each linking row with the last of its blocks
+    position = {block: index for index, block in enumerate(part.blocks)}
+    decided = dict(period_of)  # the block whose program decides each period variable
+    in_rows = {v.name for block in part.blocks for constraint in part.rows[block] for v in constraint}
+    for constraint in part.linking:
+        last = max((period_of[v.name] for v in constraint if v.name in period_of), key=position.__getitem__)
+        linking[last].append(constraint)
+        for var in constraint:  # a start in no row of its own period (h00's, after h23) is decided with its row
+            if var.name in period_of and var.name not in in_rows and position[last] > position[decided[var.name]]:
+                decided[var.name] = last
     objective: dict[frozenset[str], list] = defaultdict(list)
-    total = 0.0
+    total = model.problem.objective.constant
     for var, coefficient in model.problem.objective.items():
         if var.name in period_of:
-            objective[period_of[var.name]].append((var, coefficient))
+            objective[decided[var.name]].append((var, coefficient))
         else:
             total += coefficient * fixed[var.name]
-    total += model.problem.objective.constant
-    for index, (periods, constraints) in enumerate(sorted(blocks.items(), key=lambda kv: sorted(kv[0]))):
+    for index, block in enumerate(part.blocks):
         if seconds_left() <= 0:
             return None
-        problem = _period_problem(f"period_{index}", constraints, objective[periods], fixed)
-        status, _ = solve(problem, 1.0 / (len(blocks) - index))  # a fair share of what is left per period
+        problem = _period_problem(f"period_{index}", part.rows[block] + linking[block], objective[block], fixed)
+        status, _ = solve(problem, 1.0 / (len(part.blocks) - index))  # a fair share of what is left per period
         if status not in ("optimal", "feasible"):
             return None
+        fixed.update({var.name: var.varValue or 0.0 for var in problem.variables()})
         total += pulp.value(problem.objective) or 0.0
     for var in model.problem.variables():
         if var.name in fixed:
@@ -142,10 +147,10 @@ def warm_start(model: FleetModel, solve, seconds_left) -> WarmStart | None:
         return None
     values = {var.name: var.varValue for var in model.problem.variables()}
     exact = pulp.value(model.problem.objective)
-    if exact is None or not math.isclose(exact, total, rel_tol=1e-6, abs_tol=1e-3):
+    if exact is None or not math.isclose(exact, total, rel_tol=1e-6, abs_tol=1e-3):  # every cost term in one stage
         return None
     return WarmStart(exact, lower_bound if stage_status == "optimal" else None, time.perf_counter() - started,
-                     len(blocks), values)  # fmt: skip
+                     len(part.blocks), values)  # fmt: skip
 
 
 def _holds(model: FleetModel) -> bool:

@@ -19,13 +19,14 @@ import pulp
 
 from planner import deadline
 from planner.errors import PlannerInputError
-from planner.optimize import decompose
+from planner.optimize import decompose, periods
 from planner.optimize.model import FleetModel
 
 SOLVERS = ("cbc", "highs", "ortools")
 
 
 CBC_THREADS = 1  # deterministic: the same inputs give the same plan
+PROVEN_TOLERANCE = 1e-9  # a plan within this (relative) of a proven bound is optimal (float noise of summed bounds)
 
 
 @dataclass(frozen=True)
@@ -35,21 +36,27 @@ class SolveOutcome:
     seconds: float
     best_bound: float | None = None
     warm_start_s: float | None = None  # seconds spent on optimize/decompose.py's starting plan (None: none made)
+    period_bound: periods.PeriodBound | None = None  # optimize/periods.py's Lagrangian bound (None: none made)
 
 
-def solve_model(model: FleetModel, solver: str, time_limit_s: float, warm_start: bool = False) -> SolveOutcome:
+def solve_model(model: FleetModel, solver: str, time_limit_s: float, warm_start: bool = False,
+                period_bound: bool = False) -> SolveOutcome:
     """Solve with CBC (default), HiGHS or OR-Tools (SCIP) and read the status from the solver itself. Every
     solver runs to a relative gap of 0: 'optimal' means proven, a time-limit stop with a plan is 'feasible' with
     the gap computed from the solver's best bound, and one without a plan is 'stopped' (never 'infeasible').
     The command's `--time-limit` caps `time_limit_s` to what is left of it (planner.deadline).
     `warm_start`: a large program (optimize/decompose.py) first gets a whole plan from its year-round relaxation and
-    one program per period, which CBC and HiGHS start from; the answer is never worse than that plan."""
+    one program per period, which CBC and HiGHS start from; the answer is never worse than that plan.
+    `period_bound` (with `warm_start`): such a program first gets optimize/periods.py's proven bound (the periods'
+    own integer programs, tied by LP duals), within a third of the time; the gap is to the highest proven bound."""
     time_limit_s = deadline.solver_seconds(time_limit_s)
     started = time.perf_counter()
     if solver not in SOLVERS:
         raise PlannerInputError("--solver", "solver", f"unknown solver '{solver}'; allowed: {', '.join(SOLVERS)}")
-    start = None
+    start, bound_by_period = None, None
     if warm_start and solver in ("cbc", "highs") and decompose.worth_decomposing(model):
+        if period_bound:
+            bound_by_period = _period_bound(model, time_limit_s, started)
         start = _warm_start(model, time_limit_s, started)
     left = time_limit_s - (time.perf_counter() - started)
     if start is not None and left < 1.0:  # the stages used the budget: their plan, with their bound
@@ -64,15 +71,36 @@ def solve_model(model: FleetModel, solver: str, time_limit_s: float, warm_start:
         objective = pulp.value(model.problem.objective) if status == "feasible" else None
         if objective is None or objective > start.objective + 1e-6 * max(1.0, abs(start.objective)):
             decompose.restore(model, start)  # nothing better than the start: the start
-        bounds = [b for b in (bound, start.lower_bound) if b is not None]
-        status, bound = "feasible", max(bounds) if bounds else None
+        status = "feasible"
+    if status == "feasible" and (start is not None or bound_by_period is not None):
+        proven = [b for b in (bound, start and start.lower_bound, bound_by_period and bound_by_period.lower_bound)
+                  if b is not None]  # fmt: skip
+        bound = max(proven) if proven else None
+        objective = pulp.value(model.problem.objective) or 0.0
+        if bound is not None and objective - bound <= PROVEN_TOLERANCE * abs(objective) + 1e-6:
+            status = "optimal"  # a decomposition bound meets the plan: proven
     gap = None
     if status == "optimal":
         gap = 0.0
     elif status == "feasible" and bound is not None:
         objective = pulp.value(model.problem.objective) or 0.0
         gap = relative_gap(objective, bound)
-    return SolveOutcome(status, gap, time.perf_counter() - started, bound, start.seconds if start is not None else None)
+    return SolveOutcome(status, gap, time.perf_counter() - started, bound, start.seconds if start is not None else None,
+                        bound_by_period)  # fmt: skip
+
+
+def _period_bound(model: FleetModel, time_limit_s: float, started: float) -> periods.PeriodBound | None:
+    """optimize/periods.py's Lagrangian bound within a third of the solve's budget (its blocks by HiGHS whatever
+    the chosen solver, as the warm start's)."""
+    budget_end = started + time_limit_s / 3
+
+    def seconds_left() -> float:
+        return budget_end - time.perf_counter()
+
+    def solve_block(problem: pulp.LpProblem, share: float = 1.0) -> tuple[float, bool] | None:
+        return _highs_lower_bound(problem, max(seconds_left() * share, 0.1))
+
+    return periods.lagrangian_bound(model, periods.partition(model), _highs_lp, solve_block, seconds_left)
 
 
 def _warm_start(model: FleetModel, time_limit_s: float, started: float) -> decompose.WarmStart | None:
@@ -213,3 +241,33 @@ def _solve_ortools(problem: pulp.LpProblem, time_limit_s: float) -> tuple[str, f
         status = "stopped"
     bound = result["bound"] if status == "feasible" and result.get("bound") is not None else None
     return status, bound
+
+
+def _highs_lp(problem: pulp.LpProblem) -> str:
+    """The LP relaxation by HiGHS (integrality ignored, the categories kept), with its row duals in constraint.pi."""
+    with quiet_stdout():
+        problem.solve(pulp.HiGHS(msg=False, mip=False, threads=1))
+    return "optimal" if problem.status == pulp.LpStatusOptimal else "stopped"
+
+
+def _highs_lower_bound(problem: pulp.LpProblem, time_limit_s: float) -> tuple[float, bool] | None:
+    """A proven lower bound on the problem's optimum by HiGHS within the time limit, and whether it is the optimum:
+    the optimum itself, or HiGHS' dual bound where it stopped first (None: none proven, or no plan exists)."""
+    with quiet_stdout():
+        problem.solve(pulp.HiGHS(msg=False, timeLimit=max(time_limit_s, 0.1), threads=1, gapRel=0.0))
+    highs = getattr(problem, "solverModel", None)
+    if highs is None:
+        return None
+    status = highs.getModelStatus()
+    integer = any(v.cat == pulp.LpInteger for v in problem.variables())
+    dual = highs.getInfo().mip_dual_bound if integer else -math.inf
+    if status == highspy_status("kOptimal"):
+        value = pulp.value(problem.objective) or 0.0
+        return (min(value, dual) if integer and math.isfinite(dual) else value), True
+    return (float(dual), False) if integer and math.isfinite(dual) else None
+
+
+def highspy_status(name: str):
+    import highspy
+
+    return getattr(highspy.HighsModelStatus, name)
