@@ -54,6 +54,7 @@ def _number_from_boolean(raw, validated, where: str = "") -> str | None:
     return None
 
 
+_NO_BOOLEAN_WITHIN = frozenset({str, int, float, type(None)})  # exact classes: bool is not one of them
 _RANGE_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal", "multiple_of"})
 
 
@@ -73,6 +74,8 @@ class StrictModel(BaseModel):
             if isinstance(value, bool) and all(e["type"] in _RANGE_ERRORS for e in error.errors()):
                 raise ValueError("a number, not true or false (YAML booleans are not numbers)") from None
             raise
+        if value.__class__ in _NO_BOOLEAN_WITHIN:  # a string or a number: no boolean hides in it (most fields)
+            return validated
         where = _number_from_boolean(value, validated)
         if where is not None:
             raise ValueError("a number, not true or false (YAML booleans are not numbers)"

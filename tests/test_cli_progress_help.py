@@ -208,3 +208,22 @@ def test_plain_lines_of_a_long_stage_are_at_most_every_ten_percent_and_five_seco
         assert lines[-1].startswith("[planner] planning sweep points: 100/100 done in ")
         for line in middle:
             assert re.fullmatch(r"\[planner\] planning sweep points: \d+/100 \(\d+%\), .+ elapsed, about .+ left", line)
+
+
+def test_one_command_app_parses_helps_and_fails_as_the_whole_app(monkeypatch):
+    """`planner COMMAND ...` builds only that command (start-up, issue 46): the same help, errors and exit codes."""
+    import typer.testing
+    from typer.testing import CliRunner
+
+    from planner.cli import _one_command_app, app
+
+    for args in (["plan", "--help"], ["plan", "--bogus", "x.yaml"], ["plan"], ["plan", "missing.yaml"], ["validate", "--help"]):
+        whole = CliRunner().invoke(app, args)
+        one = _one_command_app(args)
+        assert one is not None and list(one.commands) == [args[0]]
+        with monkeypatch.context() as patch:
+            patch.setattr(typer.testing, "_get_command", lambda _app: one)
+            alone = CliRunner().invoke(app, args)
+        assert (alone.exit_code, alone.stdout, alone.stderr) == (whole.exit_code, whole.stdout, whole.stderr), args
+    for args in ([], ["--help"], ["plna", "x.yaml"], ["tables", "--help"]):
+        assert _one_command_app(args) is None, args

@@ -128,8 +128,8 @@ def load_benchmark_table(path: Path, origin: str = SHIPPED_LAYER) -> list[Benchm
     rows = []
     for index, record in enumerate(records):
         line = index + 2  # header is line 1
-        values = {k: _csv_value(v) for k, v in zip(header, record)}
-        values = {k: v for k, v in values.items() if v is not None}
+        values = {k: cell.strip() for k, cell in zip(header, record)}  # csv's cells are str: _csv_value's strip
+        values = {k: v for k, v in values.items() if v}  # an empty cell is no value
         values.update(table=path.name, line=line, origin=origin, path=str(path))
         rows.append(validate_model(BenchmarkRow, values, f"{path} line {line}"))
     return rows
@@ -161,8 +161,8 @@ def load_step_table(path: Path, models: dict, gpus: dict, origin: str = SHIPPED_
     fail([v.strip() == "" for v in raw["source"]], "source", "every row names its source")
     fail([v not in models for v in raw["model"]], "model", "a model id of the catalog")
     fail([v not in gpus for v in raw["gpu"]], "gpu", "a GPU id of the catalog")
-    fail([g not in gpus or p not in gpus[g].precisions for g, p in zip(raw["gpu"], raw["precision"])], "precision",
-         "a precision the GPU supports")  # fmt: skip
+    precisions = {g: gpus[g].precisions for g in set(raw["gpu"])}  # every GPU is in gpus: checked just above
+    fail([p not in precisions[g] for g, p in zip(raw["gpu"], raw["precision"])], "precision", "a precision the GPU supports")
     out: dict[str, list] = {name: raw[name] for name in ("source", "model", "gpu", "precision", "provenance")}
     for column in STEP_INTEGER_COLUMNS:
         low = 1 if column in ("tp", "dp", "ep") else 0

@@ -22,6 +22,8 @@ def normalize_name(name: str) -> str:
     characters as their plain forms), format characters removed (Unicode category Cf: zero-width spaces and joiners
     U+200B-U+200D, word joiner U+2060, byte-order mark U+FEFF, soft hyphen, bidi marks), whitespace runs as one
     space, no space at either end. Two names that look alike are then one name."""
+    if name.isascii():  # NFKC leaves ASCII as it is, and no ASCII character is a format character (Cf)
+        return " ".join(name.split())
     text = unicodedata.normalize("NFKC", name)
     text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
     return " ".join(text.split())

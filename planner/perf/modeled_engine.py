@@ -47,7 +47,10 @@ from planner.perf.types import Layout, MemoryFit, PerfQuery
 OPEN_LOOP_LOADS = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.88, 0.91, 0.94, 0.97)
 ANCHOR_ROUNDS = 12  # rounds of the batch-and-factors fixed point at most
 ANCHOR_TOLERANCE = 1e-6  # ... until both factors move less than this (relative)
-ENVELOPE_BATCHES = np.unique(np.round(np.geomspace(1.0, 65536.0, 160)))  # running batches the factors' envelope is on
+# running batches the factors' envelope is on: the rounded geometric grid without its repeats (rising, so a repeat
+# is its neighbour's: np.unique's answer without its import of numpy.ma, 30-60 ms of every start)
+_ROUNDED = np.round(np.geomspace(1.0, 65536.0, 160))
+ENVELOPE_BATCHES = _ROUNDED[np.concatenate(([True], _ROUNDED[1:] != _ROUNDED[:-1]))]
 
 
 def engine_shape(catalog: Catalog, model, gpu, layout: Layout, precision: str, speculation: Speculation | None = None,

@@ -7,10 +7,13 @@ never `270000.0` under `unit_price_usd` nor a literal `<NA>`. CSV and XLSX keep 
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from planner.metrics import LATENCY_METRICS
 from planner.perf.serving import engine_named
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # columns whose plain title-casing would read wrong
 HEADERS = {
@@ -59,6 +62,8 @@ def _unit(column: str) -> str | None:
 
 def format_cell(value, column: str = "") -> str:
     """A number with thousands separators (2 decimals for USD, 1 for kW and ms; integers whole), '' for missing."""
+    import pandas as pd  # slow to import: only where a table is formatted (a plan's text needs none)
+
     if value is None or value is pd.NA or (isinstance(value, float) and pd.isna(value)):
         return ""
     if isinstance(value, bool):
@@ -78,6 +83,8 @@ def format_cell(value, column: str = "") -> str:
 
 def format_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """Every cell as display text, every header for people: what both report.md and report.html show."""
+    import pandas as pd
+
     return pd.DataFrame({
         human_header(str(column)): [format_cell(v, str(column)) for v in frame[column].tolist()] for column in frame.columns
     })  # fmt: skip
@@ -85,6 +92,8 @@ def format_frame(frame: pd.DataFrame) -> pd.DataFrame:
 
 def numeric_columns(frame: pd.DataFrame) -> list[bool]:
     """Which columns of a raw frame hold numbers (right-aligned in HTML)."""
+    import pandas as pd
+
     return [pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c]) for c in frame.columns]
 
 
