@@ -14,7 +14,7 @@ import itertools
 from collections.abc import Callable
 
 from planner import deadline
-from planner.candidates.builder import _UNOPENED, CandidateBuilder
+from planner.candidates.builder import CandidateBuilder
 from planner.candidates.curves import curve_reaches, modeled_curve_keys, price_curve, serves_aggregated  # noqa: F401 (the package's names)
 from planner.candidates.offers import (  # noqa: F401 (the package's names)
     candidate_key,
@@ -89,8 +89,7 @@ def enumerate_candidates(
             if progress is not None:
                 progress(done, total)
     builder.drop_dominated()
-    if builder._store not in (_UNOPENED, None) and builder._store.written:  # a run that kept nothing new trims nothing
-        builder._store.trim()
+    builder.trim_store()
     ordered = tuple(builder.candidates[k] for k in sorted(builder.candidates))
     options = tuple(builder.options[k] for k in sorted(builder.options))
     pruned = tuple(dict.fromkeys(builder.pruned))  # same reason for several batch caps: once

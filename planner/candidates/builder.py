@@ -82,6 +82,12 @@ class CandidateBuilder:
             self._store = curve_cache(*self.context)
         return self._store
 
+    def trim_store(self) -> None:
+        """Bound the curve cache's folder after a run that kept a new curve (one that kept nothing trims nothing:
+        a stat per kept curve)."""
+        if self._store not in (_UNOPENED, None) and self._store.written:
+            self._store.trim()
+
     def use_engine(self, label: str) -> str:
         """Enumerate for the engine a workload names ('vllm', 'vllm@0.12'); returns the engine."""
         spec = EngineSpec.parse(label)

@@ -47,7 +47,6 @@ from planner.catalog.files import (  # noqa: F401 (re-exported)
     CatalogManifest,
     _check_no_conflicting_rows,
     _csv_records,
-    _csv_value,
     _Entry,
     _load_entries,
     _manifest,

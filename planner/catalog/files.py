@@ -83,16 +83,6 @@ def _load_entries(path: Path, key: str) -> list:
     return entries
 
 
-def _csv_value(raw: object) -> object:
-    """An empty cell (or pandas' NaN) is None for the models."""
-    if raw is None or (isinstance(raw, float) and math.isnan(raw)):
-        return None
-    if isinstance(raw, str):
-        raw = raw.strip()
-        return raw or None
-    return raw
-
-
 def _csv_records(path: Path) -> tuple[list[str], list[list[str]]]:
     """(header, non-empty records) of a CSV file; an unreadable or empty file, or a record whose field count is not
     the header's, raises PlannerInputError naming its line."""
@@ -128,7 +118,7 @@ def load_benchmark_table(path: Path, origin: str = SHIPPED_LAYER) -> list[Benchm
     rows = []
     for index, record in enumerate(records):
         line = index + 2  # header is line 1
-        values = {k: cell.strip() for k, cell in zip(header, record)}  # csv's cells are str: _csv_value's strip
+        values = {k: cell.strip() for k, cell in zip(header, record)}  # csv's cells are str
         values = {k: v for k, v in values.items() if v}  # an empty cell is no value
         values.update(table=path.name, line=line, origin=origin, path=str(path))
         rows.append(validate_model(BenchmarkRow, values, f"{path} line {line}"))

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import pulp
 
 from planner.optimize import periods
+from planner.optimize.periods import period_of_variables
 from planner.optimize.model import FleetModel
 
 DECOMPOSE_MIN_INTEGERS = 1500  # smaller programs close by branch and bound alone (every shipped scenario does)
@@ -49,23 +50,13 @@ class WarmStart:
     values: dict  # variable name -> value, the whole plan (to restore it if the solver returns nothing better)
 
 
-def period_of_variables(model: FleetModel) -> dict[str, frozenset[str]]:
-    """The period(s) each period-indexed variable belongs to (a period merged with equal ones stands for all of
-    them, so its variables carry all their names); variables absent are year-round."""
-    names: dict[str, set[str]] = defaultdict(set)
-    for (*_, period), var in list(model.units.items()) + list(model.period_nodes.items()) + list(model.routed.items()):
-        names[var.name].add(period)
-    return {name: frozenset(members) for name, members in names.items()}
-
-
 def worth_decomposing(model: FleetModel) -> bool:
     """Large enough that branch and bound alone struggles, with more than one period and some year-round integer."""
     variables = model.problem.variables()
     integers = sum(1 for v in variables if v.cat == pulp.LpInteger)
     if integers < DECOMPOSE_MIN_INTEGERS:
         return False
-    blocks = set(period_of_variables(model).values())
-    return integers >= DECOMPOSE_MIN_INTEGERS and len(blocks) > 1 and bool(model.fixed_nodes)
+    return len(set(period_of_variables(model).values())) > 1 and bool(model.fixed_nodes)
 
 
 def _relaxed(model: FleetModel, period_of: dict, solve) -> tuple[str, float | None]:

@@ -58,15 +58,27 @@ class Partition:
         return sum(len(b) for b in self.blocks) == len(set().union(*self.blocks)) if self.blocks else True
 
 
+def _indexed_by_period(model: FleetModel) -> list:
+    """(key, variable) of U, M and x, each key ending in its period."""
+    return list(model.units.items()) + list(model.period_nodes.items()) + list(model.routed.items())
+
+
+def period_of_variables(model: FleetModel) -> dict[str, frozenset[str]]:
+    """The period(s) each period-indexed variable belongs to (a period merged with equal ones stands for all of
+    them, so its variables carry all their names); variables absent are year-round."""
+    names: dict[str, set[str]] = defaultdict(set)
+    for (*_, period), var in _indexed_by_period(model):
+        names[var.name].add(period)
+    return {name: frozenset(members) for name, members in names.items()}
+
+
 def partition(model: FleetModel) -> Partition:
     """Blocks of U, M, x by the period(s) each variable stands for (merged periods carry all their names), and the
     rentals' s[h,t], y[h,t] in the block of t; then every row by the blocks of its period variables."""
-    names: dict[str, set[str]] = defaultdict(set)
     order: dict[str, int] = {}
-    for (*_, period), var in list(model.units.items()) + list(model.period_nodes.items()) + list(model.routed.items()):
-        names[var.name].add(period)
+    for (*_, period), _ in _indexed_by_period(model):
         order.setdefault(period, len(order))
-    block_of = {name: frozenset(periods) for name, periods in names.items()}
+    block_of = period_of_variables(model)
     blocks = sorted(set(block_of.values()), key=lambda b: (min(order[p] for p in b), sorted(b)))
     block_with = {p: b for b in blocks for p in b}
     for variables in (model.starts, model.stops_short):
