@@ -48,6 +48,8 @@ def expected_max_of_normals(count: int) -> float:
 def _m(ranks) -> np.ndarray:
     """m_R for every element of `ranks` (numbers or an array)."""
     values = np.asarray(ranks, dtype=float)
+    if values.size and np.all(values == values.flat[0]):  # one engine's ranks (the common case): one lookup
+        return np.full(values.shape, expected_max_of_normals(int(np.rint(values.flat[0]))))
     unique, inverse = np.unique(np.rint(values).astype(int), return_inverse=True)
     return np.array([expected_max_of_normals(int(r)) for r in unique])[inverse].reshape(values.shape)
 
@@ -102,9 +104,13 @@ def busiest_rank_load(experts, top_k, ranks, tokens):
     if spread.any():
         factor[spread] = _normal_busiest(experts[spread], top_k[spread], ranks[spread], tokens[spread])
         whole = np.mod(experts, np.maximum(ranks, 1.0)) == 0  # E / R experts on every rank
-        for i in np.flatnonzero(spread & whole & (tokens <= EXACT_TOKENS)):
-            e, k, r, t = int(experts[i]), int(top_k[i]), int(ranks[i]), float(tokens[i])
-            low, high = max(1, math.floor(t)), max(1, math.ceil(t))
-            at_low = _exact_busiest(e, k, r, low)
-            factor[i] = at_low + (t - low) * (_exact_busiest(e, k, r, high) - at_low) if high > low else at_low
+        exact = np.flatnonzero(spread & whole & (tokens <= EXACT_TOKENS))
+        # one table per (E, k, R) among them (usually one): linear between whole token counts
+        for e, k, r in {(int(experts[i]), int(top_k[i]), int(ranks[i])) for i in exact}:
+            rows = exact[(experts[exact] == e) & (top_k[exact] == k) & (ranks[exact] == r)]
+            t = tokens[rows]
+            low, high = np.maximum(1.0, np.floor(t)), np.maximum(1.0, np.ceil(t))
+            table = _exact_busiest_table(e, k, r)
+            at_low, at_high = table[low.astype(int) - 1], table[high.astype(int) - 1]
+            factor[rows] = np.where(high > low, at_low + (t - low) * (at_high - at_low), at_low)
     return factor.reshape(shape)

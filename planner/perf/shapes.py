@@ -89,31 +89,31 @@ class EngineShape:
         (MLA) cache is whole on every GPU."""
         return kv_bytes_per_token_per_gpu(self.model, self.tp, self.kv_bytes_per_element)
 
-    @property
+    @cached_property
     def peak_flops(self) -> float:
         """The tensor rate of the compute precision (a weight-only format multiplies at its activations')."""
         return self.gpu.tflops_by_precision[compute_precision(self.precision)] * 1e12
 
-    @property
+    @cached_property
     def bf16_flops(self) -> float:
         rates = self.gpu.tflops_by_precision
         return rates.get("bf16", rates.get("fp16", rates[compute_precision(self.precision)])) * 1e12
 
-    @property
+    @cached_property
     def bandwidth_bytes_per_s(self) -> float:
         return self.gpu.mem_bw_tb_per_s * 1e12
 
-    @property
+    @cached_property
     def link_bytes_per_s(self) -> float:
         """Per direction: the catalog gives the datasheet's total of both directions."""
         return self.gpu.link_gb_per_s * 1e9 / 2
 
-    @property
+    @cached_property
     def domain_gpus(self) -> float:
         """GPUs one link domain joins (a board, an NVL72 rack); unknown: as if it held the whole stage."""
         return float(self.gpu.domain_gpus) if self.gpu.domain_gpus and self.gpu.scale_out_gb_per_s else math.inf
 
-    @property
+    @cached_property
     def scale_out_bytes_per_s(self) -> float:
         """The scale-out network beyond the domain, per GPU and direction (0: not known)."""
         return (self.gpu.scale_out_gb_per_s or 0.0) * 1e9

@@ -43,6 +43,19 @@ COMPUTE_BOUND_TOKENS = 1e6  # a step this large is compute-bound on any GPU: wha
 
 
 
+def _num(value):
+    """A shape's field as a float (one engine: plain Python arithmetic, the same IEEE operations numpy's scalars do)
+    or a float array (a batch of engines, planner.perf.shapes.ShapeBatch)."""
+    return float(value) if isinstance(value, (int, float)) else np.asarray(value, dtype=float)
+
+
+def _where(condition, yes, no):
+    """np.where, or the plain choice where the condition is one engine's (a bool)."""
+    if isinstance(condition, (bool, np.bool_)):
+        return yes if condition else no
+    return np.where(condition, yes, no)
+
+
 _FP8_COMPUTE = tuple(p for p, spec in PRECISION_SPECS.items() if spec.compute == "fp8")
 _FP4_COMPUTE = tuple(p for p, spec in PRECISION_SPECS.items() if spec.compute == "fp4")
 
@@ -160,7 +173,7 @@ def _unscaled_step_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, decode_b
     decode_batch = np.asarray(decode_batch, dtype=float)
     prompts = np.asarray(prefill_prompts, dtype=float)
     isl = np.asarray(prefill_isl, dtype=float)
-    pp = np.asarray(shape.pp, dtype=float)
+    pp = _num(shape.pp)
     spec = shape.speculation
     verified = decode_batch * (spec.draft_tokens + 1 if spec is not None else 1)
     # decoding sequences split into micro-batches; a prompt is not split (it rides whole in one micro-batch, so
@@ -182,17 +195,17 @@ def _stage_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, decode_tokens, d
     """One pipeline stage (layers / PP) of tp x dp GPUs on one micro-batch, per GPU of the busiest rank.
     Attention runs on DP ranks of TP GPUs, each with its share of the sequences; experts split by TP (EP 1) or
     spread whole over the stage's GPUs (EP = TP x DP) process every token routed to them."""
-    a, tp, precision = shape.arch, np.asarray(shape.tp, dtype=float), shape.precision
-    dp, ep, pp = (np.asarray(v, dtype=float) for v in (shape.dp, shape.ep, shape.pp))
+    a, tp, precision = shape.arch, _num(shape.tp), shape.precision
+    dp, ep, pp = (_num(v) for v in (shape.dp, shape.ep, shape.pp))
     stage_gpus = tp * dp
     tokens = decode_tokens + prompts * isl
     rank_tokens = tokens / dp
     layers = a.layers / pp
     bandwidth = shape.bandwidth_bytes_per_s * eff.bandwidth
-    routed = np.asarray(a.experts) > 1  # a mixture of experts: grouped GEMMs at their own efficiencies
-    moe_bandwidth, moe_gemm = np.where(routed, eff.moe_bandwidth, 1.0), np.where(routed, eff.moe_gemm(precision), 1.0)
-    expert_reads = a.mlp_params_read(tokens) / np.where(ep > 1, ep, tp)  # split by TP, or whole experts over EP
-    busiest = busiest_rank_load(a.experts, a.experts_per_token, ep, tokens)  # the busiest EP rank's tokens / mean
+    routed = _num(a.experts) > 1  # a mixture of experts: grouped GEMMs at their own efficiencies
+    moe_bandwidth, moe_gemm = _where(routed, eff.moe_bandwidth, 1.0), _where(routed, eff.moe_gemm(precision), 1.0)
+    expert_reads = a.mlp_params_read(tokens) / _where(ep > 1, ep, tp)  # split by TP, or whole experts over EP
+    busiest = _busiest(a, ep, tokens)  # the busiest EP rank's tokens / mean
     weights = (
         layers * (a.attention_params / tp * shape.layer_bytes_per_param
                   + expert_reads * shape.expert_bytes_per_param / moe_bandwidth)
@@ -217,9 +230,17 @@ def _stage_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, decode_tokens, d
             + layers * _layer_latency_us(a, eff, precision) * 1e-3)  # fmt: skip
 
 
+def _busiest(a: ModelShape, ep, tokens):
+    """routing.busiest_rank_load of the step's tokens: 1 without expert parallelism (every rank holds every expert's
+    share), the same value the law gives there, without building its arrays."""
+    if isinstance(ep, float) and ep <= 1:
+        return 1.0
+    return busiest_rank_load(a.experts, a.experts_per_token, ep, tokens)
+
+
 def _layer_latency_us(a: ModelShape, eff: Efficiency, precision):
     """Fixed kernel latencies of one layer: the precision's, and a mixture of experts' routing kernels."""
-    return eff.layer_latency_us(precision) + np.where(np.asarray(a.experts) > 1, eff.moe_layer_latency_us, 0.0)
+    return eff.layer_latency_us(precision) + _where(_num(a.experts) > 1, eff.moe_layer_latency_us, 0.0)
 
 
 def fixed_ms(shape: EngineShape | ShapeBatch, eff: Efficiency):
@@ -239,7 +260,7 @@ def allreduce_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, tokens, busie
     network's pace (per GPU and direction, x e_scale_out) and pays its latency; an all-to-all over EP > D GPUs sends
     the share 1 - D/EP of its bytes across that network, and each of its two phases waits the network's latency.
     `busiest`: the busiest EP rank's load (routing.busiest_rank_load of these tokens), where the caller has it."""
-    tp, dp, ep, pp = (np.asarray(v, dtype=float) for v in (shape.tp, shape.dp, shape.ep, shape.pp))
+    tp, dp, ep, pp = (_num(v) for v in (shape.tp, shape.dp, shape.ep, shape.pp))
     layers = shape.arch.layers / pp
     rank_tokens = np.asarray(tokens, dtype=float) / dp
     link = shape.link_bytes_per_s * eff.link
@@ -247,11 +268,13 @@ def allreduce_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, tokens, busie
     domain = shape.domain_gpus
     scale_out = max(shape.scale_out_bytes_per_s * eff.scale_out, 1e-9)
     scale_out_latency_s = eff.scale_out_latency_us * 1e-6
-    ring = np.where(tp > domain, np.minimum(link, scale_out), link)
+    ring = _where(tp > domain, np.minimum(link, scale_out), link)
     wire_s = (2 * (tp - 1) / np.maximum(tp, 1) * rank_tokens * shape.arch.hidden * ACTIVATION_BYTES / ring
-              + np.where(tp > domain, scale_out_latency_s, 0.0))  # fmt: skip
-    reduces = np.where(ep > 1, 1.0, 2.0)
-    reduce_ms = np.where(tp > 1, reduces * layers * (latency_s + wire_s) * 1e3, 0.0)
+              + _where(tp > domain, scale_out_latency_s, 0.0))  # fmt: skip
+    reduces = _where(ep > 1, 1.0, 2.0)
+    reduce_ms = _where(tp > 1, reduces * layers * (latency_s + wire_s) * 1e3, 0.0)
+    if isinstance(ep, float) and ep <= 1:  # no all-to-all: the expression below is 0 there
+        return reduce_ms + np.zeros_like(rank_tokens)
     # the busiest rank receives (dispatch) and sends back (combine) its routed tokens' activations
     if busiest is None:
         busiest = busiest_rank_load(shape.arch.experts, shape.arch.experts_per_token, ep, tokens)
@@ -259,7 +282,7 @@ def allreduce_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, tokens, busie
     within_s = dispatch_bytes * (np.minimum(ep, domain) - 1) / np.maximum(ep, 1) / link
     off_domain = 1 - np.minimum(domain, ep) / np.maximum(ep, 1)  # the share of an all-to-all's bytes leaving the domain
     across_s = np.where(ep > domain, 2 * scale_out_latency_s, 0.0) + dispatch_bytes * off_domain / scale_out
-    all_to_all_ms = np.where(ep > 1, layers * (2 * latency_s + within_s + across_s) * 1e3, 0.0)
+    all_to_all_ms = _where(ep > 1, layers * (2 * latency_s + within_s + across_s) * 1e3, 0.0)
     return reduce_ms + all_to_all_ms
 
 
