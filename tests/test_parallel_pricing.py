@@ -29,20 +29,22 @@ SCENARIO = {
 }  # fmt: skip
 
 
-def enumerate_with(workers: int, path, monkeypatch, progress=None):
+def enumerate_with(workers: int, path, monkeypatch, progress=None, bound_pruning: bool = True):
     monkeypatch.setenv("PLANNER_WORKERS", str(workers))
     monkeypatch.setenv("PLANNER_CACHE_DIR", "off")  # every curve priced: none kept from another run on disk
     catalog = load_catalog()  # a fresh catalog: no calibration fit or curve kept from the other run
     scenario = load_scenario(path, catalog)
-    return enumerate_candidates(scenario, catalog, progress), scenario, catalog
+    return enumerate_candidates(scenario, catalog, progress, bound_pruning), scenario, catalog
 
 
-def test_parallel_pricing_changes_nothing(tmp_path, monkeypatch):
+@pytest.mark.parametrize("bound_pruning", [False, True], ids=["every-curve", "curves-left-by-the-bound"])
+def test_parallel_pricing_changes_nothing(tmp_path, monkeypatch, bound_pruning):
     path = write_scenario(tmp_path, SCENARIO)
     stages = []
-    parallel, scenario, catalog = enumerate_with(2, path, monkeypatch, lambda *args: stages.append(args))
-    assert any(len(s) == 3 and "engine curves on 2 processes" in s[2] for s in stages), stages  # it did fork
-    serial, _, serial_catalog = enumerate_with(1, path, monkeypatch)
+    parallel, scenario, catalog = enumerate_with(2, path, monkeypatch, lambda *args: stages.append(args), bound_pruning)
+    if not bound_pruning:  # with the bound, this scenario's leading curves are too few to fork for
+        assert any(len(s) == 3 and "engine curves on 2 processes" in s[2] for s in stages), stages  # it did fork
+    serial, _, serial_catalog = enumerate_with(1, path, monkeypatch, bound_pruning=bound_pruning)
     assert parallel.candidates == serial.candidates and parallel.options == serial.options
     assert parallel.pruned == serial.pruned and parallel.stats == serial.stats
     documents = [json_out.dumps(json_out.plan_document(solve_candidates(scenario, cset, cat)))

@@ -10,12 +10,13 @@ does not add candidates for that pair. Every pruning is counted, and its reasons
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable
 
 from planner import deadline
 from planner.candidates.builder import CandidateBuilder
-from planner.candidates.curves import curve_reaches, modeled_curve_keys, price_curve, serves_aggregated  # noqa: F401 (the package's names)
+from planner.candidates.curves import curve_asks, curve_reaches, modeled_curve_keys, price_curve, serves_aggregated  # noqa: F401 (the package's names)
 from planner.candidates.offers import (  # noqa: F401 (the package's names)
     candidate_key,
     engine_layouts,
@@ -25,7 +26,7 @@ from planner.candidates.offers import (  # noqa: F401 (the package's names)
     pipeline_wanted,
     unit_shape,
 )
-from planner.candidates.parallel import CANDIDATE_STAGE, PARALLEL_MIN_CURVES, CurveTally, prefetch_curves  # noqa: F401
+from planner.candidates.parallel import CANDIDATE_STAGE, PARALLEL_MIN_CURVES, CurveTally, prefetch_curves, prefetched_curves
 from planner.candidates.types import (  # noqa: F401 (the package's names)
     DECODE_NETWORK_REASON,
     DECODE_PRUNED,
@@ -46,17 +47,46 @@ from planner.workers import worker_count  # noqa: F401 (read by tests as candida
 
 
 def enumerate_candidates(
-    scenario: Scenario, catalog: Catalog, progress: Callable[..., None] | None = None
+    scenario: Scenario, catalog: Catalog, progress: Callable[..., None] | None = None, bound_pruning: bool = True
 ) -> CandidateSet:
     """For every workload bucket x allowed system: the engine configurations that fit and meet the limits.
     `progress(0, total, CANDIDATE_STAGE)` names the stage before the first workload x system pair (with the tally of
     modeled engine curves inside its brackets where there are any: kept from earlier runs, priced in parallel,
-    priced as reached), then `progress(done, total)` follows each one (the CLI draws a bar with it)."""
+    priced as reached, left unpriced), then `progress(done, total)` follows each one (the CLI draws a bar with it).
+    With `bound_pruning` (the default) curves whose every candidate is dominated by a bound are never priced
+    (planner/candidates/bounds.py); the optimum is the same without."""
     builder = CandidateBuilder(scenario, catalog)
-    tally = prefetch_curves(builder, progress).describe()
-    total, done = len(scenario.workloads) * len(scenario.offers), 0
+    first, kept = CurveTally(), None
+    if bound_pruning:
+        builder.unpriced, first, kept = _dominated_curves(scenario, catalog, progress)
+    tally = prefetch_curves(builder, progress)
+    if kept is not None:  # the tally of both passes: curves at hand before the first, priced in either
+        tally = dataclasses.replace(tally, kept=len(kept - builder.unpriced), priced=tally.priced + first.priced,
+                                    where=tally.where or first.where, unpriced=len(builder.unpriced))  # fmt: skip
+    tally = tally.describe()
+    total = len(scenario.workloads) * len(scenario.offers)
     if progress is not None:
         progress(0, total, f"{CANDIDATE_STAGE[:-1]}; {tally})" if tally else CANDIDATE_STAGE)
+    _enumerate(builder, progress)
+    builder.drop_dominated()
+    builder.trim_store()
+    ordered = tuple(builder.candidates[k] for k in sorted(builder.candidates))
+    options = tuple(builder.options[k] for k in sorted(builder.options))
+    pruned = tuple(dict.fromkeys(builder.pruned))  # same reason for several batch caps: once
+    stats = CandidateStats(
+        generated=builder.counts["generated"], pruned_memory=builder.counts["memory"],
+        pruned_latency=builder.counts["latency"], pruned_dominated=builder.counts["dominated"], kept=len(ordered),
+        options=len(options), pruned=tuple((p.workload, p.system, p.reason) for p in pruned),
+    )  # fmt: skip
+    return CandidateSet(ordered, options, pruned, stats, {w: dict(m) for w, m in builder.fastest.items()},
+                        tuple(sorted(builder.course_sized)))
+
+
+def _enumerate(builder: CandidateBuilder, progress: Callable[..., None] | None) -> None:
+    """Every workload x offer x engine x bucket of the builder's scenario into its candidates (before the dominated
+    ones are dropped); `progress(done, total)` after each workload x offer."""
+    scenario, catalog = builder.scenario, builder.catalog
+    total, done = len(scenario.workloads) * len(scenario.offers), 0
     for workload in scenario.workloads:
         for offer in scenario.offers:
             done += 1
@@ -88,15 +118,27 @@ def enumerate_candidates(
                     )  # fmt: skip
             if progress is not None:
                 progress(done, total)
-    builder.drop_dominated()
-    builder.trim_store()
-    ordered = tuple(builder.candidates[k] for k in sorted(builder.candidates))
-    options = tuple(builder.options[k] for k in sorted(builder.options))
-    pruned = tuple(dict.fromkeys(builder.pruned))  # same reason for several batch caps: once
-    stats = CandidateStats(
-        generated=builder.counts["generated"], pruned_memory=builder.counts["memory"],
-        pruned_latency=builder.counts["latency"], pruned_dominated=builder.counts["dominated"], kept=len(ordered),
-        options=len(options), pruned=tuple((p.workload, p.system, p.reason) for p in pruned),
-    )  # fmt: skip
-    return CandidateSet(ordered, options, pruned, stats, {w: dict(m) for w, m in builder.fastest.items()},
-                        tuple(sorted(builder.course_sized)))
+
+
+def _dominated_curves(scenario: Scenario, catalog: Catalog,
+                      progress: Callable[..., None] | None) -> tuple[set[tuple], CurveTally, set[tuple] | None]:  # fmt: skip
+    """The modeled curves whose every candidate is dominated by a bound (planner/candidates/bounds.py): the ceilings
+    of every curve the enumeration may ask for, a first enumeration on the leading curves (priced, and kept for the
+    plan's), and the verdict on the rest; with the tally of the first pass's pricing and the curves at hand before
+    it (kept from earlier runs or this process). None left where there are too few curves for it to pay, or no
+    open-loop curve to bound."""
+    from planner.candidates import bounds
+
+    first = CandidateBuilder(scenario, catalog)
+    if "modeled" not in scenario.perf_sources or scenario.sizing == "closed-loop":
+        return set(), CurveTally(), None
+    asks = list(curve_asks(first))
+    keys = list(dict.fromkeys(ask.key for ask in asks))
+    if len(keys) < PARALLEL_MIN_CURVES:  # a small scenario: pricing all its curves costs less than the first pass
+        return set(), CurveTally(), None
+    kept = {key for key in prefetched_curves(first) if first.has_curve(key)}
+    ceilings = bounds.curve_ceilings(first, keys)
+    first.only = bounds.leading_curves(first, asks, ceilings)
+    tally = prefetch_curves(first, progress, "leading ")
+    _enumerate(first, None)
+    return bounds.unpriced_curves(first, first, asks, ceilings, first.only), tally, kept

@@ -65,6 +65,14 @@ class CandidateBuilder:
         self._reaches: dict[tuple, Reach] | None = None
         # workloads sized by a closed-loop row under random arrivals (no architecture to model them with)
         self.course_sized: set[str] = set()
+        # curves this enumeration prices (None: all) and those it leaves unpriced, every candidate of theirs
+        # dominated by a bound (planner/candidates/bounds.py)
+        self.only: set[tuple] | None = None
+        self.unpriced: set[tuple] = set()
+
+    def wanted(self, key: tuple) -> bool:
+        """Whether this enumeration prices the modeled curve of memo `key`."""
+        return key not in self.unpriced and (self.only is None or key in self.only)
 
     @property
     def context(self) -> tuple[Catalog, bool, bool]:
@@ -208,6 +216,11 @@ class CandidateBuilder:
         need_isl, need_osl = bucket.engine_lengths
         engines = [e for e in self.engines[workload.model] if e[0] >= need_isl and e[1] >= need_osl]
         for shape, layout, precision, speculation, hop in self.curve_specs(offer, workload, bucket):
+            key = (shape, layout, precision, workload.slo.percentile, speculation, hop)
+            if not self.wanted(key):
+                if key in self.unpriced:
+                    self.count_unpriced(workload, offer, layout, precision, engines)
+                continue
             points = self.curve(shape, layout, precision, workload.slo.percentile, speculation, hop)
             if not isinstance(points, str) and points:
                 self.note_fastest(workload, offer, points[0])
@@ -237,6 +250,24 @@ class CandidateBuilder:
                     key = self.add(offer, workload, bucket_index, best, batch, lengths, speculation is not None)
                     if key is not None:
                         self.engine_fit[(workload.name, bucket_index, key)] = fit
+
+    def count_unpriced(self, workload: Workload, offer: SystemOffer, layout: Layout, precision: str, engines: list) -> None:
+        """The candidates of a curve left unpriced, counted as `from_model` would count them: each engine lengths x
+        batch cap generated, pruned for memory where the engine does not fit, else dominated (by the bound)."""
+        system = self.catalog.systems[offer.system]
+        unplaced = layout.gpus > system.gpus_per_node and layout.gpus % system.gpus_per_node  # as `add` refuses it
+        for lengths in engines:
+            fit = self.fit(workload.model, system.gpu, layout, precision, lengths)
+            for _ in self.scenario.max_batch_ladder:
+                self.counts["generated"] += 1
+                if fit.fits and unplaced:
+                    self.prune(workload, offer, f"an instance needs {layout.gpus} GPUs; the node has {system.gpus_per_node}")
+                elif not fit.fits:
+                    self.counts["memory"] += 1
+                    self.prune(workload, offer, f"{layout.label} {precision}: does not fit: {fit.reason}", "memory")
+                else:
+                    self.counts["dominated_early"] += 1
+                    self.counts["dominated_by_bound"] += 1
 
     def curve_specs(self, offer: SystemOffer, workload: Workload, bucket: Bucket):
         """(shape, layout, precision, speculation, hop) of every curve `from_model` asks for: the curve does not

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
+from dataclasses import dataclass
 
 from planner.catalog import Catalog
 from planner.perf import (
@@ -15,7 +16,7 @@ from planner.perf.reach import PricedCurve, Reach
 from planner.perf.engines import DEFAULT_ENGINE
 from planner.perf.roofline import supports_roofline
 from planner.workers import can_fork, executor, map_on_ray, worker_count  # noqa: F401 (worker_count: read by tests as candidates.worker_count)
-from planner.scenario import Scenario, Workload
+from planner.scenario import Bucket, Scenario, SystemOffer, Workload
 
 
 def serves_aggregated(scenario: Scenario, workload: Workload) -> bool:
@@ -34,10 +35,23 @@ def price_curve(context: tuple[Catalog, bool, bool], key: tuple, reach: Reach | 
                          speculation=speculation, hop_bytes_per_s=hop_bytes_per_s, reach=reach, anchored=anchored)  # fmt: skip
 
 
-def modeled_curve_keys(builder):
-    """Of the enumeration's `builder` (planner/candidates/builder.py): (workload, offer, whether its engine is the reference release rows were measured on, memo key) of every
-    modeled curve the enumeration may ask for (`from_model`'s curve specs, aggregated serving); the builder's engine
-    is as it was afterwards."""
+@dataclass(frozen=True)
+class CurveAsk:
+    """One ask of a modeled curve: bucket `bucket_index` of `workload` on `offer` under engine `label` (the
+    reference release rows were measured on or not) reads the curve of memo key `key`."""
+
+    workload: Workload
+    offer: SystemOffer
+    label: str
+    reference: bool
+    bucket_index: int
+    bucket: Bucket
+    key: tuple
+
+
+def curve_asks(builder):
+    """Every ask of a modeled curve the enumeration of `builder` (planner/candidates/builder.py) may make
+    (`from_model`'s curve specs, aggregated serving); the builder's engine is as it was afterwards."""
     scenario, catalog = builder.scenario, builder.catalog
     engine, version = builder.engine, builder.engine_version
     try:
@@ -46,11 +60,19 @@ def modeled_curve_keys(builder):
                 continue
             for offer, label in itertools.product(scenario.offers, workload.engines):
                 reference = builder.use_engine(label) == DEFAULT_ENGINE and builder.engine_version is None
-                for bucket in workload.buckets:
+                for index, bucket in enumerate(workload.buckets):
                     for shape, layout, precision, speculation, hop in builder.curve_specs(offer, workload, bucket):
-                        yield workload, offer, reference, (shape, layout, precision, workload.slo.percentile, speculation, hop)
+                        key = (shape, layout, precision, workload.slo.percentile, speculation, hop)
+                        yield CurveAsk(workload, offer, label, reference, index, bucket, key)
     finally:
         builder.engine, builder.engine_version = engine, version
+
+
+def modeled_curve_keys(builder):
+    """(workload, offer, whether its engine is the reference release rows were measured on, memo key) of every
+    modeled curve the enumeration of `builder` may ask for (`curve_asks`)."""
+    for ask in curve_asks(builder):
+        yield ask.workload, ask.offer, ask.reference, ask.key
 
 
 def curve_reaches(builder) -> dict[tuple, Reach]:

@@ -61,6 +61,7 @@ class CurveTally:
     kept: int = 0
     priced: int = 0
     where: str = ""
+    unpriced: int = 0  # left unpriced: every candidate of theirs dominated by a bound (planner/candidates/bounds.py)
 
     def describe(self) -> str:
         """'224 modeled engine curves: 98 kept from earlier runs, 126 priced on 2 processes' (empty: none needed)."""
@@ -71,10 +72,25 @@ class CurveTally:
             parts.append(f"{self.priced} priced {self.where}")
         if self.needed - self.kept - self.priced > 0:
             parts.append(f"{self.needed - self.kept - self.priced} priced here as reached")
+        if self.unpriced:
+            parts.append(f"{self.unpriced} left unpriced, dominated by a bound")
         return f"{self.needed} modeled engine curve{'s' if self.needed != 1 else ''}: {', '.join(parts)}"
 
 
-def prefetch_curves(builder, progress: Callable[..., None] | None = None) -> CurveTally:
+def prefetched_curves(builder) -> list[tuple]:
+    """The memo keys of the modeled curves `prefetch_curves` prices for the builder's enumeration (whether it wants
+    them or not), in the order asked: all but those of the reference engine on a (model, GPU) with benchmark rows,
+    which data may answer."""
+    catalog = builder.catalog
+    with_rows = {(row.model, row.gpu) for row in catalog.benchmarks}
+    keys: dict[tuple, None] = {}
+    for workload, offer, reference, key in modeled_curve_keys(builder):
+        if not (reference and (workload.model, catalog.systems[offer.system].gpu) in with_rows):
+            keys[key] = None
+    return list(keys)
+
+
+def prefetch_curves(builder, progress: Callable[..., None] | None = None, which: str = "") -> CurveTally:
     """Price the engine curves the enumeration will ask the roofline for, in parallel processes, into the builder's
     memo; the enumeration then runs as before and finds them there, so its result is the same whatever the number of
     processes (the curves are pure functions of their keys). Curves of a (model, GPU) with benchmark rows are left to
@@ -86,13 +102,9 @@ def prefetch_curves(builder, progress: Callable[..., None] | None = None) -> Cur
     scenario, catalog = builder.scenario, builder.catalog
     if "modeled" not in scenario.perf_sources:
         return CurveTally()
-    with_rows = {(row.model, row.gpu) for row in catalog.benchmarks}
     pending: dict[tuple, None] = {}
-    needed: set[tuple] = set()
-    for workload, offer, reference, key in modeled_curve_keys(builder):
-        if reference and (workload.model, catalog.systems[offer.system].gpu) in with_rows:
-            continue
-        needed.add(key)
+    needed = [key for key in prefetched_curves(builder) if builder.wanted(key)]
+    for key in needed:
         if not builder.has_curve(key):
             pending[key] = None
     tally = CurveTally(len(needed), len(needed) - len(pending))
@@ -112,8 +124,8 @@ def prefetch_curves(builder, progress: Callable[..., None] | None = None) -> Cur
     if on_ray:
         return dataclasses.replace(tally, priced=_prefetch_on_ray(builder, rest, progress), where="on Ray")
     if progress is not None:
-        kept = f" ({tally.kept} kept from earlier runs)" if tally.kept else ""
-        progress(0, len(rest), f"pricing {len(rest)} engine curves on {workers} processes{kept}")
+        kept = f" ({tally.kept} already priced)" if tally.kept else ""
+        progress(0, len(rest), f"pricing {len(rest)} {which}engine curves on {workers} processes{kept}")
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 

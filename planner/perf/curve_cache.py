@@ -18,7 +18,9 @@ aiconfigurator answers, its package version. Any change is a new key, never a st
 A cache file is untrusted input (`fit_cache.read_entry`): a regular file within a size bound, JSON nested within
 bounds, carrying its key and the SHA-256 of key and content, then validated into the model's own types (pydantic)
 with every number finite and no figure negative; anything else is a miss, priced again and written over. Files are
-JSON (no code runs on load), written whole (a temporary file renamed). The
+JSON (no code runs on load), written whole (a temporary file renamed). A curve's ceiling (the highest rate of its
+ladder, planner/candidates/bounds.py) is kept beside it under its own key, so a what-if decides which curves to
+leave unpriced without the closed loops that give the ceilings. The
 folder is `fit_cache.cache_directory()` (`PLANNER_CACHE_DIR`; `off` turns it off) and is kept under
 `MAX_CACHE_BYTES` of curves, the least recently written removed first."""
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import math
 import os
 from importlib import metadata
 from pathlib import Path
@@ -132,6 +135,25 @@ class CurveCache:
         """Keep a curve (nothing is written where the folder cannot be)."""
         points = value.points if isinstance(value.points, str) else [dataclasses.asdict(p) for p in value.points]
         if write_entry(self._path(key), repr(key), {"points": points, "complete": value.complete}):
+            self.written += 1
+
+    def get_ceiling(self, key: tuple) -> tuple[bool, float | None]:
+        """(whether one is kept, the ceiling kept for the curve of `key`: the highest rate of its ladder,
+        planner/candidates/bounds.py, None for a curve without one); anything but null or a finite positive number
+        is a miss."""
+        ceiling_key = ("ceiling", *key)
+        payload = read_entry(self._path(ceiling_key), repr(ceiling_key), "a cached curve ceiling")
+        if isinstance(payload, dict) and set(payload) == {"ceiling"}:
+            value = payload["ceiling"]
+            if value is None or (type(value) is float and math.isfinite(value) and value > 0):
+                self.hits += 1
+                return True, value
+        self.misses += 1
+        return False, None
+
+    def put_ceiling(self, key: tuple, value: float | None) -> None:
+        ceiling_key = ("ceiling", *key)
+        if write_entry(self._path(ceiling_key), repr(ceiling_key), {"ceiling": value}):
             self.written += 1
 
     def trim(self, max_bytes: int = MAX_CACHE_BYTES) -> int:

@@ -1,0 +1,150 @@
+"""Engine curves never priced: those whose every candidate a candidate already made dominates, judged with an upper
+bound of the curve's rates (docs/optimizer.md, "Curves dominated before pricing").
+
+Every point of an open-loop curve sits at a rate of its ladder (planner/perf/modeled_engine.open_loop_rates: the
+closed loop's throughputs below the KV capacity, as measured rows scale them, and fractions of the highest), so the
+ladder's top, the curve's *ceiling*, bounds the rate of every candidate the curve gives. It costs the closed loop
+over the concurrency ladder, a small part of pricing the curve's open loop.
+
+The enumeration then runs twice (planner/candidates/__init__.py). First on the *leading* curves alone: for every
+bucket, offer and engine, the LEADERS curves of the highest ceiling per GPU, and every curve without a ceiling; their
+candidates are made as in the plan. Then a curve is left unpriced where every candidate c it could give is
+dominated by one of those, c', by the enumeration's own rule (CandidateBuilder.drop_dominated) with the ceilings in
+place of c's rates, which they bound: c' serves every bucket c could serve (each bucket of a workload of the model
+on the offer, under the engine, within c's engine lengths) and m = ceil(max over them of ceiling x k[c] / rho[c'])
+units of c' take no more GPUs than one unit of c (one configuration per node all year: m = 1 on the same offer).
+The optimum is unchanged (c's units replaced by m units of c' each; dominance is transitive), and a leading curve is
+never left unpriced, so each c' is made again in the plan's enumeration. The plan counts a left curve's candidates
+dominated (or memory where its engine does not fit) and gives no reason line for them.
+
+No ceiling (the curve is priced): a closed-loop sizing (perf.sizing: closed-loop), an engine with measured rows
+(their points stand beside the model's), a plain layout where aiconfigurator's tables may answer instead
+(--perf-source auto with aic), an engine the roofline cannot model (its curve is a reason, at no cost).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from planner.candidates.curves import CurveAsk
+from planner.candidates.offers import unit_shape
+from planner.candidates.types import unit_rate
+from planner.perf.modeled_engine import modeled_engine, open_loop_rates
+from planner.perf.types import Layout
+
+LEADERS = 2  # curves per bucket, offer and engine priced first, of the highest ceiling per GPU
+BOUND_SLACK = 1e-9  # a ceiling is raised by this share: a candidate's rate is its point's, rounded on the way
+
+
+def curve_ceiling(context: tuple, key: tuple) -> float | None:
+    """The highest rate (requests/s per instance) of any point of the curve of memo `key`, or None where there is
+    no such bound (module docstring); `context` is the builder's (catalog, aic answers, rows anchor)."""
+    catalog, aic, anchored = context
+    shape, layout, precision, _, speculation, hop_bytes_per_s = key
+    if not shape.open_loop:
+        return None
+    if aic and layout == Layout(layout.tp) and speculation is None and shape.prefix_cache is None:
+        return None
+    engine = modeled_engine(shape, catalog, layout.tp, precision, None, anchored, layout, speculation, hop_bytes_per_s)
+    if isinstance(engine, str) or engine.measured:
+        return None
+    return max(open_loop_rates(shape, engine)) * (1 + BOUND_SLACK)
+
+
+def curve_ceilings(builder, keys) -> dict[tuple, float | None]:
+    """`curve_ceiling` of every memo key in `keys`, kept between runs in the builder's curve cache."""
+    store, out = builder.store, {}
+    for key in keys:
+        found, value = store.get_ceiling(key) if store is not None else (False, None)
+        if not found:
+            value = curve_ceiling(builder.context, key)
+            if store is not None:
+                store.put_ceiling(key, value)
+        out[key] = value
+    return out
+
+
+def _unit(builder, ask: CurveAsk) -> tuple[int, int]:
+    """(GPUs, instances) of one allotment unit of the ask's engine on its offer (candidates.offers.unit_shape)."""
+    layout = ask.key[1]
+    return unit_shape(layout.gpus, builder.catalog.systems[ask.offer.system].gpus_per_node,
+                      builder.scenario.share_nodes_across_models)  # fmt: skip
+
+
+def _lengths(builder, ask: CurveAsk) -> list[tuple[int, int]]:
+    """The engine lengths of the ask's model that cover its bucket and fit the offer's GPU (a candidate each)."""
+    shape, layout, precision = ask.key[:3]
+    need_isl, need_osl = ask.bucket.engine_lengths
+    return [e for e in builder.engines[ask.workload.model] if e[0] >= need_isl and e[1] >= need_osl
+            and builder.fit(ask.workload.model, shape.gpu, layout, precision, e).fits]  # fmt: skip
+
+
+def leading_curves(builder, asks: list[CurveAsk], ceilings: dict) -> set[tuple]:
+    """The curves the first enumeration prices: per bucket, offer and engine, the LEADERS of the highest ceiling per
+    GPU among those an engine of which fits, and every curve without a ceiling."""
+    ranked: dict[tuple, list] = defaultdict(list)
+    leading = {ask.key for ask in asks if ceilings[ask.key] is None}
+    for ask in asks:
+        if ceilings[ask.key] is None or not _lengths(builder, ask):
+            continue
+        gpus, instances = _unit(builder, ask)
+        cell = (ask.workload.name, ask.bucket_index, ask.offer, ask.label)
+        ranked[cell].append((-ceilings[ask.key] * instances / gpus, repr(ask.key[1:3]), ask.key))
+    for options in ranked.values():
+        leading.update(key for _, _, key in sorted(options, key=lambda o: o[:2])[:LEADERS])
+    return leading
+
+
+def unpriced_curves(builder, first, asks: list[CurveAsk], ceilings: dict, leading: set[tuple]) -> set[tuple]:
+    """The curves (not leading) whose every candidate a candidate of the first enumeration `first` (a builder run on
+    the leading curves, before dominated candidates are dropped) dominates by the ceilings (module docstring)."""
+    scenario = builder.scenario
+    per_node = not (scenario.share_nodes_across_models or scenario.reconfigure_between_periods)
+    served: dict[str, dict] = defaultdict(dict)
+    for (workload, bucket, key), option in first.options.items():
+        served[key][(workload, bucket)] = unit_rate(option, first.candidates[key])
+    rivals: dict[tuple, list[str]] = defaultdict(list)
+    for key, c in first.candidates.items():
+        if c.stage == "aggregated":
+            rivals[(c.site, c.pricing, c.system, c.model)].append(key)
+    # the asks of one candidate family (an engine on an offer, whatever its lengths): their buckets and ceilings
+    families: dict[tuple, list[CurveAsk]] = defaultdict(list)
+    for ask in asks:
+        families[_family(ask)].append(ask)
+
+    def dominated(ask: CurveAsk, lengths: tuple[int, int]) -> bool:
+        gpus, instances = _unit(builder, ask)
+        factor = instances * ask.offer.capacity_factor
+        cells = {}
+        for other in families[_family(ask)]:
+            isl, osl = other.bucket.engine_lengths
+            if isl <= lengths[0] and osl <= lengths[1]:
+                if ceilings[other.key] is None:
+                    return False
+                cell = (other.workload.name, other.bucket_index)
+                cells[cell] = max(cells.get(cell, 0.0), ceilings[other.key] * factor)
+        offer = ask.offer
+        for rival in rivals[(offer.site, offer.pricing, offer.system, ask.workload.model)]:
+            rates, better = served[rival], first.candidates[rival]
+            if not cells or not rates.keys() >= cells.keys():
+                continue
+            m = max(1, math.ceil(max(rate / rates[cell] for cell, rate in cells.items()) - 1e-9))
+            if (m == 1) if per_node else (m * better.gpus_per_unit <= gpus):
+                return True
+        return False
+
+    verdicts: dict[tuple, bool] = {}
+    for ask in asks:
+        if ask.key in leading or verdicts.get(ask.key) is False:
+            continue
+        verdicts[ask.key] = all(dominated(ask, lengths) for lengths in _lengths(builder, ask))
+    return {key for key, left in verdicts.items() if left}
+
+
+def _family(ask: CurveAsk) -> tuple:
+    """What makes the asks' candidates one engine on one offer (candidates.offers.candidate_key, less the lengths
+    and the batch cap)."""
+    shape, layout, precision, _, speculation, hop_bytes_per_s = ask.key
+    return (ask.offer, ask.workload.model, layout, precision, speculation is not None, hop_bytes_per_s, shape.engine,
+            shape.engine_version)  # fmt: skip

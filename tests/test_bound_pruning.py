@@ -1,0 +1,139 @@
+"""Curves left unpriced because a bound shows every candidate of theirs dominated (planner/candidates/bounds.py):
+the ceiling bounds every point of its curve, the optimum is the one the enumeration without the bound finds, the
+curves left are never priced, and a kept ceiling that is damaged is a miss."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import write_scenario
+
+import planner.candidates.builder as builder_module
+from planner.candidates import bounds, enumerate_candidates
+from planner.candidates.builder import CandidateBuilder
+from planner.candidates.curves import curve_asks
+from planner.catalog import load_catalog
+from planner.optimize import solve_candidates
+from planner.perf.curve_cache import CurveCache
+from planner.perf.fit_cache import write_entry
+from planner.scenario import load_scenario
+
+
+def _document(shared: bool = True) -> dict:
+    """Llama 3.1 8B chat and a Qwen3 30B-A3B (MoE) agent, vLLM and SGLang, a DGX H100 bought or H200 nodes rented,
+    two periods: 60-odd open-loop curves, small models (fast to price whole)."""
+    return {
+        "name": "bounds", "metrics_version": 2, "deployment": "hybrid",
+        "workloads": [
+            {"name": "chat", "model": "llama-3.1-8b", "isl_tokens": 1000, "osl_tokens": 200, "peak_rps": 30,
+             "engines": ["vllm", "sglang"], "slo": {"percentile": 95, "ttft_ms": 1000, "tpot_ms": 40}},
+            {"name": "agent", "model": "qwen3-30b-a3b", "isl_tokens": 3000, "osl_tokens": 300, "peak_rps": 8,
+             "engines": ["vllm"], "slo": {"percentile": 90, "ttft_ms": 3000, "tpot_ms": 60}},
+        ],
+        "periods": [
+            {"name": "day", "hours_per_year": 3000, "demand_factor": {"chat": 1.0, "agent": 1.0}},
+            {"name": "night", "hours_per_year": 5760, "demand_factor": {"chat": 0.3, "agent": 0.5}},
+        ],
+        "sites": {"on_prem": {"systems": ["dgx-h100"]}, "cloud": {"systems": ["aws-p5en.48xlarge"]}},
+        "fleet": {"share_nodes_across_models": shared, "reconfigure_between_periods": shared},
+    }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def priced(tmp_path_factory):
+    """Per fleet policy: the scenario, its catalog, its candidates with and without the bound, and the curves the
+    bound left unpriced."""
+    out = {}
+    original = bounds.unpriced_curves
+    for shared in (True, False):
+        path = write_scenario(tmp_path_factory.mktemp("bounds"), _document(shared))
+        catalog = load_catalog()
+        scenario = load_scenario(path, catalog)
+        left = []
+
+        def noted(*args, left=left):
+            left.append(original(*args))
+            return left[-1]
+
+        bounds.unpriced_curves = noted
+        try:
+            out[shared] = (scenario, catalog, enumerate_candidates(scenario, catalog, bound_pruning=False),
+                           enumerate_candidates(scenario, catalog), left[0])  # fmt: skip
+        finally:
+            bounds.unpriced_curves = original
+    return out
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["shared-nodes", "one-configuration-per-node"])
+def test_bound_pruning_keeps_the_optimum(priced, shared):
+    scenario, catalog, whole, bounded, left = priced[shared]
+    assert left, "the bound left no curve unpriced: the test does not test it"
+    assert whole.stats.generated == bounded.stats.generated
+    assert whole.stats.pruned_memory == bounded.stats.pruned_memory
+    assert {c.key for c in bounded.candidates} <= {c.key for c in whole.candidates}
+    with_bound = solve_candidates(scenario, bounded, catalog, explain=False)
+    without = solve_candidates(scenario, whole, catalog, explain=False)
+    assert with_bound.status == without.status == "optimal"
+    assert with_bound.objective_usd_per_year == pytest.approx(without.objective_usd_per_year, rel=1e-9)
+
+
+def test_ceiling_bounds_every_point_of_its_curve(priced):
+    scenario, catalog, _, _, _ = priced[True]
+    builder = CandidateBuilder(scenario, catalog)
+    keys = list(dict.fromkeys(ask.key for ask in curve_asks(builder)))
+    ceilings = bounds.curve_ceilings(builder, keys)
+    bounded = [key for key in keys if ceilings[key] is not None]
+    assert len(bounded) >= 24
+    for key in bounded:
+        points = builder.priced(key).points  # the whole enumeration priced them (module fixture): kept here
+        if isinstance(points, str):
+            continue
+        assert max(p.request_throughput_rps for p in points) <= ceilings[key]
+
+
+def test_curves_left_unpriced_are_never_priced(tmp_path, monkeypatch):
+    path = write_scenario(tmp_path, _document())
+    catalog = load_catalog()
+    scenario = load_scenario(path, catalog)
+    priced_keys = []
+    original = builder_module.price_curve
+
+    def counting(context, key, reach=None):
+        priced_keys.append(key)
+        return original(context, key, reach)
+
+    monkeypatch.setenv("PLANNER_WORKERS", "1")  # every curve priced in this process, where it is counted
+    monkeypatch.setattr(builder_module, "price_curve", counting)
+    unpriced = {}
+    original_dominated = CandidateBuilder.count_unpriced
+
+    def noting(self, workload, offer, layout, precision, engines):
+        unpriced[(workload.name, offer.system, layout, precision, self.engine)] = True
+        return original_dominated(self, workload, offer, layout, precision, engines)
+
+    monkeypatch.setattr(CandidateBuilder, "count_unpriced", noting)
+    enumerate_candidates(scenario, catalog)
+    assert unpriced, "the bound left no curve unpriced: the test does not test it"
+    keys = CandidateBuilder(scenario, catalog)
+    asked = {ask.key: (ask.workload.name, ask.offer.system, ask.key[1], ask.key[2], ask.key[0].engine)
+             for ask in curve_asks(keys)}  # fmt: skip
+    left = {key for key, where in asked.items() if where in unpriced}
+    assert left and not left & set(priced_keys)
+    assert len(priced_keys) == len(set(priced_keys))  # each curve priced once
+
+
+@pytest.mark.parametrize("payload", [{"ceiling": -1.0}, {"ceiling": "3"}, {"ceiling": 0.0}, {"ceiling": 3},
+                                     {"ceiling": 2.0, "more": 1}, [2.0]])
+def test_a_kept_ceiling_that_is_not_one_is_a_miss(tmp_path, payload):
+    store = CurveCache(tmp_path, "base")
+    key = ("some", "curve")
+    store.put_ceiling(key, 12.5)
+    assert store.get_ceiling(key) == (True, 12.5)
+    store.put_ceiling(key, None)
+    assert store.get_ceiling(key) == (True, None)
+    ceiling_key = ("ceiling", *key)
+    write_entry(store._path(ceiling_key), repr(ceiling_key), payload)  # sealed as the planner seals: read, then refused
+    assert store.get_ceiling(key) == (False, None)
+    store._path(ceiling_key).write_text("not json")
+    assert store.get_ceiling(key) == (False, None)
