@@ -9,7 +9,7 @@ Lagrangian bound with each period an integer program; its value, and how many of
 optimality) and of the two-stage starting plan (planner/optimize/decompose.py), both part of the solve's, solve
 time, status, gap and the best proven bound.
 Run:  python benchmarks/solver_scale.py [--solvers cbc,highs,ortools] [--time-limit 60] [--periods 24]
-      [--workloads 20] [--fleet shared|fixed] [--precisions default] [--no-warm-start] [--period-bound]
+      [--workloads 20] [--fleet shared|fixed] [--precisions default] [--no-warm-start] [--period-bound] [--no-bound]
       (fixed: no reconfiguration, no sharing: the v1 formulation)
 """
 
@@ -93,6 +93,8 @@ def main() -> None:
                              "periods.py, decompose.py)")
     parser.add_argument("--period-bound", action="store_true",
                         help="also the period bound (planner/optimize/periods.py) within a third of the time")
+    parser.add_argument("--no-bound", action="store_true",
+                        help="price every curve (no curves left unpriced by a bound: planner/candidates/bounds.py)")
     parser.add_argument("--precisions", default=",".join(ALL_PRECISIONS),
                         help="precisions every workload names (comma-separated), or 'default': none named")
     args = parser.parse_args()
@@ -110,8 +112,14 @@ def main() -> None:
     for gpu in sorted({catalog.systems[o.system].gpu for o in scenario.offers}):
         efficiency_for(catalog, catalog.gpus[gpu].architecture)  # calibration fits, cached with the catalog
     calibrate_s = time.perf_counter() - started
+    stages: list[tuple[float, str]] = []  # (seconds since the enumeration began, stage) at each stage's start
+
+    def progress(done, total=None, stage=None):
+        if stage is not None:
+            stages.append((time.perf_counter() - started, stage))
+
     started = time.perf_counter()
-    cset = enumerate_candidates(scenario, catalog)
+    cset = enumerate_candidates(scenario, catalog, progress, bound_pruning=not args.no_bound)
     enumerate_s = time.perf_counter() - started
     stats = cset.stats
     print(f"catalog load {load_catalog_s:.2f} s, calibration fits {calibrate_s:.2f} s (once per catalog)")
@@ -119,6 +127,8 @@ def main() -> None:
           f"buckets, {len(scenario.offers)} system offers, {len(scenario.periods)} periods")  # fmt: skip
     print(f"candidates: {stats.generated} generated, {stats.pruned_memory} do not fit, {stats.pruned_latency} miss a limit, "
           f"{stats.pruned_dominated} dominated, {stats.kept} kept; {len(cset.options)} options; enumeration {enumerate_s:.1f} s")  # fmt: skip
+    for (at, stage), (until, _) in zip(stages, stages[1:] + [(enumerate_s, "")]):  # the enumeration's phases
+        print(f"  {at:7.1f} s  +{until - at:6.1f} s  {stage}")
     started = time.perf_counter()
     relaxed = build_fleet_model(scenario, cset, catalog)
     build_s = time.perf_counter() - started
