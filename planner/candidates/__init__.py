@@ -141,4 +141,4 @@ def _dominated_curves(scenario: Scenario, catalog: Catalog,
     first.only = bounds.leading_curves(first, asks, ceilings)
     tally = prefetch_curves(first, progress, "leading ")
     _enumerate(first, None)
-    return bounds.unpriced_curves(first, first, asks, ceilings, first.only), tally, kept
+    return bounds.unpriced_curves(first, asks, ceilings, first.only), tally, kept

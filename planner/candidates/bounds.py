@@ -7,15 +7,17 @@ ladder's top, the curve's *ceiling*, bounds the rate of every candidate the curv
 over the concurrency ladder, a small part of pricing the curve's open loop.
 
 The enumeration then runs twice (planner/candidates/__init__.py). First on the *leading* curves alone: for every
-bucket, offer and engine, the LEADERS curves of the highest ceiling per GPU, and every curve without a ceiling; their
-candidates are made as in the plan. Then a curve is left unpriced where every candidate c it could give is
+bucket, offer and engine, the LEADERS curves of the highest ceiling per GPU, and every curve without a ceiling;
+their candidates are made as in the plan. Then a curve is left unpriced where every candidate c it could give is
 dominated by one of those, c', by the enumeration's own rule (CandidateBuilder.drop_dominated) with the ceilings in
-place of c's rates, which they bound: c' serves every bucket c could serve (each bucket of a workload of the model
-on the offer, under the engine, within c's engine lengths) and m = ceil(max over them of ceiling x k[c] / rho[c'])
-units of c' take no more GPUs than one unit of c (one configuration per node all year: m = 1 on the same offer).
-The optimum is unchanged (c's units replaced by m units of c' each; dominance is transitive), and a leading curve is
-never left unpriced, so each c' is made again in the plan's enumeration. The plan counts a left curve's candidates
-dominated (or memory where its engine does not fit) and gives no reason line for them.
+place of c's rates, which they bound, among the candidates of the same serving engine (a what-if that drops an
+engine, `--engines`, then finds every curve it needs already priced): c' serves every bucket c could serve (each
+bucket of a workload of the model on the offer, under the engine, within c's engine lengths) and m = ceil(max over
+them of ceiling x k[c] / rho[c']) units of c' take no more GPUs than one unit of c (one configuration per node all
+year: m = 1 on the same offer). The optimum is unchanged (c's units replaced by m units of c' each; dominance is
+transitive), and a leading curve is never left unpriced, so each c' is made again in the plan's enumeration. The
+plan counts a left curve's candidates dominated (or memory where its engine does not fit) and gives no reason line
+for them.
 
 No ceiling (the curve is priced): a closed-loop sizing (perf.sizing: closed-loop), an engine with measured rows
 (their points stand beside the model's), a plain layout where aiconfigurator's tables may answer instead
@@ -96,10 +98,10 @@ def leading_curves(builder, asks: list[CurveAsk], ceilings: dict) -> set[tuple]:
     return leading
 
 
-def unpriced_curves(builder, first, asks: list[CurveAsk], ceilings: dict, leading: set[tuple]) -> set[tuple]:
+def unpriced_curves(first, asks: list[CurveAsk], ceilings: dict, leading: set[tuple]) -> set[tuple]:
     """The curves (not leading) whose every candidate a candidate of the first enumeration `first` (a builder run on
     the leading curves, before dominated candidates are dropped) dominates by the ceilings (module docstring)."""
-    scenario = builder.scenario
+    builder, scenario = first, first.scenario
     per_node = not (scenario.share_nodes_across_models or scenario.reconfigure_between_periods)
     served: dict[str, dict] = defaultdict(dict)
     for (workload, bucket, key), option in first.options.items():
@@ -107,7 +109,7 @@ def unpriced_curves(builder, first, asks: list[CurveAsk], ceilings: dict, leadin
     rivals: dict[tuple, list[str]] = defaultdict(list)
     for key, c in first.candidates.items():
         if c.stage == "aggregated":
-            rivals[(c.site, c.pricing, c.system, c.model)].append(key)
+            rivals[(c.site, c.pricing, c.system, c.model, c.engine)].append(key)
     # the asks of one candidate family (an engine on an offer, whatever its lengths): their buckets and ceilings
     families: dict[tuple, list[CurveAsk]] = defaultdict(list)
     for ask in asks:
@@ -125,7 +127,7 @@ def unpriced_curves(builder, first, asks: list[CurveAsk], ceilings: dict, leadin
                 cell = (other.workload.name, other.bucket_index)
                 cells[cell] = max(cells.get(cell, 0.0), ceilings[other.key] * factor)
         offer = ask.offer
-        for rival in rivals[(offer.site, offer.pricing, offer.system, ask.workload.model)]:
+        for rival in rivals[(offer.site, offer.pricing, offer.system, ask.workload.model, ask.key[0].engine)]:
             rates, better = served[rival], first.candidates[rival]
             if not cells or not rates.keys() >= cells.keys():
                 continue
