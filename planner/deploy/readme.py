@@ -116,7 +116,7 @@ def readme(planned, target: str, pools, launches: dict, files: dict, context, ro
                            "(or `--target k8s`) for it.")  # fmt: skip
     if any(p.stage in ("prefill", "decode") for p in pools) and router is None:
         missing.append("- The router of the disaggregated pools (prefill then decode with the KV cache handed over: "
-                       "llm-d or NVIDIA Dynamo): those targets are not built yet. The prefill and decode pools are "
+                       "llm-d or NVIDIA Dynamo): not in these files; `--target llm-d` or `--target dynamo` writes it. The prefill and decode pools are "
                        "generated with their KV transfer (vLLM NixlConnector, SGLang --disaggregation-mode); put a P/D "
                        "router in front of them.")  # fmt: skip
     if target == "k8s":
