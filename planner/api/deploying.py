@@ -1,4 +1,5 @@
-"""The Python API of `planner deploy`: a plan's pools as engine launch files or Kubernetes manifests."""
+"""The Python API of `planner deploy`: a plan's pools as engine launch files, Kubernetes manifests, llm-d values or
+Dynamo graphs."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ def deploy(scenario_path: Path | str, target: str, out_dir: Path | str | None = 
            catalog_dirs: CatalogDirs = None, solver: str | None = None, time_limit_s: float | None = None,
            progress=None, overrides: ScenarioOverrides | None = None, force: bool = False, inputs=()):  # fmt: skip
     """Plan the scenario (or take a saved plan, checked against it) and build the files of `target` (vllm, sglang,
-    k8s: planner.deploy.build_deployment). With `out_dir` they are written there (a new or empty folder, a previous
+    k8s, llm-d, dynamo: planner.deploy.build_deployment). With `out_dir` they are written there (a new or empty folder, a previous
     deploy's, or any with `force`; never over `inputs`, the files the command reads): checked before planning,
     written only once everything is built. Returns the planner.deploy.Deployment."""
     from planner.api.planning import plan_in_context

@@ -1,4 +1,5 @@
-"""`planner deploy`: the plan's pools as engine launch scripts or Kubernetes manifests (docs/deploy.md)."""
+"""`planner deploy`: the plan's pools as engine launch scripts, Kubernetes manifests, llm-d values or Dynamo graphs
+(docs/deploy.md)."""
 
 from __future__ import annotations
 
@@ -34,11 +35,16 @@ from planner.cli.common import (
     "planner deploy scenarios/moe-engines.yaml --target vllm --out deploy/",
     "planner plan scenarios/agent-prefix-cache.yaml --json > plan.json && "
     "planner deploy scenarios/agent-prefix-cache.yaml --plan plan.json --target k8s --out k8s/",
+    "planner deploy scenarios/agent-prefix-cache.yaml --plan plan.json --target dynamo --out dynamo/",
 ))
 def deploy(
     scenario: ScenarioArgument,
     target: Annotated[str, typer.Option("--target", help="vllm | sglang (a serve-<pool>.sh per pool planned on that "
-                                                         "engine) | k8s (Deployments, LeaderWorkerSets, Services).")],
+                                                         "engine) | k8s (Deployments, LeaderWorkerSets, Services) | "
+                                                         "llm-d (llm-d-modelservice Helm values per serving group, "
+                                                         "vLLM pools) | dynamo (NVIDIA Dynamo DynamoGraphDeployments, "
+                                                         "vLLM and SGLang pools). trtllm is not built: see "
+                                                         "docs/deploy.md.")],
     out: Annotated[Path, typer.Option("--out", help="Folder for the files and their README.md.")],
     force: Annotated[bool, typer.Option("--force", help="Write into a non-empty folder that holds no previous deploy.")] = False,
     plan_file: PlanFileOption = None,
@@ -52,7 +58,7 @@ def deploy(
     progress_mode: ProgressOption = ProgressMode.auto,
     debug: DebugOption = False,
 ) -> None:
-    """Write the plan's engine launch commands (vLLM, SGLang) or Kubernetes manifests, with flags checked against the planned engine version's own argument list, and a README of what the plan assumed."""
+    """Write the plan's engine launch commands (vLLM, SGLang), Kubernetes manifests, llm-d values or Dynamo graphs, with flags checked against the planned engine version's own argument list, and a README of what the plan assumed."""
 
     def action() -> None:
         from planner.cli.planning import _plan_document

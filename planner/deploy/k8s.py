@@ -136,17 +136,21 @@ def validate_manifests(manifests: list[dict]) -> str | None:
     """Validate with kubernetes-validate (strict: no unknown fields) at its newest Kubernetes version; raises
     PlannerInputError naming the object on a failure (a planner defect or an impossible plan). Returns the
     version used, or None when the package is absent."""
+    return validate_units([unit for manifest in manifests for unit in validation_units(manifest)])
+
+
+def validate_units(units: list[tuple[str, dict]], option: str = "--target k8s") -> str | None:
+    """Validate (name, object) pairs as validate_manifests does; None when kubernetes-validate is absent."""
     if not kubernetes_validate_available():
         return None
     import kubernetes_validate
     from kubernetes_validate.utils import latest_version
 
     version = latest_version()
-    for manifest in manifests:
-        for name, unit in validation_units(manifest):
-            try:
-                kubernetes_validate.validate(unit, version, strict=True)
-            except kubernetes_validate.ValidationError as error:
-                raise PlannerInputError("--target k8s", name, f"manifest fails the Kubernetes {version} schema: "
-                                        f"{str(error.message)[:300]}") from None  # fmt: skip
+    for name, unit in units:
+        try:
+            kubernetes_validate.validate(unit, version, strict=True)
+        except kubernetes_validate.ValidationError as error:
+            raise PlannerInputError(option, name, f"manifest fails the Kubernetes {version} schema: "
+                                    f"{str(error.message)[:300]}") from None  # fmt: skip
     return version

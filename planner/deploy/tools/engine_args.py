@@ -2,6 +2,7 @@
 
     pip download vllm==0.12.0 --no-deps -d /tmp/x
     python -m planner.deploy.tools.engine_args /tmp/x/vllm-0.12.0-*.whl --out planner/deploy/schemas/
+    pip download ai-dynamo==1.6.1 --no-deps -d /tmp/x   # dynamo.vllm-1.6.1.json and dynamo.sglang-1.6.1.json
 
 The wheel is read as a zip, never installed nor imported: its argument definitions are parsed with `ast`.
 - vLLM (`vllm serve`): every `add_argument("--flag", ...)` of vllm/engine/arg_utils.py and
@@ -10,6 +11,15 @@ The wheel is read as a zip, never installed nor imported: its argument definitio
   vllm/config/*.py (vLLM's own rule: bool -> --flag/--no-flag, Literal -> choices, int, float, dict -> JSON, str).
 - SGLang (`python -m sglang.launch_server`): every `add_argument` of sglang/srt/server_args.py, with its
   `type`, `choices` (a module-level list resolved by name) and `action`.
+- NVIDIA Dynamo's workers (`python3 -m dynamo.vllm`, `python3 -m dynamo.sglang`, wheel `ai-dynamo`): Dynamo's own
+  flags, the worker's `add_argument(g, flag_name="--x", ...)` / `add_negatable_bool_argument(...)` calls of
+  dynamo/common/configuration/groups/runtime_args.py, .../frontend_decoding_args.py and dynamo/<backend>/backend_args.py,
+  written as dynamo.<backend>-<version>.json; the engine flags the worker passes on are checked against the engine's
+  own schema. The wheel also ships the DynamoGraphDeployment templates the dynamo target follows
+  (dynamo/profiler/templates/dgd/<backend>/{agg,disagg}.yaml).
+- TensorRT-LLM (`trtllm-serve`): not readable here. PyPI holds only wheel-stub source distributions of
+  tensorrt-llm (pyproject `build-backend = "wheel_stub.buildapi"`, no source) and the wheels are on NVIDIA's own
+  index, which this project cannot reach (docs/deploy.md).
 Types in the schema: flag (no value), bool (vLLM's --x / --no-x, no value), int, float, str, json, choice (with
 `choices`; None where the list is built at run time), list (several values).
 """
@@ -28,6 +38,9 @@ from pathlib import Path
 VLLM_FILES = ("vllm/engine/arg_utils.py", "vllm/entrypoints/openai/cli_args.py")
 VLLM_TYPE_FILES = ("vllm/model_executor/layers/quantization/__init__.py",)
 SGLANG_FILES = ("sglang/srt/server_args.py",)
+DYNAMO_COMMON_FILES = ("dynamo/common/configuration/groups/runtime_args.py",
+                       "dynamo/common/configuration/groups/frontend_decoding_args.py")  # fmt: skip
+DYNAMO_BACKENDS = ("vllm", "sglang")
 
 
 def _literal_strings(node) -> list | None:
@@ -212,17 +225,57 @@ def sglang_flags(wheel: zipfile.ZipFile) -> tuple[dict, list[str]]:
     return flags, list(SGLANG_FILES)
 
 
+def _dynamo_entry(call: ast.Call, sources: Sources) -> dict:
+    """The type of Dynamo's `add_argument(g, flag_name=..., arg_type=..., choices=...)` (str by default, as its
+    `arg_type=str`); `add_negatable_bool_argument` gives --x / --no-x."""
+    if ast.unparse(call.func).endswith("add_negatable_bool_argument"):
+        return {"type": "bool"}
+    keywords = {k.arg: k.value for k in call.keywords if k.arg}
+    explicit = _explicit_type(ast.Call(call.func, [], [k for k in call.keywords if k.arg != "type"]), sources)
+    if explicit is not None:
+        return explicit
+    kind = keywords.get("arg_type")
+    text = ast.unparse(kind) if kind is not None else "str"
+    if text == "None":
+        return {"type": "flag"}
+    return {"type": text} if text in ("int", "float") else {"type": "json" if "json" in text else "str"}
+
+
+def dynamo_flags(wheel: zipfile.ZipFile, backend: str) -> tuple[dict, list[str]]:
+    files = [*DYNAMO_COMMON_FILES, f"dynamo/{backend}/backend_args.py"]
+    sources = Sources(wheel, files)
+    flags: dict[str, dict] = {}
+    for name in files:
+        for node in ast.walk(sources.trees[name]):
+            if not isinstance(node, ast.Call):
+                continue
+            function = ast.unparse(node.func).split(".")[-1]
+            keywords = {k.arg: k.value for k in node.keywords if k.arg}
+            if function in ("add_argument", "add_negatable_bool_argument") and "flag_name" in keywords:
+                entry = _dynamo_entry(node, sources)
+                names = [keywords["flag_name"], keywords.get("obsolete_flag")]
+                for flag in (n.value for n in names if isinstance(n, ast.Constant) and isinstance(n.value, str)):
+                    _add(flags, flag, entry)
+            elif function == "add_argument" and isinstance(node.func, ast.Attribute):  # parser.add_argument("--x")
+                entry = _explicit_type(node, sources) or {"type": "str"}
+                for flag in _call_flags(node):
+                    _add(flags, flag, entry)
+    return flags, files
+
+
 def _add(flags: dict, flag: str, entry: dict) -> None:
     flags[flag] = entry
     if entry["type"] == "bool" and not flag.startswith("--no-"):
         flags["--no-" + flag[2:]] = {"type": "bool"}
 
 
-def schema_of(wheel_path: Path) -> dict:
-    match = re.match(r"(vllm|sglang)-([^-]+)-", wheel_path.name)
+def schema_of(wheel_path: Path, backend: str | None = None) -> dict:
+    match = re.match(r"(vllm|sglang|ai_dynamo)-([^-]+)-", wheel_path.name)
     if match is None:
-        raise SystemExit(f"{wheel_path}: not a vllm or sglang wheel (name <package>-<version>-...whl)")
+        raise SystemExit(f"{wheel_path}: not a vllm, sglang or ai_dynamo wheel (name <package>-<version>-...whl)")
     engine, version = match.groups()
+    if engine == "ai_dynamo":
+        return _dynamo_schema(wheel_path, version, backend or "vllm")
     with zipfile.ZipFile(wheel_path) as wheel:
         flags, files = (vllm_flags if engine == "vllm" else sglang_flags)(wheel)
     digest = hashlib.sha256(wheel_path.read_bytes()).hexdigest()
@@ -236,16 +289,32 @@ def schema_of(wheel_path: Path) -> dict:
     }  # fmt: skip
 
 
+def _dynamo_schema(wheel_path: Path, version: str, backend: str) -> dict:
+    with zipfile.ZipFile(wheel_path) as wheel:
+        flags, files = dynamo_flags(wheel, backend)
+    digest = hashlib.sha256(wheel_path.read_bytes()).hexdigest()
+    return {
+        "engine": f"dynamo.{backend}", "version": version,
+        "command": f"python3 -m dynamo.{backend} (Dynamo's own flags; the {backend} flags it passes on are in the {backend} schema)",
+        "source": {"package": "ai-dynamo", "version": version, "distribution": wheel_path.name, "sha256": digest,
+                   "index": "PyPI (pip download --no-deps)", "files": files,
+                   "tool": "planner/deploy/tools/engine_args.py (ast, nothing imported)"},
+        "flags": dict(sorted(flags.items())),
+    }  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("wheels", nargs="+", type=Path)
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "schemas")
     args = parser.parse_args(argv)
     for wheel in args.wheels:
-        schema = schema_of(wheel)
-        target = args.out / f"{schema['engine']}-{schema['version']}.json"
-        target.write_text(json.dumps(schema, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        print(f"{target}: {len(schema['flags'])} flags", file=sys.stderr)
+        backends = DYNAMO_BACKENDS if wheel.name.startswith("ai_dynamo-") else (None,)
+        for backend in backends:
+            schema = schema_of(wheel, backend)
+            target = args.out / f"{schema['engine']}-{schema['version']}.json"
+            target.write_text(json.dumps(schema, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+            print(f"{target}: {len(schema['flags'])} flags", file=sys.stderr)
     return 0
 
 
