@@ -55,15 +55,20 @@ def curve_ceiling(context: tuple, key: tuple) -> float | None:
 
 
 def curve_ceilings(builder, keys) -> dict[tuple, float | None]:
-    """`curve_ceiling` of every memo key in `keys`, kept between runs in the builder's curve cache."""
-    store, out = builder.store, {}
+    """`curve_ceiling` of every memo key in `keys`, kept with the catalog for this process's other enumerations (a
+    plan's fp4 and cold-prefix re-plans) and between runs in the builder's curve cache."""
+    store = builder.store
+    known = builder.catalog.derived.setdefault(("curve ceilings", *builder.context[1:]), {})
+    out = {}
     for key in keys:
-        found, value = store.get_ceiling(key) if store is not None else (False, None)
-        if not found:
-            value = curve_ceiling(builder.context, key)
-            if store is not None:
-                store.put_ceiling(key, value)
-        out[key] = value
+        if key not in known:
+            found, value = store.get_ceiling(key) if store is not None else (False, None)
+            if not found:
+                value = curve_ceiling(builder.context, key)
+                if store is not None:
+                    store.put_ceiling(key, value)
+            known[key] = value
+        out[key] = known[key]
     return out
 
 
