@@ -106,7 +106,12 @@ def busiest_rank_load(experts, top_k, ranks, tokens):
         whole = np.mod(experts, np.maximum(ranks, 1.0)) == 0  # E / R experts on every rank
         exact = np.flatnonzero(spread & whole & (tokens <= EXACT_TOKENS))
         # one table per (E, k, R) among them (usually one): linear between whole token counts
-        for e, k, r in {(int(experts[i]), int(top_k[i]), int(ranks[i])) for i in exact}:
+        combos = np.stack([experts[exact], top_k[exact], ranks[exact]], axis=1)
+        if len(combos) and np.all(combos == combos[0]):
+            combos = combos[:1]  # one engine's (the common case)
+        elif len(combos):
+            combos = np.unique(combos, axis=0)
+        for e, k, r in combos.astype(int).tolist():
             rows = exact[(experts[exact] == e) & (top_k[exact] == k) & (ranks[exact] == r)]
             t = tokens[rows]
             low, high = np.maximum(1.0, np.floor(t)), np.maximum(1.0, np.ceil(t))
