@@ -274,6 +274,14 @@ class BenchmarkRow(StrictModel):
     # the serving engine's release the row measured, as its source states it ('' where it does not: the row then
     # answers as 'version not stated'; planner/perf/engines.py)
     engine_version: str = Field(default="", max_length=80)
+    # the serving engine the row measured (trtllm, vllm, sglang: planner/perf/serving.py); '' is the reference
+    # TensorRT-LLM-class engine, as every shipped row. A row answers and anchors only its own engine's queries
+    engine: Literal["", "trtllm", "vllm", "sglang", "atom"] = ""
+
+    @property
+    def serving_engine(self) -> str:
+        """The engine the row measured: its `engine`, or the reference engine where it states none."""
+        return self.engine or "trtllm"
     # empty: a measurement. 'aic:<package>:<backend>:<db>': an estimate of NVIDIA's operator-level database
     # materialized by `planner tables build` (never used to calibrate the roofline)
     provenance: str | None = Field(default=None, pattern=r"^(measured|aic:[^,]+)$")
