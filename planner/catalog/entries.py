@@ -292,9 +292,10 @@ class BenchmarkRow(StrictModel):
 
     @property
     def point_key(self) -> tuple:
-        """The operating point a row measures: a row of a higher catalog layer at the same point replaces it."""
+        """The operating point a row measures (of its serving engine): a row of a higher catalog layer at the same
+        point replaces it."""
         return (self.model, self.gpu, self.gpus, self.tp, self.precision, self.isl, self.osl, self.concurrency,
-                self.run_kind, self.per, self.statistic)  # fmt: skip
+                self.run_kind, self.per, self.statistic, self.serving_engine)  # fmt: skip
 
     @property
     def citation(self) -> str:

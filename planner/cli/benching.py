@@ -70,3 +70,46 @@ def bench(
               f"(see {out / 'README.md'})")  # fmt: skip
 
     _run(action, debug, time_limit_s=time_limit)
+
+
+@app.command(epilog=_examples(
+    "planner check scenarios/agent-prefix-cache.yaml --plan plan.json bench/results/ --out calibration/",
+    "planner check scenarios/agent-prefix-cache.yaml ../shared/real/bench/vllm --tool vllm --json",
+))
+def check(
+    scenario: ScenarioArgument,
+    results: Annotated[list[Path], typer.Argument(help="Result files or folders (searched): AIPerf, genai-perf, "
+                                                       "GuideLLM or `vllm bench serve` outputs.", show_default=False)],
+    tool: Annotated[str, typer.Option("--tool", help="auto (by file name) | vllm | genai-perf | aiperf | guidellm.")] = "auto",
+    out: Annotated[Path | None, typer.Option("--out", help="Folder for the calibration catalog (catalog.yaml and "
+                                             "benchmarks/check.csv; use it with --catalog).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Write into a non-empty folder that holds no previous check.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="The verdicts and changes as JSON.")] = False,
+    plan_file: PlanFileOption = None,
+    deployment: DeploymentOption = None,
+    systems: SystemsOption = None,
+    precisions: PrecisionsOption = None,
+    engines: EnginesOption = None,
+    solver: SolverOption = None,
+    time_limit: TimeLimitOption = None,
+    catalog: CatalogOption = None,
+    progress_mode: ProgressOption = ProgressMode.auto,
+    debug: DebugOption = False,
+) -> None:
+    """Judge benchmark results against the plan: each run matched to a pool (model, GPU, engine, layout, precision), measured vs the model at the run's own load per metric (within band, optimistic, pessimistic); then a calibration catalog of what was measured (it moves only the engines it measured), the scenario planned again with it, and what changes (nodes per pool, cost, verdicts)."""
+
+    def action() -> None:
+        import json
+
+        from planner.bench.report import document, text
+        from planner.cli.planning import _plan_document
+
+        inputs = files.scenario_inputs(scenario, catalog, plan_file)
+        overrides = _overrides(deployment, systems, precisions, engines)
+        plan = _plan_document(plan_file)
+        with _progress(progress_mode) as progress:
+            report = api.check(scenario, results, plan, catalog, tool, out, force, solver.value if solver else None,
+                               time_limit, progress, overrides, inputs)  # fmt: skip
+        print(json.dumps(document(report), indent=1) if as_json else text(report), end="" if not as_json else "\n")
+
+    _run(action, debug, time_limit_s=time_limit)
