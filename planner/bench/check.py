@@ -26,8 +26,8 @@ from planner.perf.types import Layout, PerfQuery
 CHECK_TOOLS = ("auto", "vllm", "genai-perf", "aiperf", "guidellm")
 _MODULES = {"genai-perf": "genai_perf", "aiperf": "genai_perf", "vllm": "vllm", "guidellm": "guidellm"}
 MAX_RESULT_FILES = 10_000
-# a latency is judged on (planned - measured) / measured, a throughput the same way with the sign turned: beyond
-# -band the plan promised better than was measured (optimistic), beyond +band worse (pessimistic)
+# e = (planned - measured) / measured: the plan promised better than was measured beyond the band (a latency's e
+# below -band, a throughput's above +band) is optimistic, worse beyond it pessimistic
 JUDGED = ("ttft_ms", "tpot_ms", "itl_ms", "throughput")
 
 

@@ -24,8 +24,9 @@ class CheckReport:
     infeasible: str = ""  # why the calibrated scenario has no plan
 
 
-RULE = ("verdict per metric on (planned - measured) / measured (throughput: the sign turned): below -band the plan "
-        "promised better than measured (optimistic), above +band worse (pessimistic); the band is the model's "
+RULE = ("verdict per metric on e = (planned - measured) / measured: where the plan promised better than measured "
+        "beyond the band (a latency's e below -band, a throughput's above +band) it is optimistic, worse beyond the "
+        "band pessimistic, else within band; the band is the model's "
         f"expected error for the engine class, or +-{MEASURED_BAND:.0%} where the model runs through benchmark rows "
         "of this engine (the planner's tolerance, a choice)")  # fmt: skip
 
