@@ -191,3 +191,32 @@ def test_a_bench_folder_is_written_whole_and_again(tmp_path, cli):
     assert names == [".planner-bench-manifest.json", "README.md", "bench-agent-vllm.sh", "expected.json"]
     assert os.access(tmp_path / "b" / "bench-agent-vllm.sh", os.X_OK)
     assert Path(tmp_path / "b" / "README.md").read_text().count("| agent |") == 3
+
+
+def test_a_workload_of_buckets_gets_their_mean_and_spread(tmp_path):
+    scenario = tmp_path / "buckets.yaml"
+    scenario.write_text("""name: buckets
+deployment: on-prem
+workloads:
+  - name: mixed
+    model: llama-3.1-8b
+    buckets:
+      - {isl_tokens: 1000, osl_tokens: 100, share: 0.5}
+      - {isl_tokens: 3000, osl_tokens: 300, share: 0.5}
+    peak_rps: 4
+    engines: [vllm]
+    slo: {tpot_ms: 50, percentile: 95}
+sites:
+  on_prem:
+    systems: [dgx-h100]
+""")
+    planned = api.plan_in_context(scenario)
+    (load,) = workload_loads(planned.plan, planned.scenario, planned.catalog)
+    assert (load.lengths.isl_mean, load.lengths.isl_std, load.lengths.osl_mean, load.lengths.osl_std) == (2000, 1000, 200, 100)
+    aiperf = dict(command_for("aiperf", load, targets(load)[0]).args)
+    assert aiperf["--synthetic-input-tokens-stddev"] == "1000" and aiperf["--output-tokens-stddev"] == "100"
+    assert dict(command_for("vllm", load, targets(load)[0]).args)["--random-range-ratio"] == "0.866"  # sqrt(3) x 0.5
+    assert "prompt_tokens_stdev=1000" in dict(command_for("guidellm", load, targets(load)[0]).args)["--data"]
+    assert targets(load)[0].requests == max(400, 480)  # 20 beyond P95 (400), 120 s at 4 rps (480)
+    for tool in TOOLS:
+        build_bench(planned, tool)  # every flag checked (a defect raises)
