@@ -10,6 +10,8 @@ import importlib
 
 _HOME = {
     "TablesBuild": "data",
+    "bench": "benching",
+    "check": "benching",
     "deploy": "deploying",
     "WorkloadFromTrace": "data",
     "analyze_workload": "data",

@@ -274,6 +274,14 @@ class BenchmarkRow(StrictModel):
     # the serving engine's release the row measured, as its source states it ('' where it does not: the row then
     # answers as 'version not stated'; planner/perf/engines.py)
     engine_version: str = Field(default="", max_length=80)
+    # the serving engine the row measured (trtllm, vllm, sglang: planner/perf/serving.py); '' is the reference
+    # TensorRT-LLM-class engine, as every shipped row. A row answers and anchors only its own engine's queries
+    engine: Literal["", "trtllm", "vllm", "sglang", "atom"] = ""
+
+    @property
+    def serving_engine(self) -> str:
+        """The engine the row measured: its `engine`, or the reference engine where it states none."""
+        return self.engine or "trtllm"
     # empty: a measurement. 'aic:<package>:<backend>:<db>': an estimate of NVIDIA's operator-level database
     # materialized by `planner tables build` (never used to calibrate the roofline)
     provenance: str | None = Field(default=None, pattern=r"^(measured|aic:[^,]+)$")
@@ -284,9 +292,10 @@ class BenchmarkRow(StrictModel):
 
     @property
     def point_key(self) -> tuple:
-        """The operating point a row measures: a row of a higher catalog layer at the same point replaces it."""
+        """The operating point a row measures (of its serving engine): a row of a higher catalog layer at the same
+        point replaces it."""
         return (self.model, self.gpu, self.gpus, self.tp, self.precision, self.isl, self.osl, self.concurrency,
-                self.run_kind, self.per, self.statistic)  # fmt: skip
+                self.run_kind, self.per, self.statistic, self.serving_engine)  # fmt: skip
 
     @property
     def citation(self) -> str:

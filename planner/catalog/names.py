@@ -144,7 +144,7 @@ def check_aliases(entries: dict, kind: str, files: dict[str, Path]) -> None:
 BENCHMARK_COLUMNS: tuple[str, ...] = (
     "source", "model", "gpu", "gpus", "tp", "precision", "isl", "osl", "concurrency", "run_kind", "statistic",
     "ttft_ms", "ttft_ms_bound", "tpot_ms", "tpot_ms_bound", "itl_ms", "request_throughput_rps",
-    "output_tokens_per_s", "per", "engine_version", "notes", "provenance",
+    "output_tokens_per_s", "per", "engine", "engine_version", "notes", "provenance",
 )  # fmt: skip
 # tables written before metrics version 2 (planner/metrics.py) had no tpot_ms column: their itl_ms and itl_ms_bound
 # were a request's mean gap, so such a table is read with them as tpot_ms and tpot_ms_bound

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from planner.cli import data, deploying, exploring, planning  # noqa: F401,E402 (each registers its commands on `app`)
+from planner.cli import benching, data, deploying, exploring, planning  # noqa: F401,E402 (each registers its commands on `app`)
 from planner.cli.common import _PlainLines, _Stages, app  # noqa: F401 (tests read the progress displays here)
 
 

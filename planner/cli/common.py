@@ -53,7 +53,7 @@ class _WorkflowOrder(TyperGroup):
     """`planner --help` lists the commands in the order of a planning session, `plan` first (typer would list
     them in the order they are defined); a command missing from ORDER comes last."""
 
-    ORDER = ("plan", "compare", "simulate", "bom", "report", "deploy", "sensitivity", "sweep", "validate", "catalog", "perf",
+    ORDER = ("plan", "compare", "simulate", "bom", "report", "deploy", "bench", "check", "sensitivity", "sweep", "validate", "catalog", "perf",
              "curve", "peak", "users", "workload", "ingest", "tables")  # fmt: skip
 
     def list_commands(self, ctx) -> list[str]:

@@ -33,6 +33,7 @@ import numpy as np
 from planner.catalog import BenchmarkRow, Catalog
 from planner.metrics import statistic_percentile
 from planner.perf.roofline import Efficiency, EngineShape, concurrency_ladder, steady_state_curve
+from planner.perf.serving import DEFAULT_ENGINE
 from planner.perf.tables import rows_for
 
 LENGTH_SCALE = math.log(4.0)
@@ -111,21 +112,22 @@ class AnchorSet:
         return ratio
 
 
-def anchor_rows(catalog: Catalog, shape: EngineShape) -> list[BenchmarkRow]:
-    """Measured rows of this engine that state their lengths, per instance. A request-rate run counts at its mean
-    in flight (Little's law): the same relation of throughput, latency and concurrency as a closed loop's."""
+def anchor_rows(catalog: Catalog, shape: EngineShape, engine: str = DEFAULT_ENGINE) -> list[BenchmarkRow]:
+    """Measured rows of this engine (of the serving `engine`) that state their lengths, per instance. A
+    request-rate run counts at its mean in flight (Little's law): the same relation of throughput, latency and
+    concurrency as a closed loop's."""
     return [
-        r for r in rows_for(catalog, shape.model.id, shape.gpu.id)
+        r for r in rows_for(catalog, shape.model.id, shape.gpu.id, engine)
         if r.is_measurement and r.tp == shape.tp and r.precision == shape.precision and r.isl is not None and r.osl is not None
         and r.run_kind in ("online", "max-throughput", "request-rate") and r.per == "instance" and r.gpus == shape.tp
     ]  # fmt: skip
 
 
-def build_anchors(catalog: Catalog, shape: EngineShape, eff: Efficiency, capacity_of) -> AnchorSet | None:
+def build_anchors(catalog: Catalog, shape: EngineShape, eff: Efficiency, capacity_of, engine: str = DEFAULT_ENGINE) -> AnchorSet | None:
     """The anchor set of one engine from its rows; None without rows. `capacity_of(isl, osl)` is the KV capacity
     an engine built for those lengths has (None where it does not fit)."""
     groups = []
-    for (isl, osl, statistic), rows in _by_lengths(anchor_rows(catalog, shape)).items():
+    for (isl, osl, statistic), rows in _by_lengths(anchor_rows(catalog, shape, engine)).items():
         capacity = capacity_of(isl, osl)
         if not capacity:
             continue

@@ -153,6 +153,7 @@ def calibration_rows(catalog: Catalog, architecture: str, exclude: frozenset = f
     return [
         row for row in catalog.benchmarks
         if row.is_measurement  # estimates (aic tables) never calibrate the roofline
+        and row.serving_engine == "trtllm"  # rows of another engine anchor it only (its class has its own fit)
         and catalog.gpus[row.gpu].architecture == architecture
         and (row.table, row.line) not in exclude
         and shape_for_row(row, catalog) is not None

@@ -72,7 +72,7 @@ def over_lengths(query: PerfQuery, catalog: Catalog, percentile: float | None = 
     if query.isl is None or query.osl is None:
         return []
     rows = [
-        r for r in rows_for(catalog, query.model, query.gpu)
+        r for r in rows_for(catalog, query.model, query.gpu, query.engine)
         if r.isl is not None and r.osl is not None
         and (query.tp is None or r.tp == query.tp) and (query.precision is None or r.precision == query.precision)
         and answers_at(r, percentile)

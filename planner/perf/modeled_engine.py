@@ -61,13 +61,15 @@ def engine_shape(catalog: Catalog, model, gpu, layout: Layout, precision: str, s
                        hop_bytes_per_s, speculation)  # fmt: skip
 
 
-def engine_anchors(catalog: Catalog, shape: EngineShape, eff: Efficiency) -> AnchorSet | None:
-    """The measured rows' anchors of one engine (kept per catalog), None without rows."""
-    key = ("anchors", shape.model.id, shape.gpu.id, shape.tp, shape.precision)
+def engine_anchors(catalog: Catalog, shape: EngineShape, eff: Efficiency, engine: str = DEFAULT_ENGINE) -> AnchorSet | None:
+    """The measured rows' anchors of one engine (kept per catalog), None without rows: rows of the serving
+    `engine` only, against the model with that engine's factors `eff`."""
+    key = ("anchors", shape.model.id, shape.gpu.id, shape.tp, shape.precision, engine, repr(eff))
     if key not in catalog.derived:
         catalog.derived[key] = build_anchors(
             catalog, shape, eff,
             lambda isl, osl: running_capacity(catalog, shape.model.id, shape.gpu.id, shape.tp, shape.precision, isl, osl),
+            engine,
         )  # fmt: skip
     return catalog.derived[key]
 
@@ -105,11 +107,12 @@ def modeled_engine(query: PerfQuery, catalog: Catalog, tp: int, precision: str,
                    speculation: Speculation | None = None, hop_bytes_per_s: float = 0.0) -> ModeledEngine | str:  # fmt: skip
     """The engine a query asks the roofline for, or why the roofline cannot model it. A layout beyond TP (attention
     DP, expert parallelism, pipeline stages), speculative decoding or another serving engine than the reference is
-    not anchored: the benchmark rows are of TP engines of the reference. An engine built for longer sequences
+    not anchored: benchmark rows are of TP engines. Another serving engine than the reference is anchored only on
+    rows that state it (`BenchmarkRow.engine`: a user's calibration of it, `planner check`). An engine built for longer sequences
     (`engine_lengths`) must fit one of them; its paged KV cache then runs as many of the query's sequences as their
     tokens fill."""
     layout = layout or Layout(tp)
-    if layout != Layout(tp) or speculation is not None or query.engine != DEFAULT_ENGINE:
+    if layout != Layout(tp) or speculation is not None:
         anchored = False
     model = catalog.models[query.model]
     if not supports_roofline(model):
@@ -132,8 +135,8 @@ def modeled_engine(query: PerfQuery, catalog: Catalog, tp: int, precision: str,
     if not memory.fits:
         return f"{layout.label} {precision}: does not fit: {memory.reason}"
     shape = engine_shape(catalog, model, gpu, layout, precision, speculation, hop_bytes_per_s)
-    anchors = engine_anchors(catalog, shape, eff) if anchored else None
-    measured = tuple(anchor_rows(catalog, shape)) if anchored else ()
+    anchors = engine_anchors(catalog, shape, eff, query.engine) if anchored else None
+    measured = tuple(anchor_rows(catalog, shape, query.engine)) if anchored else ()
     capacity = memory.running_limit(query.isl, query.osl, query.engine)
     return ModeledEngine(shape, eff, engine_cls, memory, layout, anchors, measured, capacity)
 

@@ -8,25 +8,27 @@ from planner.catalog import BenchmarkRow, Catalog
 from planner.metrics import statistic_percentile
 from planner.perf.memory import memory_fit
 from planner.perf.roofline import kv_bytes_for
+from planner.perf.serving import DEFAULT_ENGINE
 from planner.perf.types import PerfQuery, PerfResult
 
 
-def rows_for(catalog: Catalog, model: str, gpu: str) -> tuple[BenchmarkRow, ...]:
-    """The rows of one model on one GPU, from an index built once per catalog."""
-    index = catalog.derived.get("rows by model and GPU")
+def rows_for(catalog: Catalog, model: str, gpu: str, engine: str = DEFAULT_ENGINE) -> tuple[BenchmarkRow, ...]:
+    """The rows of one model on one GPU measuring `engine` (a row that states none measured the reference engine),
+    from an index built once per catalog: a row answers and anchors its own engine's queries only."""
+    index = catalog.derived.get("rows by model, GPU and engine")
     if index is None:
-        grouped: dict[tuple[str, str], list[BenchmarkRow]] = defaultdict(list)
+        grouped: dict[tuple[str, str, str], list[BenchmarkRow]] = defaultdict(list)
         for row in catalog.benchmarks:
-            grouped[(row.model, row.gpu)].append(row)
-        index = catalog.derived["rows by model and GPU"] = {key: tuple(rows) for key, rows in grouped.items()}
-    return index.get((model, gpu), ())
+            grouped[(row.model, row.gpu, row.serving_engine)].append(row)
+        index = catalog.derived["rows by model, GPU and engine"] = {key: tuple(rows) for key, rows in grouped.items()}
+    return index.get((model, gpu, engine), ())
 
 
 def matching_rows(catalog: Catalog, query: PerfQuery) -> list[BenchmarkRow]:
     """Rows of the same model, GPU, ISL and OSL (a blank in the row matches only a blank in the query);
     TP, precision and concurrency must match when the query gives them."""
     rows = []
-    for row in rows_for(catalog, query.model, query.gpu):
+    for row in rows_for(catalog, query.model, query.gpu, query.engine):
         if (row.isl, row.osl) != (query.isl, query.osl):
             continue
         if query.tp is not None and row.tp != query.tp:
