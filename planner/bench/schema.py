@@ -4,27 +4,20 @@ benchmark command carries is checked against every shipped version of its tool (
 
 from __future__ import annotations
 
-import json
-from functools import cache
 from pathlib import Path
 
-from planner.deploy.schema import ArgSchema, check_args
-from planner.perf.serving import version_key
+from planner.deploy.schema import ArgSchema, check_args, read_schema, schema_versions
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 
 
-@cache
 def tool_versions(tool: str) -> tuple[str, ...]:
     """The versions of `tool` with a shipped argument list, oldest first."""
-    names = (p.stem.partition("-")[2] for p in SCHEMA_DIR.glob(f"{tool}-*.json"))
-    return tuple(sorted(names, key=version_key))
+    return schema_versions(SCHEMA_DIR, tool)
 
 
-@cache
 def load_tool_schema(tool: str, version: str) -> ArgSchema:
-    document = json.loads((SCHEMA_DIR / f"{tool}-{version}.json").read_text(encoding="utf-8"))
-    return ArgSchema(document["engine"], document["version"], document["flags"], document["source"])
+    return read_schema(SCHEMA_DIR, tool, version)
 
 
 def _kv_problem(schema: ArgSchema, flag: str, entry: dict, value: str | None) -> str | None:

@@ -31,16 +31,27 @@ class ArgSchema:
 
 
 @cache
-def shipped_versions(engine: str) -> tuple[str, ...]:
-    """The versions of `engine` with a shipped schema, oldest first."""
-    names = (p.stem.partition("-")[2] for p in SCHEMA_DIR.glob(f"{engine}-*.json"))
+def schema_versions(directory: Path, name: str) -> tuple[str, ...]:
+    """The versions of `name` (an engine, a benchmark tool) with an argument list shipped in `directory` (files
+    `<name>-<version>.json`), oldest first."""
+    names = (p.stem.partition("-")[2] for p in directory.glob(f"{name}-*.json"))
     return tuple(sorted(names, key=version_key))
 
 
 @cache
-def load_schema(engine: str, version: str) -> ArgSchema:
-    document = json.loads((SCHEMA_DIR / f"{engine}-{version}.json").read_text(encoding="utf-8"))
+def read_schema(directory: Path, name: str, version: str) -> ArgSchema:
+    """The argument list of `name` at `version` shipped in `directory`."""
+    document = json.loads((directory / f"{name}-{version}.json").read_text(encoding="utf-8"))
     return ArgSchema(document["engine"], document["version"], document["flags"], document["source"])
+
+
+def shipped_versions(engine: str) -> tuple[str, ...]:
+    """The versions of `engine` with a shipped schema, oldest first."""
+    return schema_versions(SCHEMA_DIR, engine)
+
+
+def load_schema(engine: str, version: str) -> ArgSchema:
+    return read_schema(SCHEMA_DIR, engine, version)
 
 
 def schema_for(engine: str, version: str) -> tuple[ArgSchema | None, str]:
