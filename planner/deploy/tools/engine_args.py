@@ -11,12 +11,15 @@ The wheel is read as a zip, never installed nor imported: its argument definitio
   vllm/config/*.py (vLLM's own rule: bool -> --flag/--no-flag, Literal -> choices, int, float, dict -> JSON, str).
 - SGLang (`python -m sglang.launch_server`): every `add_argument` of sglang/srt/server_args.py, with its
   `type`, `choices` (a module-level list resolved by name) and `action`.
-- NVIDIA Dynamo's workers (`python3 -m dynamo.vllm`, `python3 -m dynamo.sglang`, wheel `ai-dynamo`): Dynamo's own
-  flags, the worker's `add_argument(g, flag_name="--x", ...)` / `add_negatable_bool_argument(...)` calls of
+- NVIDIA Dynamo's workers (`python3 -m dynamo.vllm`, `dynamo.sglang`, `dynamo.trtllm`, wheel `ai-dynamo`): Dynamo's
+  own flags, the worker's `add_argument(g, flag_name="--x", ...)` / `add_negatable_bool_argument(...)` calls of
   dynamo/common/configuration/groups/runtime_args.py, .../frontend_decoding_args.py and dynamo/<backend>/backend_args.py,
   written as dynamo.<backend>-<version>.json; the engine flags the worker passes on are checked against the engine's
-  own schema. The wheel also ships the DynamoGraphDeployment templates the dynamo target follows
-  (dynamo/profiler/templates/dgd/<backend>/{agg,disagg}.yaml).
+  own schema. For trtllm, `choices=[NAME, *[m.value for m in SomeEnum if m != SomeEnum.X]]` is resolved from the
+  module's string constants and dynamo/trtllm/constants.py's Enum classes. The TensorRT-LLM LLM-API keys a
+  dynamo.trtllm worker's engine config may hold are those NVIDIA's own files in the wheel set
+  (tools/trtllm_keys.py, dynamo.trtllm_engine_keys-<version>.json). The wheel also ships the DynamoGraphDeployment
+  templates the dynamo target follows (dynamo/profiler/templates/dgd/<backend>/{agg,disagg}.yaml).
 - TensorRT-LLM (`trtllm-serve`): not readable here. PyPI holds only wheel-stub source distributions of
   tensorrt-llm (pyproject `build-backend = "wheel_stub.buildapi"`, no source) and the wheels are on NVIDIA's own
   index, which this project cannot reach (docs/deploy.md).
@@ -40,7 +43,9 @@ VLLM_TYPE_FILES = ("vllm/model_executor/layers/quantization/__init__.py",)
 SGLANG_FILES = ("sglang/srt/server_args.py",)
 DYNAMO_COMMON_FILES = ("dynamo/common/configuration/groups/runtime_args.py",
                        "dynamo/common/configuration/groups/frontend_decoding_args.py")  # fmt: skip
-DYNAMO_BACKENDS = ("vllm", "sglang")
+DYNAMO_BACKENDS = ("vllm", "sglang", "trtllm")
+# modules whose string constants and Enum classes a backend's `choices=[...]` names (read for that backend only)
+DYNAMO_CHOICE_FILES = {"trtllm": "dynamo/trtllm/constants.py"}
 
 
 def _literal_strings(node) -> list | None:
@@ -241,9 +246,71 @@ def _dynamo_entry(call: ast.Call, sources: Sources) -> dict:
     return {"type": text} if text in ("int", "float") else {"type": "json" if "json" in text else "str"}
 
 
+def _module_strings_and_enums(trees) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """Module-level `NAME = "text"` constants and `class X(Enum): MEMBER = "value"` classes of parsed modules."""
+    strings: dict[str, str] = {}
+    enums: dict[str, dict[str, str]] = {}
+    for tree in trees:
+        for node in tree.body:
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                    and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):  # fmt: skip
+                strings[node.targets[0].id] = node.value.value
+            if isinstance(node, ast.ClassDef) and any(ast.unparse(b).endswith("Enum") for b in node.bases):
+                enums[node.name] = {
+                    item.targets[0].id: item.value.value for item in node.body
+                    if isinstance(item, ast.Assign) and len(item.targets) == 1 and isinstance(item.targets[0], ast.Name)
+                    and isinstance(item.value, ast.Constant) and isinstance(item.value.value, str)
+                }  # fmt: skip
+    return strings, enums
+
+
+def _enum_values(node: ast.ListComp, enums: dict[str, dict[str, str]]) -> list[str] | None:
+    """`[m.value for m in SomeEnum]`, optionally `if m != SomeEnum.MEMBER`: the enum's values; None otherwise."""
+    if len(node.generators) != 1 or not isinstance(node.generators[0].iter, ast.Name):
+        return None
+    generator = node.generators[0]
+    members = enums.get(generator.iter.id)
+    variable = generator.target.id if isinstance(generator.target, ast.Name) else None
+    if members is None or ast.unparse(node.elt) != f"{variable}.value":
+        return None
+    excluded = set()
+    for condition in generator.ifs:
+        text = ast.unparse(condition)
+        prefix = f"{variable} != {generator.iter.id}."
+        if not text.startswith(prefix) or text[len(prefix):] not in members:
+            return None
+        excluded.add(text[len(prefix):])
+    return [value for member, value in members.items() if member not in excluded]
+
+
+def _resolved_choices(node, strings: dict[str, str], enums: dict[str, dict[str, str]]) -> list[str] | None:
+    """A `choices=` list of constants, module string constants and enum comprehensions; None if any part is not."""
+    if isinstance(node, ast.ListComp):
+        return _enum_values(node, enums)
+    if not isinstance(node, ast.List | ast.Tuple):
+        return None
+    values: list[str] = []
+    for item in node.elts:
+        part = None
+        if isinstance(item, ast.Constant) and isinstance(item.value, str):
+            part = [item.value]
+        elif isinstance(item, ast.Name) and item.id in strings:
+            part = [strings[item.id]]
+        elif isinstance(item, ast.Starred) and isinstance(item.value, ast.ListComp):
+            part = _enum_values(item.value, enums)
+        if part is None:
+            return None
+        values += part
+    return values
+
+
 def dynamo_flags(wheel: zipfile.ZipFile, backend: str) -> tuple[dict, list[str]]:
     files = [*DYNAMO_COMMON_FILES, f"dynamo/{backend}/backend_args.py"]
+    choice_file = DYNAMO_CHOICE_FILES.get(backend)
+    if choice_file is not None:
+        files.append(choice_file)
     sources = Sources(wheel, files)
+    strings, enums = _module_strings_and_enums(sources.trees.values()) if choice_file else ({}, {})
     flags: dict[str, dict] = {}
     for name in files:
         for node in ast.walk(sources.trees[name]):
@@ -253,6 +320,9 @@ def dynamo_flags(wheel: zipfile.ZipFile, backend: str) -> tuple[dict, list[str]]
             keywords = {k.arg: k.value for k in node.keywords if k.arg}
             if function in ("add_argument", "add_negatable_bool_argument") and "flag_name" in keywords:
                 entry = _dynamo_entry(node, sources)
+                if choice_file and entry.get("type") == "choice" and entry.get("choices") is None:
+                    values = _resolved_choices(keywords["choices"], strings, enums)
+                    entry = {"type": "choice", "choices": None if values is None else sorted(set(values))}
                 names = [keywords["flag_name"], keywords.get("obsolete_flag")]
                 for flag in (n.value for n in names if isinstance(n, ast.Constant) and isinstance(n.value, str)):
                     _add(flags, flag, entry)
