@@ -18,10 +18,12 @@ from test_deploy import FAST_SCENARIOS, SLOW_SCENARIOS, _scenario
 from planner import api
 from planner.deploy import TARGET_ENGINES, build_deployment
 from planner.deploy.dynamo import dynamo_schema, worker_args
+from planner.deploy.dynamo_trtllm import engine_keys
 from planner.deploy.engines import build_launch
 from planner.deploy.k8s import kubernetes_validate_available
 from planner.deploy.schema import check_args, load_schema, shipped_versions
 from planner.deploy.tools.engine_args import dynamo_flags
+from planner.deploy.tools.trtllm_keys import keys_of
 
 ROUTER_TARGETS = ("llm-d", "dynamo")
 
@@ -81,7 +83,12 @@ def _flags(words: list[str]) -> list[tuple[str, str | None]]:
 
 
 def _graphs(deployment) -> list[dict]:
-    return [d for d in yaml.safe_load_all(deployment.files["dynamo.yaml"]) if d]
+    return [d for d in yaml.safe_load_all(deployment.files["dynamo.yaml"]) if d and d["kind"] == "DynamoGraphDeployment"]
+
+
+def _config_maps(deployment) -> dict[str, dict]:
+    documents = yaml.safe_load_all(deployment.files["dynamo.yaml"])
+    return {d["metadata"]["name"]: d for d in documents if d and d["kind"] == "ConfigMap"}
 
 
 def _workers(graph: dict) -> dict[str, dict]:
@@ -117,14 +124,87 @@ def test_slow_shipped_scenarios_deploy_to_every_router_target(name):
         assert all(p.name in deployment.generated or f"- {p.name}: " in skipped for p in deployment.pools), target
 
 
-def test_trtllm_pools_say_why_they_are_not_generated(shipped):
-    planned = shipped["disaggregated-serving"]  # planned on TensorRT-LLM
-    for target in ROUTER_TARGETS:
-        deployment = build_deployment(planned, target)
-        trtllm = [p for p in deployment.pools if p.engine == "trtllm"]
-        assert trtllm and not deployment.generated
-        for pool in trtllm:
-            assert "wheel-stub" in _not_generated(deployment).split(f"- {pool.name}: ")[1].split("\n")[0]
+def test_trtllm_pools_say_why_they_are_not_llmd_releases(shipped):
+    deployment = build_deployment(shipped["disaggregated-serving"], "llm-d")  # planned on TensorRT-LLM
+    trtllm = [p for p in deployment.pools if p.engine == "trtllm"]
+    assert trtllm and not deployment.generated
+    for pool in trtllm:
+        assert "wheel-stub" in _not_generated(deployment).split(f"- {pool.name}: ")[1].split("\n")[0]
+
+
+@pytest.mark.parametrize("name", ["contact-center", "disaggregated-serving", "daily-hybrid"])
+def test_trtllm_pools_are_dynamo_trtllm_workers_as_planned(shipped, name):
+    deployment = build_deployment(shipped[name], "dynamo")
+    trtllm = [p for p in deployment.pools if p.engine == "trtllm"]
+    assert trtllm and sorted(deployment.generated) == sorted(p.name for p in trtllm)
+    workers = {n: w for g in _graphs(deployment) for n, w in _workers(g).items()}
+    maps, keys = _config_maps(deployment), engine_keys("1.6.1")
+    readme = deployment.files["README.md"]
+    assert "--free-gpu-memory-fraction" in readme and "not passed on" in readme
+    for pool in trtllm:
+        worker = workers[pool.name]  # one component per pool
+        assert worker["type"] == ("worker" if pool.stage == "aggregated" else pool.stage)
+        assert worker["replicas"] == pool.peak_instances
+        spec = worker["podTemplate"]["spec"]
+        (container,) = spec["containers"]
+        assert container["command"] == ["python3", "-m", "dynamo.trtllm"]
+        assert container["image"].startswith("nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:")
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == str(pool.gpus_per_pod)
+        flags = _flags(container["args"])
+        assert check_args(dynamo_schema("trtllm"), flags) == []
+        values = dict(flags)
+        assert values["--served-model-name"] == pool.model
+        assert int(values["--tensor-parallel-size"]) * int(values.get("--pipeline-parallel-size", 1)) == pool.gpus_per_instance
+        assert values["--max-seq-len"] == str(pool.engine_isl + pool.engine_osl)
+        assert values.get("--max-batch-size") == (str(pool.max_batch) if pool.max_batch else None)
+        assert values.get("--disaggregation-mode") == (None if pool.stage == "aggregated" else pool.stage)
+        (volume,) = spec["volumes"]
+        (mount,) = container["volumeMounts"]
+        assert values["--extra-engine-args"].startswith(mount["mountPath"] + "/")
+        config_map = maps[volume["configMap"]["name"]]
+        (text,) = config_map["data"].values()
+        config = yaml.safe_load(text)
+        assert keys.problems(config) == [] and config["enable_chunked_prefill"] is True
+        assert ("cache_transceiver_config" in config) == (pool.stage != "aggregated")
+        notes = readme.split("## Notes per pool")[1].split("## Not generated")[0]
+        if pool.precision == "fp8":  # the plan sized an fp8 KV cache: no key of the wheel writes it
+            assert f"- {pool.name}: fp8 KV cache" in notes and "not passed on" in notes
+        if not pool.max_batch:
+            assert f"- {pool.name}: the plan's row states no batch cap" in notes
+    assert not [p for p in deployment.pools if p.name not in deployment.generated]
+
+
+def test_disaggregated_trtllm_plan_gives_dynamo_prefill_and_decode_workers(shipped):
+    deployment = build_deployment(shipped["disaggregated-serving"], "dynamo")
+    staged = [p for p in deployment.pools if p.stage in ("prefill", "decode")]
+    (graph,) = [g for g in _graphs(deployment) if set(_workers(g)) == {p.name for p in staged}]
+    workers = _workers(graph)
+    assert {w["type"] for w in workers.values()} == {"prefill", "decode"}
+    for pool in staged:
+        assert workers[pool.name]["type"] == pool.stage and workers[pool.name]["replicas"] == pool.peak_instances
+    assert len({p.peak_instances for p in staged}) > 1  # so a swap of counts would show
+
+
+def test_trtllm_engine_config_takes_only_keys_nvidias_files_set():
+    keys = engine_keys("1.6.1")
+    assert keys.problems({"enable_chunked_prefill": True, "cache_transceiver_config": {"backend": "DEFAULT"}}) == []
+    assert keys.problems({"kv_cache_config": {"dtype": "fp8"}})  # no file of the wheel sets it
+    assert keys.problems({"cache_transceiver_config": {"backend": "NIXL"}})  # a value no file sets
+    document = json.loads((ROOT / "planner/deploy/schemas/dynamo.trtllm_engine_keys-1.6.1.json").read_text())
+    assert document["source"]["package"] == "ai-dynamo" and len(document["source"]["sha256"]) == 64
+    assert "dynamo/trtllm/workers/llm_worker.py" in document["source"]["files"]
+    assert all(set(entry["files"]) <= set(document["source"]["files"]) for entry in document["keys"].values())
+
+
+def test_trtllm_keys_reads_dicts_and_assignments():
+    keys: dict = {}
+    keys_of('arg_map = {"max_batch_size": n, "kv_cache_config": {"enable_block_reuse": False}}\n'
+            'arg_map["load_format"] = "auto"\n'
+            '_merge_overrides_into_args(args, {"kv_cache_config.tokens_per_block": 32})\n'
+            'kv_cache_config = KvCacheConfig(free_gpu_memory_fraction=f)\n', "x.py", keys)  # fmt: skip
+    assert sorted(keys) == ["kv_cache_config.enable_block_reuse", "kv_cache_config.free_gpu_memory_fraction",
+                            "kv_cache_config.tokens_per_block", "load_format", "max_batch_size"]  # fmt: skip
+    assert keys["kv_cache_config.enable_block_reuse"]["values"] == [False] and keys["max_batch_size"]["computed"]
 
 
 def test_trtllm_target_is_refused_with_the_reason_and_writes_nothing(tmp_path):
@@ -134,6 +214,7 @@ def test_trtllm_target_is_refused_with_the_reason_and_writes_nothing(tmp_path):
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "--target" in lines[0] and "wheel-stub" in lines[0] and "llm-d, dynamo" in lines[0]
+    assert "--target dynamo" in lines[0]
     assert not out.exists()
 
 
@@ -248,11 +329,13 @@ def test_dynamo_worker_flags_are_checked_against_the_wheels_schema(plans):
     assert check_args(dynamo_schema("vllm"), dynamo_args) == []
     assert check_args(dynamo_schema("vllm"), [("--tensor-parallel-size", "2")])  # vLLM's, not Dynamo's
     assert check_args(dynamo_schema("sglang"), [("--disaggregation-mode", "prefill")])  # SGLang's own flag there
+    assert check_args(dynamo_schema("trtllm"), [("--disaggregation-mode", "prefill")]) == []
+    assert check_args(dynamo_schema("trtllm"), [("--disaggregation-mode", "prefill_and_decode")])  # refused by 1.6.1
     assert engine_args[0] == ("--model", launch.program[2])
 
 
 def test_dynamo_schemas_name_their_source():
-    for backend in ("vllm", "sglang"):
+    for backend in ("vllm", "sglang", "trtllm"):
         (version,) = shipped_versions(f"dynamo.{backend}")
         document = json.loads((ROOT / "planner/deploy/schemas" / f"dynamo.{backend}-{version}.json").read_text())
         assert document["source"]["package"] == "ai-dynamo" and document["source"]["version"] == version

@@ -8,7 +8,8 @@ or NVIDIA Dynamo graphs.
   feeds it, what llmd.py (llm-d-modelservice values) and dynamo.py (DynamoGraphDeployment) deploy as one;
 - routers.py: the README parts of llm-d and dynamo; readme.py: the README of the folder;
 - output.py: the folder written all at once, never over an input (docs/deploy.md).
-TensorRT-LLM is not a target: its argument list could not be read (TRTLLM_NOT_BUILT).
+TensorRT-LLM is not a target of its own: its argument list could not be read (TRTLLM_NOT_BUILT); its pools are
+Dynamo TensorRT-LLM workers (dynamo_trtllm.py), whose flags and engine-config keys are read from the ai-dynamo wheel.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from planner.errors import PlannerInputError
 TARGETS = ("vllm", "sglang", "k8s", "llm-d", "dynamo")
 PLANNED_TARGETS = ("trtllm",)  # issue 50: not built, TRTLLM_NOT_BUILT says why
 TARGET_ENGINES = {"vllm": ("vllm",), "sglang": ("sglang",), "k8s": ("vllm", "sglang"), "llm-d": ("vllm",),
-                  "dynamo": ("vllm", "sglang")}  # fmt: skip
+                  "dynamo": ("vllm", "sglang", "trtllm")}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,8 @@ class Deployment:
 
 def check_target(target: str) -> str:
     if target not in TARGETS:
-        later = f" (not built: {TRTLLM_NOT_BUILT})" if target in PLANNED_TARGETS else ""
+        later = (f" (not built: {TRTLLM_NOT_BUILT}; TensorRT-LLM pools are generated as Dynamo TensorRT-LLM workers by "
+                 "--target dynamo)") if target in PLANNED_TARGETS else ""  # fmt: skip
         raise PlannerInputError("--target", "target", f"unknown '{str(target)[:40]}'{later}; allowed: {', '.join(TARGETS)}")
     return target
 
@@ -116,12 +118,13 @@ def _router_deployment(planned, target: str, pools, launches, context) -> Deploy
     def gpu_label_of(pool):
         return gpu_product(pool.gpu, planned.catalog)
 
+    notes: dict[str, tuple[str, ...]] = {}
     if target == "llm-d":
         groups, documents, skipped, version = llmd.build(pools, launches, gpu_label_of)
         files = {name: routers.yaml_file(routers.llmd_header(planned, group), [documents[name]])
                  for name, group in zip(documents, groups, strict=True)}  # fmt: skip
     else:
-        groups, graphs, skipped, version = dynamo.build(planned, pools, launches, gpu_label_of)
+        groups, graphs, skipped, version, notes = dynamo.build(planned, pools, launches, gpu_label_of, context)
         files = {routers.DYNAMO_FILE: routers.yaml_file(routers.dynamo_header(planned), graphs)} if graphs else {}
     made = {p.name for g in groups for p in g.pools}
     generated = tuple(p.name for p in pools if p.name in made)
@@ -129,5 +132,7 @@ def _router_deployment(planned, target: str, pools, launches, context) -> Deploy
         if pool.name not in made and pool.name not in skipped:
             skipped[pool.name] = routers.engine_why(pool, target, TARGET_ENGINES[target])
     extra = routers.target_readme(planned, target, groups, launches, skipped, version)
+    if target == "dynamo" and notes:
+        extra = routers.with_trtllm(extra, groups, notes)
     files["README.md"] = readme.readme(planned, target, pools, launches, files, context, extra)
     return Deployment(target, dict(sorted(files.items())), pools, generated, version)

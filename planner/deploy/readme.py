@@ -23,6 +23,7 @@ class TargetReadme:
     assumed: tuple[str, ...] = ()
     skipped: dict[str, str] = field(default_factory=dict)  # pool name -> why it is not generated
     setup: tuple[str, ...] = ()
+    notes: dict[str, tuple[str, ...]] = field(default_factory=dict)  # pool name -> notes of pools without a launch
 
 
 def _pool_row(pool, launch) -> str:
@@ -95,6 +96,8 @@ def readme(planned, target: str, pools, launches: dict, files: dict, context, ro
         launch = launches.get(pool.name)
         if launch is not None:
             notes += [f"- {pool.name}: {n}" for n in (launch.schema_note, *launch.notes) if n]
+        elif router is not None:
+            notes += [f"- {pool.name}: {n}" for n in router.notes.get(pool.name, ()) if n]
     if notes:
         out += ["", "## Notes per pool", "", *notes]
     out += ["", "## Not generated", ""]

@@ -3,6 +3,8 @@ they take (stated, none sized by the plan unless said), why a pool has no file, 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import yaml
 
 from planner.deploy.dynamo import (
@@ -13,6 +15,8 @@ from planner.deploy.dynamo import (
     RUNTIME_ENGINES,
 )
 from planner.deploy.dynamo import HF_SECRET as DYNAMO_SECRET
+from planner.deploy.dynamo import IMAGES as DYNAMO_IMAGES
+from planner.deploy.dynamo_trtllm import CONFIG_DIR, CONFIG_KEY, engine_keys
 from planner.deploy.groups import ServingGroup
 from planner.deploy.llmd import (
     CHART,
@@ -28,7 +32,7 @@ from planner.deploy.schema import TRTLLM_NOT_BUILT
 from planner.perf.serving import engine_named
 
 DYNAMO_FILE = "dynamo.yaml"
-_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
+_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 
 
 def yaml_file(header: list[str], documents: list[dict]) -> str:
@@ -54,7 +58,8 @@ def engine_why(pool, target: str, engines: tuple[str, ...]) -> str:
     planned_on = engine_named(pool.engine, pool.engine_version)
     if pool.engine == "trtllm":
         return f"planned on {planned_on}; not generated: {TRTLLM_NOT_BUILT}"
-    runs = " and ".join(_NAMES.get(e, e) for e in engines)
+    names = [_NAMES.get(e, e) for e in engines]
+    runs = " and ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} or {names[-1]}"
     return (f"planned on {planned_on}; {target} is generated for pools planned on {runs} (the plan's figures are "
             f"{planned_on}'s: a launch on another engine would not deliver them); plan with `--engines "
             f"{engines[0]}` to deploy it here")  # fmt: skip
@@ -113,7 +118,7 @@ def _dynamo(groups, launches, skipped, checked: str) -> TargetReadme:
     pools = [p for g in groups for p in g.pools]
     other = sorted({f"{p.name} ({engine_named(p.engine, p.engine_version)})" for p in pools
                     if p.engine_version != RUNTIME_ENGINES.get(p.engine)})  # fmt: skip
-    runtime = ", ".join(f"{_NAMES[e]} {RUNTIME_ENGINES[e]}" for e in ENGINES)
+    runtime = ", ".join(f"{_NAMES[e]} {RUNTIME_ENGINES[e]}" for e in ENGINES if e != "trtllm")  # with_trtllm: its own
     assumed = (
         (f"- Dynamo graphs: the DynamoGraphDeployment layout of Dynamo {DYNAMO_VERSION} ({API_VERSION}, "
         f"`spec.components`) as the ai-dynamo {DYNAMO_VERSION} wheel's templates write it "
@@ -139,3 +144,38 @@ def _dynamo(groups, launches, skipped, checked: str) -> TargetReadme:
              "multinode deployments need), the NVIDIA device plugin and GPU Feature Discovery (the "
              "`nvidia.com/gpu.product` node selector), and the Secret for gated models."),)  # fmt: skip
     return TargetReadme(files, assumed, skipped, setup)
+
+
+def with_trtllm(readme: TargetReadme, groups, notes: dict[str, tuple[str, ...]]) -> TargetReadme:
+    """The dynamo README parts of its TensorRT-LLM workers (planner/deploy/dynamo_trtllm.py): their ConfigMaps, how
+    the plan's assumptions were passed on, what was not and why (per pool, in `notes`)."""
+    keys = engine_keys(DYNAMO_VERSION)
+    pools = [p for g in groups for p in g.pools if p.name in notes]
+    maps = ", ".join(f"`{p.name}-engine`" for p in pools)
+    files = {name: f"{text}; with, before each graph, the ConfigMap of each TensorRT-LLM worker's engine config "
+                   f"({maps})" for name, text in readme.files.items()}  # fmt: skip
+    assumed = (
+        ("- Dynamo TensorRT-LLM workers (`python3 -m dynamo.trtllm`, image "
+        f"{DYNAMO_IMAGES['trtllm'].format(v=DYNAMO_VERSION)}, which carries TensorRT-LLM {RUNTIME_ENGINES['trtllm']}): "
+        "TensorRT-LLM's own argument list cannot be read (PyPI holds wheel stubs only), so a worker takes only "
+        "Dynamo's flags, checked against planner/deploy/schemas/dynamo.trtllm-"
+        f"{DYNAMO_VERSION}.json (dynamo/trtllm/backend_args.py): the model, `--tensor-parallel-size` (TP x attention "
+        "DP, `--enable-attention-dp` where DP > 1), `--pipeline-parallel-size`, `--expert-parallel-size`, "
+        "`--max-batch-size` (the plan's batch cap), `--max-num-tokens` (the token budget), `--max-seq-len` (engine "
+        "ISL + OSL), `--disaggregation-mode prefill|decode` on stage workers, and `--extra-engine-args "
+        f"{CONFIG_DIR}/{CONFIG_KEY}`."),
+        ("- Dynamo TensorRT-LLM engine config: a ConfigMap `<pool>-engine` mounted at "
+        f"{CONFIG_DIR}, holding only TensorRT-LLM LLM-API keys (and values) that NVIDIA's own files in the ai-dynamo "
+        f"{DYNAMO_VERSION} wheel set ({', '.join(keys.source['files'])}; "
+        f"planner/deploy/schemas/dynamo.trtllm_engine_keys-{DYNAMO_VERSION}.json): `enable_chunked_prefill: true` "
+        "(the token budget is a chunked-prefill budget), `kv_cache_config.enable_block_reuse: true` where a "
+        "workload states a prefix cache, `cache_transceiver_config.backend: DEFAULT` on prefill and decode "
+        "workers and `disable_overlap_scheduler: true` on prefill workers (the disaggregated worker config of the "
+        "wheel's profiler test). TensorRT-LLM itself does not check the keys here: run the worker once to see it "
+        "accept them."),
+        ("- Dynamo TensorRT-LLM memory: not passed on. The plan assumes a fraction of each GPU's whole memory; "
+        "`--free-gpu-memory-fraction` is the fraction of the memory left after the weights and buffers that goes "
+        "to the KV cache, another quantity, so dynamo.trtllm's default (0.9) is kept."),
+        "- Dynamo TensorRT-LLM: what else a pool's plan assumed and was not passed on is under Notes per pool.",
+    )  # fmt: skip
+    return replace(readme, files=files, assumed=(*readme.assumed, *assumed), notes=dict(notes))
