@@ -10,6 +10,7 @@ an instance with). A ratio is judged only where the model sizes at the limit (pr
 asks 0.85-1.05 there. Exit 1 when a limit is missed or a judged ratio lies outside the band.
 
     python benchmarks/verify_audit.py [--random 12] [--seed 7] [--seeds 3] [--no-shipped] [--keep DIR]
+                                      [--balancer round-robin|random|...] [--only 4,7]
 
 The drawn scenarios are written to DIR (a temporary folder unless --keep) so a failing one can be re-run with
 `planner plan DIR/<name>.yaml --verify`.
@@ -123,14 +124,14 @@ def _predicted(plan, check, scenario, catalog) -> dict[str, float]:
     return {label: float(value) for label, value in figures.items() if value is not None}
 
 
-def audit(path: Path, seeds: int) -> tuple[list[str], int, int]:
+def audit(path: Path, seeds: int, balancer: str = "round-robin") -> tuple[list[str], int, int]:
     """Plan and verify one scenario: its table lines, the number of misses and of judged ratios out of the band."""
     started = time.perf_counter()
     try:
         plan = api.plan_file(path)
     except PlannerError as error:
         return [f"| {path.stem} | - | - | - | not planned: {str(error).splitlines()[0][:120]} | | |"], 0, 0
-    checks = api.verify(plan, path, options=SimulationOptions(seeds=seeds))
+    checks = api.verify(plan, path, options=SimulationOptions(seeds=seeds, balancer=balancer))
     catalog = api.scenario_catalog(path)
     scenario = api.validate_file(path)
     lines, misses, outside = [], 0, 0
@@ -180,21 +181,26 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=3, help="simulation seeds per plan")
     parser.add_argument("--no-shipped", action="store_true", help="skip the shipped scenarios")
     parser.add_argument("--keep", type=Path, help="write the drawn scenarios here (kept)")
+    parser.add_argument("--balancer", default="round-robin", help="the simulation's balancer (random: each engine's "
+                        "arrivals Poisson, as the model prices an instance)")
+    parser.add_argument("--only", help="audit only the drawn scenarios of these numbers (comma-separated)")
     args = parser.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="verify-audit-"))
     folder.mkdir(parents=True, exist_ok=True)
     paths = [] if args.no_shipped else [_default_sizing(p, folder) for p in sorted((ROOT / "scenarios").glob("*.yaml"))]
     rng = np.random.default_rng(args.seed)
+    only = {int(n) for n in args.only.split(",")} if args.only else None
     for number in range(args.random):
         path = folder / f"audit-{number:02d}.yaml"
-        path.write_text(yaml.safe_dump(draw_scenario(rng, number), sort_keys=False))
-        paths.append(path)
+        path.write_text(yaml.safe_dump(draw_scenario(rng, number), sort_keys=False))  # every draw made: the same ones
+        if only is None or number in only:
+            paths.append(path)
     print(f"scenarios drawn into {folder}")
     print("| scenario | workload @ period | limit | predicted ms | simulated ms (95%) | ratio | verdict |")
     print("|---|---|---|---|---|---|---|")
     misses = outside = 0
     for path in paths:
-        lines, missed, out = audit(path, args.seeds)
+        lines, missed, out = audit(path, args.seeds, args.balancer)
         print("\n".join(lines), flush=True)
         misses, outside = misses + missed, outside + out
     print(f"\n{len(paths)} scenarios: {misses} limits missed, {outside} judged ratios outside {BAND}")

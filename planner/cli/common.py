@@ -440,6 +440,7 @@ def _run(action, debug: bool, json: bool = False, time_limit_s: float | None = N
 
 class Balancer(str, Enum):
     round_robin = "round-robin"
+    random = "random"
     power_of_two = "power-of-two"
     least_wait = "least-wait"
     least_tokens = "least-tokens"

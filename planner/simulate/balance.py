@@ -4,6 +4,11 @@
   optimal (each engine sees every n-th arrival, far more regular than a random split), it is what common proxies do
   by default (NGINX, Envoy), and its engines never look at each other, so a large run is simulated on several
   processes (`_run_forked`, the same bytes out whatever their number).
+- `random`: each request to an engine drawn uniformly at random, so each engine's arrivals are Poisson at 1/n of
+  the rate (a Poisson stream split at random), the arrivals the performance model prices an instance for; what a
+  Kubernetes Service does through kube-proxy in its iptables mode. Round-robin is smoother (each engine sees every
+  n-th arrival, Erlang-n gaps), so a plan sized for Poisson arrivals holds with room under it (docs/simulation.md).
+  Its engines never look at each other either.
 - `power-of-two`: at each arrival, two engines drawn at random; the one where the new prompt would wait less takes
   it (`ServingEngine.expected_wait_ms`: the rest of the iteration in progress and the prefill of the prompt tokens
   already waiting; ties: less work left, below). O(1) per arrival, and it does not herd: engines that finish a batch
@@ -33,7 +38,7 @@ from planner.simulate.engines import Book, ServingEngine
 from planner.workers import can_fork, worker_count
 
 SIMULATION_STAGE = "simulating the plan"
-BALANCERS = ("round-robin", "power-of-two", "least-wait", "least-tokens", "least-outstanding")
+BALANCERS = ("round-robin", "random", "power-of-two", "least-wait", "least-tokens", "least-outstanding")
 
 
 def _load_tokens(engine) -> int:
@@ -66,8 +71,8 @@ def run(engines: list, requests, balancer: str = "round-robin", seed: int = 0):
     order = np.argsort(requests.arrival_s, kind="stable").tolist()
     arrival = book.arrival
     n = len(engines)
-    if n == 1 or balancer == "round-robin":
-        _round_robin(engines, [order[i::n] for i in range(n)], arrival, book if serving else None)
+    if n == 1 or balancer in ("round-robin", "random"):
+        _by_shares(engines, shares_of(order, n, balancer, seed), arrival, book if serving else None)
     elif balancer == "power-of-two":
         rng = np.random.default_rng(seed)
         first = rng.integers(0, n, size=len(order))
@@ -110,8 +115,19 @@ def run(engines: list, requests, balancer: str = "round-robin", seed: int = 0):
     return requests
 
 
-def _round_robin(engines: list, shares: list[list[int]], arrival: list[float], book: Book | None) -> None:
-    """Engine i takes arrivals i, i + n, i + 2n, ...: the engines never look at each other, so each runs its share
+def shares_of(order: list[int], n: int, balancer: str, seed: int = 0) -> list[list[int]]:
+    """The requests (in order of arrival) each of `n` engines takes where the balancer looks at none of them:
+    round-robin, engine i takes arrivals i, i + n, i + 2n, ...; random, each arrival an engine drawn uniformly (the
+    draws of `seed`)."""
+    if n == 1 or balancer == "round-robin":
+        return [order[i::n] for i in range(n)]
+    picks = np.random.default_rng(seed).integers(0, n, size=len(order))
+    ordered = np.asarray(order, dtype=int)
+    return [ordered[picks == i].tolist() for i in range(n)]
+
+
+def _by_shares(engines: list, shares: list[list[int]], arrival: list[float], book: Book | None) -> None:
+    """Each engine takes its share (`shares_of`): the engines never look at each other, so each runs its share
     alone, and large runs of serving engines run on several processes (each engine draws from its own seed: the
     same results whatever the number of processes; tests/test_simulator_against_closed_forms.py)."""
     if book is not None and _run_forked(engines, shares, book):
