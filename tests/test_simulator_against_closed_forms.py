@@ -381,6 +381,11 @@ def test_repair_needs_verify(cli):
     assert code == 2 and "--verify" in err
 
 
+def test_a_balancer_for_the_plan_needs_verify(cli):
+    code, out, err = cli("plan", SCENARIOS / "contact-center.yaml", "--balancer", "random")
+    assert code == 2 and "--balancer" in err and "--verify" in err and not out
+
+
 @pytest.mark.skipif(not (REAL_TRACES / "AzureLLMInferenceTrace_conv.csv").exists(), reason="../shared/real traces absent")
 def test_a_real_trace_replays_on_the_plan(cli):
     trace = REAL_TRACES / "AzureLLMInferenceTrace_conv.csv"

@@ -124,6 +124,9 @@ def plan(
                                                            "why (inconclusive ones are reported, not repaired).")] = False,
     duration: DurationOption = None,
     seeds: SeedsOption = 1,
+    balancer: Annotated[Balancer, typer.Option("--balancer", help="With --verify: the load balancer across a pool's "
+                                               "instances (random: each instance's arrivals Poisson, as the plan sizes "
+                                               "it; docs/simulation.md).")] = Balancer.round_robin,
     perf_margin: Annotated[
         float | None,
         typer.Option("--perf-margin", callback=_finite, help="Robust plan: derate every throughput by this fraction (e.g. 0.2)."),
@@ -152,6 +155,8 @@ def plan(
     def action() -> None:
         if repair and not verify:  # refused before any solving
             raise PlannerInputError("--repair", "repair", "works with --verify (it repairs what the simulation finds)")
+        if balancer != Balancer.round_robin and not verify:
+            raise PlannerInputError("--balancer", "balancer", "works with --verify (it balances the simulated pools)")
         if allow_inconclusive and not verify:
             raise PlannerInputError("--allow-inconclusive", "allow_inconclusive", "works with --verify (it decides "
                                     "what an inconclusive simulated verdict exits with)")  # fmt: skip
@@ -159,7 +164,7 @@ def plan(
         with _progress(progress_mode, json) as progress:
             result = api.plan_file(scenario, catalog, solver.value if solver else None, time_limit, progress, perf_margin,
                                    perf_source, confidence, overrides, executor)  # fmt: skip
-        options = _simulation_options(duration, seeds) if verify else None  # the simulator is imported only to run
+        options = _simulation_options(duration, seeds, balancer=balancer) if verify else None  # imported only to run
         repaired = checks = None
         if repair:
             with _progress(progress_mode, json, "simulating and repairing") as progress:
