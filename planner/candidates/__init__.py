@@ -61,8 +61,9 @@ def enumerate_candidates(
         builder.unpriced, first, kept = _dominated_curves(scenario, catalog, progress)
     tally = prefetch_curves(builder, progress)
     if kept is not None:  # the tally of both passes: curves at hand before the first, priced in either
+        left = builder.unpriced.intersection(prefetched_curves(builder))  # of the curves the tally counts
         tally = dataclasses.replace(tally, kept=len(kept - builder.unpriced), priced=tally.priced + first.priced,
-                                    where=tally.where or first.where, unpriced=len(builder.unpriced))  # fmt: skip
+                                    where=tally.where or first.where, unpriced=len(left))  # fmt: skip
     tally = tally.describe()
     total = len(scenario.workloads) * len(scenario.offers)
     if progress is not None:
