@@ -17,7 +17,8 @@ from planner.ingest import (
     IngestOptions,
     NotARun,
     Run,
-    _model_of,
+    files_below,
+    model_of,
     stated_precision,
     stated_tp,
 )
@@ -83,12 +84,6 @@ def check_tool(tool: str) -> str:
     return tool
 
 
-def _walk(path: Path) -> list[Path]:
-    from planner.ingest import _walk as walk
-
-    return walk(path)
-
-
 def tool_of(path: Path) -> str | None:
     """The tool whose result file `path` is by its name (AIPerf and genai-perf exports, GuideLLM reports, else a
     vLLM JSON), None for none."""
@@ -110,7 +105,7 @@ def result_files(paths, tool: str) -> list[tuple[Path, str, bool]]:
     found: list[tuple[Path, str, bool]] = []
     for path in map(Path, paths):
         if path.is_dir():
-            for file in _walk(path):
+            for file in files_below(path):
                 kind = tool_of(file) if tool == "auto" else (
                     tool if importlib.import_module(f"planner.ingest.{_MODULES[tool]}").is_result_file(file) else None)  # fmt: skip
                 if kind is not None:
@@ -152,7 +147,7 @@ def _parse(file: Path, tool: str, statistic: str) -> list[Run]:
 def _candidates(file: Path, runs: list[Run], pools: tuple[Pool, ...], catalog) -> tuple[list[Pool], list[str]]:
     """The pools a file's runs may have measured and how they were narrowed (raises PlannerInputError on a model
     the catalog lacks or a stated pipeline split)."""
-    model, names, model_note = _model_of(runs, IngestOptions(), catalog, str(file))
+    model, names, model_note = model_of(runs, IngestOptions(), catalog, str(file))
     notes = [model_note]
     left = [p for p in pools if p.model == model]
     if not left:

@@ -155,7 +155,7 @@ class NotARun(Exception):
     directory, refused with this reason when named alone."""
 
 
-def _walk(directory: Path) -> list[Path]:
+def files_below(directory: Path) -> list[Path]:
     """Every file below `directory` other than a folder (iteratively, at most MAX_DIRECTORY_DEPTH folders deep;
     symlinked folders not followed, so no loop), sorted. A deeper tree raises PlannerInputError naming the folder."""
     found: list[Path] = []
@@ -181,12 +181,12 @@ def _walk(directory: Path) -> list[Path]:
 
 def files_of(paths: list[Path], parser) -> list[tuple[Path, Path | None]]:
     """(result file, the directory it was found in or None when named) for PATHs: files as given, directories
-    searched (`_walk`: bounded in depth, sorted, deterministic). A result file's name on something that is not a
+    searched (`files_below`: bounded in depth, sorted, deterministic). A result file's name on something that is not a
     regular file (a FIFO, a link to a device) is kept: reading it refuses it by name (`read_result_text`)."""
     found: list[tuple[Path, Path | None]] = []
     for path in paths:
         if path.is_dir():
-            matches = [p for p in _walk(path) if parser.is_result_file(p)]
+            matches = [p for p in files_below(path) if parser.is_result_file(p)]
             if not matches:
                 raise PlannerInputError(str(path), "", f"no result files of this tool in the directory (looked for {parser.FILE_NAMES})")
             found.extend((match, path) for match in matches)
@@ -272,7 +272,7 @@ def stated_precision(path: Path, model_names: list[str], model: ModelArch) -> tu
     return None, None
 
 
-def _model_of(runs: list[Run], options: IngestOptions, catalog: Catalog, file: str) -> tuple[str, list[str], str]:
+def model_of(runs: list[Run], options: IngestOptions, catalog: Catalog, file: str) -> tuple[str, list[str], str]:
     """(catalog model id, names the file records, where the id came from): --model, else a name in the file."""
     names = list(dict.fromkeys(n for n in (runs[0].model_name, *runs[0].model_hints) if isinstance(n, str) and n.strip()))
     from_file = named = None
@@ -312,7 +312,7 @@ def engine_of(path: Path, runs: list[Run], options: IngestOptions, catalog: Cata
     file = str(path)
     gpu_id, count, node = hardware
     gpu = catalog.gpus[gpu_id]
-    model_id, names, model_note = _model_of(runs, options, catalog, file)
+    model_id, names, model_note = model_of(runs, options, catalog, file)
     model = catalog.models[model_id]
     notes = [model_note]
     tp_file, tp_where = stated_tp(path)
