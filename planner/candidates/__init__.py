@@ -61,9 +61,8 @@ def enumerate_candidates(
         builder.unpriced, first, kept = _dominated_curves(scenario, catalog, progress)
     tally = prefetch_curves(builder, progress)
     if kept is not None:  # the tally of both passes: curves at hand before the first, priced in either
-        left = builder.unpriced.intersection(prefetched_curves(builder))  # of the curves the tally counts
         tally = dataclasses.replace(tally, kept=len(kept - builder.unpriced), priced=tally.priced + first.priced,
-                                    where=tally.where or first.where, unpriced=len(left))  # fmt: skip
+                                    where=tally.where or first.where, unpriced=first.unpriced)  # fmt: skip
     tally = tally.describe()
     total = len(scenario.workloads) * len(scenario.offers)
     if progress is not None:
@@ -126,20 +125,22 @@ def _dominated_curves(scenario: Scenario, catalog: Catalog,
     """The modeled curves whose every candidate is dominated by a bound (planner/candidates/bounds.py): the ceilings
     of every curve the enumeration may ask for, a first enumeration on the leading curves (priced, and kept for the
     plan's), and the verdict on the rest; with the tally of the first pass's pricing and the curves at hand before
-    it (kept from earlier runs or this process). None left where there are too few curves for it to pay, or no
-    open-loop curve to bound."""
+    it (kept from earlier runs or this process); the tally's `unpriced` counts the left curves the prefetch would
+    price. None left where there are too few curves for it to pay, or no open-loop curve to bound."""
     from planner.candidates import bounds
 
-    first = CandidateBuilder(scenario, catalog)
     if "modeled" not in scenario.perf_sources or scenario.sizing == "closed-loop":
         return set(), CurveTally(), None
+    first = CandidateBuilder(scenario, catalog)
     asks = list(curve_asks(first))
     keys = list(dict.fromkeys(ask.key for ask in asks))
     if len(keys) < PARALLEL_MIN_CURVES:  # a small scenario: pricing all its curves costs less than the first pass
         return set(), CurveTally(), None
-    kept = {key for key in prefetched_curves(first) if first.has_curve(key)}
+    prefetched = prefetched_curves(first)
+    kept = {key for key in prefetched if first.has_curve(key)}
     ceilings = bounds.curve_ceilings(first, keys)
     first.only = bounds.leading_curves(first, asks, ceilings)
     tally = prefetch_curves(first, progress, "leading ")
     _enumerate(first, None)
-    return bounds.unpriced_curves(first, asks, ceilings, first.only), tally, kept
+    unpriced = bounds.unpriced_curves(first, asks, ceilings, first.only)
+    return unpriced, dataclasses.replace(tally, unpriced=len(unpriced.intersection(prefetched))), kept

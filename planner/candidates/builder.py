@@ -267,7 +267,6 @@ class CandidateBuilder:
                     self.prune(workload, offer, f"{layout.label} {precision}: does not fit: {fit.reason}", "memory")
                 else:
                     self.counts["dominated_early"] += 1
-                    self.counts["dominated_by_bound"] += 1
 
     def curve_specs(self, offer: SystemOffer, workload: Workload, bucket: Bucket):
         """(shape, layout, precision, speculation, hop) of every curve `from_model` asks for: the curve does not
