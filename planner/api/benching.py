@@ -19,7 +19,7 @@ def bench(scenario_path: Path | str, tool: str, out_dir: Path | str | None = Non
     before planning, written once everything is built. Returns the planner.bench.BenchSet."""
     from planner.api.planning import plan_in_context
     from planner.bench import build_bench, check_endpoint, check_tool
-    from planner.bench.output import check_folder, write_folder
+    from planner.deploy.output import check_folder, write_folder
     from planner.report.files import scenario_inputs
 
     check_tool(tool)
@@ -52,7 +52,7 @@ def check(scenario_path: Path | str, results, plan_document: dict | None = None,
         plan_summary,
     )
     from planner.bench.check import check_runs, check_tool, result_files
-    from planner.bench.output import check_folder, write_folder
+    from planner.deploy.output import check_folder, write_folder
     from planner.bench.report import CheckReport
     from planner.catalog import as_directory_list
     from planner.deploy.pools import plan_pools

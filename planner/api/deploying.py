@@ -18,16 +18,16 @@ def deploy(scenario_path: Path | str, target: str, out_dir: Path | str | None = 
     written only once everything is built. Returns the planner.deploy.Deployment."""
     from planner.api.planning import plan_in_context
     from planner.deploy import build_deployment, check_target
-    from planner.deploy.output import check_deploy_folder, write_deploy_folder
+    from planner.deploy.output import check_folder, write_folder
     from planner.report.files import scenario_inputs
 
     check_target(target)
     inputs = list(inputs) or scenario_inputs(scenario_path, catalog_dirs)
     if out_dir is not None:
-        check_deploy_folder(Path(out_dir), ("README.md",), force, inputs)
+        check_folder(Path(out_dir), ("README.md",), force, inputs, "deploy")
     planned = plan_in_context(scenario_path, catalog_dirs, solver, time_limit_s, progress, overrides=overrides,
                               plan_document=plan_document)  # fmt: skip
     deployment = build_deployment(planned, target)
     if out_dir is not None:
-        write_deploy_folder(Path(out_dir), deployment.files, force, inputs)
+        write_folder(Path(out_dir), deployment.files, force, inputs, "deploy")
     return deployment
