@@ -28,8 +28,10 @@ import yaml
 
 from planner import api
 from planner.errors import PlannerError
+from planner.plan import route_matches
 from planner.perf.types import Layout, PerfQuery
 from planner.simulate import SimulationOptions
+from planner.simulate.options import VERIFY_BALANCER
 
 ROOT = Path(__file__).resolve().parents[1]
 BAND = (0.85, 1.05)
@@ -109,6 +111,10 @@ def _predicted(plan, check, scenario, catalog) -> dict[str, float]:
            for r in plan.routing if r.period == check.period):  # fmt: skip
         return {}
     spec = next(w for w in scenario.workloads if w.name == check.workload)
+    percentile = check.checks[0].percentile if check.checks else None
+    point = _point_engine(plan, route, scenario, catalog, check.rate_rps / check.instances, percentile)
+    if point is not None:
+        return point
     layout = Layout.parse(route.layout) if route.layout and any(p in route.layout for p in ("DP", "EP", "PP")) else None
     query = PerfQuery(model=route.model, gpu=catalog.systems[route.system].gpu, isl=route.bucket_isl,
                       osl=route.bucket_osl, tp=route.tp, precision=route.precision, concurrency=route.max_batch,
@@ -116,7 +122,7 @@ def _predicted(plan, check, scenario, catalog) -> dict[str, float]:
                       rate_rps=check.rate_rps / check.instances, engine=route.engine,
                       engine_version=route.engine_version or None, layout=layout,
                       prefix_cache=getattr(spec, "prefix_cache", None))  # fmt: skip
-    answer = api.perf_point(query, percentile=check.checks[0].percentile if check.checks else None)
+    answer = api.perf_point(query, percentile=percentile)
     if answer.result is None or answer.result.provenance != "modeled":  # a row read as the course reads it
         return {}
     result = answer.result
@@ -124,7 +130,25 @@ def _predicted(plan, check, scenario, catalog) -> dict[str, float]:
     return {label: float(value) for label, value in figures.items() if value is not None}
 
 
-def audit(path: Path, seeds: int, balancer: str = "round-robin") -> tuple[list[str], int, int]:
+def _point_engine(plan, route, scenario, catalog, rate_rps: float, percentile) -> dict[str, float] | None:
+    """A model without an architecture sized for random arrivals: its point engine's open loop at the simulated
+    rate (planner/perf/point_engine.py), the steps the simulator runs; None for any other route."""
+    from planner.perf.point_engine import OPEN_LOOP_PROVENANCE, fit_point_steps, pinned_release, point_states
+
+    assignment = next((a for w in plan.workloads if w.name == route.workload for a in w.assignments
+                       if a.provenance == OPEN_LOOP_PROVENANCE and route_matches(a, route)), None)  # fmt: skip
+    if assignment is None:
+        return None
+    system = catalog.systems[route.system]
+    steps = fit_point_steps(catalog, route.model, system.gpu, route.engine, pinned_release(route.engine, route.engine_version),
+                            route.tp or system.gpus_per_node, route.precision or "bf16", assignment.concurrency,
+                            assignment.point_rps_per_instance, route.bucket_isl, route.bucket_osl)  # fmt: skip
+    state = point_states(steps, assignment.concurrency, route.bucket_isl, route.bucket_osl, [rate_rps], percentile,
+                         scenario.token_budget)[0]  # fmt: skip
+    return {"TTFT": state.ttft_ms, "TPOT": state.tpot_ms, "ITL": state.itl_ms, "E2E": state.e2e_ms}
+
+
+def audit(path: Path, seeds: int, balancer: str = VERIFY_BALANCER) -> tuple[list[str], int, int]:
     """Plan and verify one scenario: its table lines, the number of misses and of judged ratios out of the band."""
     started = time.perf_counter()
     try:
@@ -181,7 +205,7 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=3, help="simulation seeds per plan")
     parser.add_argument("--no-shipped", action="store_true", help="skip the shipped scenarios")
     parser.add_argument("--keep", type=Path, help="write the drawn scenarios here (kept)")
-    parser.add_argument("--balancer", default="round-robin", help="the simulation's balancer (random: each engine's "
+    parser.add_argument("--balancer", default=VERIFY_BALANCER, help="the simulation's balancer (default, as `plan --verify`: random, each engine's "
                         "arrivals Poisson, as the model prices an instance)")
     parser.add_argument("--only", help="audit only the drawn scenarios of these numbers (comma-separated)")
     args = parser.parse_args()

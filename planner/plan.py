@@ -127,6 +127,9 @@ class Assignment:
     engine: str = "trtllm"
     engine_version: str = ""
     expected_error: dict | None = None  # planner/perf/engines.py: relative errors covering 80% of its class's
+    # a model without an architecture sized for random arrivals: its measured point's closed-loop requests/s per
+    # instance, which the engine's steps are fitted to (planner/perf/point_engine.py); None otherwise
+    point_rps_per_instance: float | None = None
 
 
 @dataclass(frozen=True)
@@ -377,6 +380,7 @@ _RANGES = {  # field -> (low, high): numbers a saved plan may hold where the sim
     "engine_isl": (0, MAX_PLAN_TOKENS), "engine_osl": (0, MAX_PLAN_TOKENS),  # 0 on a line running several
     "bucket_isl": (1, MAX_PLAN_TOKENS), "bucket_osl": (1, MAX_PLAN_TOKENS),
     "ttft_ms": (0.0, 1e9), "itl_ms": (0.0, 1e9), "e2e_ms": (0.0, 1e10), "tpot_ms": (0.0, 1e9),
+    "point_rps_per_instance": (1e-9, MAX_PLAN_RPS),
 }  # fmt: skip
 
 

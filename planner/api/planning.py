@@ -280,6 +280,16 @@ def _saved_plan(document, scenario: Scenario, catalog: Catalog) -> Plan:
     return recheck_plan(result, scenario, catalog)
 
 
+def _verify_options(options):
+    """A plan's simulation options for verifying it: the caller's, or the defaults with the balancer the plan sizes
+    an instance for (planner/simulate/options.py VERIFY_BALANCER)."""
+    if options is not None:
+        return options
+    from planner.simulate.options import VERIFY_BALANCER, SimulationOptions
+
+    return SimulationOptions(balancer=VERIFY_BALANCER)
+
+
 def verify(plan: Plan, scenario_path: Path | str, catalog_dirs: CatalogDirs = None, options=None, progress=None,
            overrides: ScenarioOverrides | None = None):  # fmt: skip
     """Simulate a plan just made (`planner plan --verify`): the checks of `planner.simulate.simulate_plan`, each
@@ -287,7 +297,7 @@ def verify(plan: Plan, scenario_path: Path | str, catalog_dirs: CatalogDirs = No
     from planner.simulate import simulate_plan
 
     catalog = scenario_catalog(scenario_path, catalog_dirs)
-    return simulate_plan(plan, load_scenario(scenario_path, catalog, overrides), catalog, options, progress)
+    return simulate_plan(plan, load_scenario(scenario_path, catalog, overrides), catalog, _verify_options(options), progress)
 
 
 def repair(plan: Plan, scenario_path: Path | str, catalog_dirs: CatalogDirs = None, options=None, solver: str | None = None,
@@ -302,7 +312,7 @@ def repair(plan: Plan, scenario_path: Path | str, catalog_dirs: CatalogDirs = No
     scenario = with_perf_source(with_perf_margin(load_scenario(scenario_path, catalog, overrides), perf_margin), perf_source)
     return repair_plan(
         plan, scenario, catalog,
-        simulate=lambda p, s: simulate_plan(p, s, catalog, options, progress),
+        simulate=lambda p, s: simulate_plan(p, s, catalog, _verify_options(options), progress),
         solve=lambda s: solve_scenario(s, catalog, solver, time_limit_s),
     )  # fmt: skip
 

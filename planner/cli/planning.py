@@ -124,9 +124,11 @@ def plan(
                                                            "why (inconclusive ones are reported, not repaired).")] = False,
     duration: DurationOption = None,
     seeds: SeedsOption = 1,
-    balancer: Annotated[Balancer, typer.Option("--balancer", help="With --verify: the load balancer across a pool's "
-                                               "instances (random: each instance's arrivals Poisson, as the plan sizes "
-                                               "it; docs/simulation.md).")] = Balancer.round_robin,
+    balancer: Annotated[Balancer | None, typer.Option("--balancer", help="With --verify: the load balancer across a "
+                                                      "pool's instances. Default random: each instance's arrivals Poisson "
+                                                      "at its share, as the plan sizes it and a Kubernetes Service spreads "
+                                                      "them; round-robin (NGINX, Envoy) is more regular and does better "
+                                                      "(docs/simulation.md).", show_default=False)] = None,
     perf_margin: Annotated[
         float | None,
         typer.Option("--perf-margin", callback=_finite, help="Robust plan: derate every throughput by this fraction (e.g. 0.2)."),
@@ -155,7 +157,7 @@ def plan(
     def action() -> None:
         if repair and not verify:  # refused before any solving
             raise PlannerInputError("--repair", "repair", "works with --verify (it repairs what the simulation finds)")
-        if balancer != Balancer.round_robin and not verify:
+        if balancer is not None and not verify:
             raise PlannerInputError("--balancer", "balancer", "works with --verify (it balances the simulated pools)")
         if allow_inconclusive and not verify:
             raise PlannerInputError("--allow-inconclusive", "allow_inconclusive", "works with --verify (it decides "
@@ -164,7 +166,11 @@ def plan(
         with _progress(progress_mode, json) as progress:
             result = api.plan_file(scenario, catalog, solver.value if solver else None, time_limit, progress, perf_margin,
                                    perf_source, confidence, overrides, executor)  # fmt: skip
-        options = _simulation_options(duration, seeds, balancer=balancer) if verify else None  # imported only to run
+        options = None
+        if verify:  # the simulator imported only to run
+            from planner.simulate.options import VERIFY_BALANCER
+
+            options = _simulation_options(duration, seeds, balancer=balancer or Balancer(VERIFY_BALANCER))
         repaired = checks = None
         if repair:
             with _progress(progress_mode, json, "simulating and repairing") as progress:

@@ -358,6 +358,7 @@ def _assignment(option: Option, candidate: Candidate, workload, rps: float, peri
         provenance=perf.provenance, source=perf.source, why=why, stage=candidate.stage, layout=candidate.layout_label,
         speculative=candidate.speculative, engine=candidate.engine, engine_version=candidate.engine_version,
         expected_error=perf.expected_error,
+        point_rps_per_instance=None if perf.point_rps_per_instance is None else round(perf.point_rps_per_instance, 6),
     )  # fmt: skip
 
 

@@ -39,17 +39,45 @@ pi E[N | Q] and N size-biased for the token's own sequence. E2E: the quantile of
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
-from planner.perf.laws import bisect, compress, count_ppf, count_sf, gap_quantile, weighted_quantile, window_law
-from planner.perf.closed_loop import SteadyState
-from planner.perf.open_loop_laws import CACHE_SIZE, decoding_law, prompts_ahead, slot_wait, token_mean, ttft_atoms
+from planner.perf.closed_loop import SteadyState, closed_loop_throughput
+from planner.perf.laws import (
+    bisect,
+    compress,
+    count_ppf,
+    count_sf,
+    gap_quantile,
+    weighted_quantile,
+    window_law,
+)
+from planner.perf.open_loop_laws import (
+    CACHE_SIZE,
+    decoding_law,
+    prompts_ahead,
+    rate_free,
+    slot_wait,
+    token_mean,
+    ttft_atoms,
+)
 from planner.perf.serving import instance_budget
 from planner.perf.shapes import EngineShape
 from planner.perf.step import COMPUTE_BOUND_TOKENS, Efficiency, fixed_ms, step_ms
-from planner.perf.step_chain import batch_given_state, chain_gap_means, grid_size, step_chains, window_prompts
-from planner.perf.types import DEFAULT_TOKEN_BUDGET, SLOT_PERCENTILE, prompt_terms  # SLOT_PERCENTILE: a point's batch
+from planner.perf.step_chain import (
+    batch_given_state,
+    chain_gap_means,
+    grid_size,
+    step_chains,
+    window_prompts,
+)
+from planner.perf.types import (  # SLOT_PERCENTILE: a point's batch
+    DEFAULT_TOKEN_BUDGET,
+    SLOT_PERCENTILE,
+    prompt_terms,
+)
 
 MAX_PROMPTS_PER_STEP = 256.0  # prompts one step admits at most (vLLM's default max_num_seqs)
 CHAIN_ROUNDS = 8  # rounds of chain and pace before a point that has not settled is given up
@@ -89,31 +117,77 @@ def open_loop_states(
     return list(kept[0]), list(kept[1])
 
 
-def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_budget, cache=None):
-    rate = np.asarray(rates_rps, dtype=float) / 1e3  # per ms
-    per_token = shape.speculation.tokens_per_step if shape.speculation is not None else 1.0
-    real_osl, steps_osl = osl, 1.0 + max(osl - 1, 0) / per_token
-    # an iteration's tokens: the instance's budget (per attention-DP rank x its ranks), a decoder taking the k + 1
-    # tokens a speculative step verifies (planner/perf/serving.py)
-    budget = float(instance_budget(token_budget, shape.dp))
-    verified = shape.tokens_per_decoder
-    m = steps_osl - 1.0
-    context = isl + real_osl / 2
-    limit = float(max_running) if max_running else np.inf
+@dataclass(frozen=True)
+class StepCosts:
+    """What the open loop reads of one engine's iterations (module docstring's D, Delta): the roofline's for a
+    modeled engine (`roofline_costs`), a measured point's for a model without an architecture
+    (planner/perf/point_engine.py), the same step costs the simulator runs."""
+
+    key: str  # names the engine's steps and lengths (the rate-free laws are kept under it)
+    decode: Callable  # D(b): a decode step of b sequences at the mean context, ms (arrays in, arrays out)
+    delta_ms: float  # what the mean prompt adds to a step that runs anyway
+    alone_ms: float  # the mean prompt's step with nothing else in it
+    fixed_ms: float  # what a step of a prompt's chunk alone pays again
+    computed_tokens: float  # the budget tokens the mean prompt takes (less where a prefix is cached)
+    budget_tokens: float  # an iteration's tokens (the instance's budget)
+    tokens_per_decoder: float  # a decoder's tokens a step (k + 1 verified by a speculative step)
+    tokens_per_step: float  # output tokens a decode step yields per sequence (speculation's accepted, else 1)
+    overhead_ms: float  # the per-request overhead t0 added to TTFT
+    throughput: Callable  # X(N) for N = 1..K in flight, requests per ms: the closed loop (the slot wait's chain)
+    # (offered load, seats K, seat time ms) -> (P(wait), rate a wait ends per ms, the batch at SLOT_PERCENTILE), per
+    # rate: an engine's own law of the wait for one of K seats; None: the closed loop's birth-death chain
+    seat_wait: Callable | None = None
+
+
+def roofline_costs(shape: EngineShape, eff: Efficiency, isl: int, osl: int, token_budget: int, cache=None) -> StepCosts:
+    """The roofline's step costs of one engine at these lengths (planner/perf/step.py)."""
+    context = isl + osl / 2
 
     def decode(batch):
         return step_ms(shape, eff, batch, context)
 
-    # the mean request's prefill: its work and the budget tokens it takes (less where a prefix is cached)
+    def throughput(limit: int) -> np.ndarray:
+        return rate_free(repr(("slots", shape, eff, isl, osl, limit, cache, token_budget)), lambda: closed_loop_throughput(
+            shape, eff, isl, osl, np.arange(1, limit + 1), limit, cache, token_budget))  # fmt: skip
+
     prompts, length, computed = prompt_terms(isl, cache)
-    delta = float(step_ms(shape, eff, COMPUTE_BOUND_TOKENS, 0.0, prompts, length) - step_ms(shape, eff, COMPUTE_BOUND_TOKENS, 0.0))
-    alone = float(step_ms(shape, eff, 0.0, 0.0, prompts, length))
-    fixed = float(fixed_ms(shape, eff))  # a step of a prompt's chunk alone pays it again
+    return StepCosts(
+        key=repr((shape, eff, context)), decode=decode,
+        delta_ms=float(step_ms(shape, eff, COMPUTE_BOUND_TOKENS, 0.0, prompts, length)
+                       - step_ms(shape, eff, COMPUTE_BOUND_TOKENS, 0.0)),
+        alone_ms=float(step_ms(shape, eff, 0.0, 0.0, prompts, length)), fixed_ms=float(fixed_ms(shape, eff)),
+        computed_tokens=computed, budget_tokens=float(instance_budget(token_budget, shape.dp)),
+        tokens_per_decoder=shape.tokens_per_decoder,
+        tokens_per_step=shape.speculation.tokens_per_step if shape.speculation is not None else 1.0,
+        overhead_ms=eff.ttft_overhead_ms, throughput=throughput,
+    )  # fmt: skip
+
+
+def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_budget, cache=None):
+    return solve_open_loop(roofline_costs(shape, eff, isl, osl, token_budget, cache), osl, rates_rps, max_running,
+                           percentile, token_budget)  # fmt: skip
+
+
+def solve_open_loop(costs: StepCosts, osl: int, rates_rps, max_running, percentile, token_budget):
+    """The open-loop states (`open_loop_states`) of an engine given its step costs, uncached."""
+    rate = np.asarray(rates_rps, dtype=float) / 1e3  # per ms
+    per_token = costs.tokens_per_step
+    real_osl, steps_osl = osl, 1.0 + max(osl - 1, 0) / per_token
+    # an iteration's tokens: the instance's budget (per attention-DP rank x its ranks), a decoder taking the k + 1
+    # tokens a speculative step verifies (planner/perf/serving.py)
+    budget = costs.budget_tokens
+    verified = costs.tokens_per_decoder
+    m = steps_osl - 1.0
+    limit = float(max_running) if max_running else np.inf
+    decode = costs.decode
+    # the mean request's prefill: its work and the budget tokens it takes (less where a prefix is cached)
+    computed = costs.computed_tokens
+    delta, alone, fixed = costs.delta_ms, costs.alone_ms, costs.fixed_ms
     rho = rate * delta
     u = 1.0 - rho
     ok = u > 0
     safe_u = np.where(ok, u, 1.0)
-    n, slope, ok = decoding_law(decode, rate, m, safe_u, ok, repr((shape, eff, context)))
+    n, slope, ok = decoding_law(decode, rate, m, safe_u, ok, costs.key)
     tpot_plain = np.where(ok, decode(1.0 + n) / safe_u, 1.0)
     # the spread of one request's TPOT (a Poisson functional of the others' arrivals, module docstring)
     feedback = np.maximum(u - rate * m * slope, 1e-300)
@@ -176,7 +250,7 @@ def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_b
         # less the sequences that finish meanwhile (a step ends N / (OSL - 1) of them)
         ahead[i] = max(prompts_ahead(rate[i], paced[i], delta, per_step[i], q, x, pi) - n_time[i] / max(m, 1.0), 0.0)
     tpot = np.where(ok, gap, np.inf)
-    t0 = eff.ttft_overhead_ms
+    t0 = costs.overhead_ms
     count = len(rate)
     busy_mean = np.full(count, np.inf)
     chunks_mean, chunk_cost = np.zeros(count), np.zeros(count)
@@ -205,8 +279,11 @@ def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_b
     engine_ttft = busy_mean  # an idle engine is among the atoms (ttft_atoms)
     engine_s = np.where(ok, engine_ttft + m * tpot, np.inf)
     offered = rate * engine_s
-    if np.isfinite(limit):
-        waits, drain, needed = slot_wait(shape, eff, isl, osl, rate, int(limit), cache, token_budget)
+    if np.isfinite(limit) and costs.seat_wait is not None:  # the engine's own law of the wait for a seat
+        waits, drain, needed = costs.seat_wait(np.where(ok, offered, np.inf), int(limit), np.where(ok, engine_s, np.inf))
+        ok = ok & (drain > 0)
+    elif np.isfinite(limit):
+        waits, drain, needed = slot_wait(costs.throughput(int(limit)), rate, int(limit))
         ok = ok & (drain > 0)
         # the chain's occupancy is too narrow where prompts slow every sequence at once: the requests in the
         # engine are also Poisson about `offered`, spread by the slow-downs all of them share

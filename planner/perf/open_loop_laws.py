@@ -9,11 +9,10 @@ from collections import OrderedDict
 
 import numpy as np
 
-from planner.perf.closed_loop import closed_loop_throughput
-from planner.perf.shapes import EngineShape
-from planner.perf.step import Efficiency
 from planner.perf.step_chain import poisson_pmf
-from planner.perf.types import DEFAULT_TOKEN_BUDGET, SLOT_PERCENTILE  # SLOT_PERCENTILE: a point's batch
+from planner.perf.types import (  # SLOT_PERCENTILE: a point's batch
+    SLOT_PERCENTILE,
+)
 
 CACHE_SIZE = 4096  # open-loop solves kept (open_loop_states)
 MAX_DECODING = 1e6  # sequences decoding at once beyond which no engine is asked to run (the fluid batch's bracket)
@@ -39,16 +38,14 @@ _U_NODES, _U_WEIGHTS = np.polynomial.legendre.leggauss(4)
 _U_NODES, _U_WEIGHTS = (_U_NODES + 1) / 2, _U_WEIGHTS / 2  # Gauss-Legendre on [0, 1]
 
 
-def slot_wait(shape: EngineShape, eff: Efficiency, isl: int, osl: int, rate, limit: int, cache=None,
-           token_budget: int = DEFAULT_TOKEN_BUDGET):  # fmt: skip
+def slot_wait(throughput: np.ndarray, rate, limit: int):
     """The wait for one of `limit` sequence slots, with the requests in the engine a birth-death chain: arrivals at
-    lambda, departures at X(N), the closed loop's throughput at N in flight (its flow-equivalent server: when more
-    run, each runs slower, and all of them together). pi(N) ~ prod_{i <= N} lambda / X(i) up to the limit K, then
-    geometric with ratio lambda / X(K) for the requests waiting. Returns, per rate, the probability that an arrival
-    waits (PASTA: pi(N >= K)), the rate (per ms) at which a wait ends, X(K) - lambda (exponential waits; <= 0
-    where the engine cannot keep up), and the batch that holds SLOT_PERCENTILE of the time."""
-    throughput = rate_free(repr(("slots", shape, eff, isl, osl, limit, cache, token_budget)), lambda: closed_loop_throughput(
-        shape, eff, isl, osl, np.arange(1, limit + 1), limit, cache, token_budget))  # fmt: skip
+    lambda, departures at X(N), the closed loop's throughput at N in flight (`throughput`, requests per ms for N =
+    1..K: its flow-equivalent server: when more run, each runs slower, and all of them together). pi(N) ~
+    prod_{i <= N} lambda / X(i) up to the limit K, then geometric with ratio lambda / X(K) for the requests waiting.
+    Returns, per rate, the probability that an arrival waits (PASTA: pi(N >= K)), the rate (per ms) at which a wait
+    ends, X(K) - lambda (exponential waits; <= 0 where the engine cannot keep up), and the batch that holds
+    SLOT_PERCENTILE of the time."""
     drain = throughput[-1] - rate
     ratio = rate[:, None] / throughput[None, :]  # rates x N = 1..K
     log_pi = np.concatenate([np.zeros((len(rate), 1)), np.cumsum(np.log(np.maximum(ratio, 1e-300)), axis=1)], axis=1)

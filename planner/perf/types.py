@@ -210,6 +210,9 @@ class PerfResult:
     # what the point's rate is: `closed` a fixed number in flight (a benchmark row, the closed loop), `poisson` requests
     # arriving at random at that rate (the open loop, planner/perf/open_loop.py)
     arrivals: str = "closed"
+    # a model without an architecture sized for random arrivals (planner/perf/point_engine.py): its measured point's
+    # closed-loop requests/s per instance, which its engine's steps are fitted to (the simulator fits the same)
+    point_rps_per_instance: float | None = None
 
     def instances_per_node(self, gpus_per_node: int) -> float:
         """Whole instances a node holds; an instance over several whole nodes (pipeline stages) is a fraction."""

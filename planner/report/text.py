@@ -411,7 +411,8 @@ def print_simulation(checks, console: Console, wall_s: float | None = None) -> N
         console.print(f"- {check.workload} ({check.period}): {check.engines}", soft_wrap=True)
         if check.stats is not None:
             stats = check.stats
-            run = (f"  {check.duration_s:,.0f} s simulated x {check.seeds} seed(s), warm-up {stats.warmup_s:,.0f} s excluded; "
+            spread = f", {check.balancer} balancer" if check.balancer else ""
+            run = (f"  {check.duration_s:,.0f} s simulated x {check.seeds} seed(s){spread}, warm-up {stats.warmup_s:,.0f} s excluded; "
                    f"{'settled' if check.settled else 'NOT settled (an interval is wider than 5%: run longer or use --seeds)'}; "
                    f"throughput {stats.throughput_rps:,.4g} rps completed, {stats.mean_in_system:,.1f} requests in system and "
                    f"{stats.mean_queue_length:,.1f} waiting on average, {stats.preemptions:,} preemptions")  # fmt: skip

@@ -6,6 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The balancer `plan --verify` simulates by default: each request to an engine drawn at random, so each engine's
+# arrivals are Poisson at its share of the rate, the arrivals the performance model sizes an instance for, and what a
+# Kubernetes Service (kube-proxy's iptables mode, `planner deploy --target k8s`) does. Round-robin, the simulator's
+# own default (NGINX, Envoy), hands each engine every n-th request: more regular, so latencies are lower than the
+# plan's (docs/simulation.md).
+VERIFY_BALANCER = "random"
+
 @dataclass(frozen=True)
 class SimulationOptions:
     """How to simulate. `duration_s` None: settle automatically (start at `start_duration_s`, double up to

@@ -8,10 +8,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from planner.catalog import compute_precision
-from planner.perf.serving import ADMISSION_TEXT, ENGINE_NAMES, instance_batch, instance_budget, kv_admission, release_line
+from planner.perf.point_engine import fit_point_steps, pinned_release, point_batch
+from planner.perf.serving import ADMISSION_TEXT, ENGINE_NAMES, instance_batch, instance_budget, kv_admission
 from planner.perf.types import Layout
-from planner.simulate.steps import PointSteps, RooflineSteps, saturated_rps
+from planner.simulate.steps import RooflineSteps, saturated_rps
 
 TP_CHOICES = (1, 2, 4, 8, 16, 32, 64, 72)
 
@@ -36,8 +36,7 @@ class EngineSetup:
 # ----------------------------------------------------------------------------------------------- engines
 def _pinned(route) -> str | None:
     """The release the route's figures are for, where it names one (a row's 'not stated' is the class's current)."""
-    version = getattr(route, "engine_version", "")  # plans saved before engine versions have none
-    return version if release_line(route.engine, version) is not None else None
+    return pinned_release(route.engine, getattr(route, "engine_version", ""))  # plans saved before versions have none
 
 
 def instances_per_node(route, gpus_per_node: int) -> int:
@@ -198,34 +197,30 @@ def _point_batch(assignment, rps: float, osl: int, engines_per_instance: int) ->
     A point with only a token-gap ITL uses it as the mean gap."""
     if assignment.concurrency:
         return math.ceil(assignment.concurrency / engines_per_instance), "the point's concurrency"
-    for field, label in (("tpot_ms", "TPOT"), ("itl_ms", "ITL")):
-        gap = getattr(assignment, field, None)  # plans saved before metrics version 2 have no tpot_ms
-        if gap is not None:
-            return math.ceil(rps * osl * gap / 1e3 - 1e-9), f"Little's law over OSL x {label} at the point"
-    return None, ""
+    tpot = getattr(assignment, "tpot_ms", None)  # plans saved before metrics version 2 have no tpot_ms
+    batch = point_batch(None, tpot, assignment.itl_ms, rps, osl)
+    return batch, f"Little's law over OSL x {'TPOT' if tpot is not None else 'ITL'} at the point" if batch else ""
 
 
 def _point_setup(route, assignment, instances: int, share: float, catalog, token_budget: int,
                  shared_with: str = "") -> EngineSetup | str:  # fmt: skip
-    """A model without an architecture, from its measured point (`steps.PointSteps`): one engine per plan instance."""
+    """A model without an architecture, from its measured point (planner/perf/point_engine.py): one engine per plan
+    instance, its steps fitted to the point's closed-loop rate (the plan's rate where the plan sized the point as
+    the course does; the row's where it sized the point's engine for random arrivals)."""
     from planner.perf import is_modeled
-    from planner.perf.engines import engine_efficiency
 
     model = catalog.models[route.model]
     system = catalog.systems[route.system]
-    gpu = catalog.gpus[system.gpu]
     if is_modeled(assignment.provenance) or not model.params_b:
         return f"{route.model} has no architecture (layers, heads) for step times and no measured point to scale"
-    rps = _rps_per_engine(route, system, 1)
+    fitted_to = getattr(assignment, "point_rps_per_instance", None)
+    rps = fitted_to or _rps_per_engine(route, system, 1)
     batch, how = _point_batch(assignment, rps, route.bucket_osl, 1)
     if batch is None:
         return f"the {assignment.provenance} point of {route.model} records neither TPOT/ITL nor concurrency: no step times"
     gpus = route.tp or system.gpus_per_node
-    precision = route.precision or "bf16"
-    efficiency = engine_efficiency(catalog, route.model, gpu.id, route.engine, _pinned(route))
-    rate = gpu.tflops_by_precision.get(compute_precision(precision), gpu.tflops_by_precision["bf16"])
-    steps = PointSteps.fitted(model.params_b, gpus, rate * 1e12,
-                              efficiency.gemm(precision), batch, rps, route.bucket_isl, route.bucket_osl)  # fmt: skip
+    steps = fit_point_steps(catalog, route.model, system.gpu, route.engine, _pinned(route), gpus,
+                            route.precision or "bf16", batch, rps, route.bucket_isl, route.bucket_osl)  # fmt: skip
     count = max(1, round(instances * share))
     shared = f"s shared with {shared_with}" if shared_with else ""
     return EngineSetup(steps, batch, None, count, (

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from planner.perf.point_engine import PointSteps  # noqa: F401 (a model without an architecture: its steps, shared with the open loop)
 from planner.perf.roofline import COMPUTE_BOUND_TOKENS, Efficiency, EngineShape, fixed_ms, step_ms
 
 PROMPT_GRID_TOKENS = 16  # W is tabulated every 16 tokens and interpolated between
@@ -129,37 +130,3 @@ def saturated_rps(steps, batch: int, isl: float, osl: float) -> float:
     """
     e2e_ms = osl * steps.decode_ms(batch, isl + osl / 2) + batch * steps.fused_work_ms(isl)
     return batch / e2e_ms * 1e3 if e2e_ms > 0 else math.inf
-
-
-@dataclass(frozen=True)
-class PointSteps:
-    """Step times for a model the catalog has no architecture for, from its measured point alone: prefill work from
-    the parameter count at the GPUs' calibrated GEMM rate (2 x params FLOPs per prompt token), and a decode step
-    that does not depend on the batch (the memory-bound regime), set so that an engine kept full at `batch`
-    delivers the measured requests/s (`saturated_rps`). The simulator's TTFT and queueing respond to load; the
-    decode step does not grow with the batch, so it is only as good as the point (said in its description)."""
-
-    decode_step_ms: float
-    prefill_per_token_ms: float
-
-    @property
-    def prefill_base_ms(self) -> float:
-        return 0.0
-
-    def prompt_work_ms(self, tokens: float) -> float:
-        return self.prefill_per_token_ms * tokens
-
-    fused_work_ms = prompt_work_ms
-
-    def decode_ms(self, batch: int, mean_context: float) -> float:
-        return self.decode_step_ms
-
-    @classmethod
-    def fitted(cls, params_b: float, gpus: int, flops_per_gpu: float, gemm_efficiency: float, batch: int,
-               rps: float, isl: float, osl: float) -> PointSteps:  # fmt: skip
-        per_token_ms = 2 * params_b * 1e9 / (gpus * flops_per_gpu * gemm_efficiency) * 1e3
-        decode_ms = (batch / rps * 1e3 - batch * per_token_ms * isl) / osl
-        if decode_ms <= 0:  # the point is faster than the prior's prefill: give decode a tenth and rescale prefill
-            decode_ms = batch / rps * 1e3 / osl / 10
-            per_token_ms = (batch / rps * 1e3 - osl * decode_ms) / (batch * isl)
-        return cls(decode_ms, per_token_ms)

@@ -58,6 +58,7 @@ class WorkloadCheck:
     verdict: str = NOT_SIMULATED  # holds | misses | inconclusive | not simulated (`workload_verdict`)
     extra_seeds: int = 0  # seeds added because a verdict was inconclusive
     seeds_note: str = ""  # what was done about inconclusive verdicts ("" when nothing was)
+    balancer: str = ""  # how the requests were spread over the instances (SimulationOptions.balancer)
 
 
 # ----------------------------------------------------------------------------------------------- verdicts

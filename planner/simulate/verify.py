@@ -256,7 +256,7 @@ def _simulate_pool_jobs(plan, catalog, specs, jobs, options, traced: str | None 
             duration_s=outcome.duration_s, seeds=outcome.seeds, settled=outcome.settled,
             requests_simulated=outcome.requests_simulated,
             wall_s=wall * outcome.requests_simulated / simulated if simulated else wall, verdict=verdict,
-            extra_seeds=outcome.extra_seeds, seeds_note=outcome.seeds_note,
+            extra_seeds=outcome.extra_seeds, seeds_note=outcome.seeds_note, balancer=options.balancer,
         )  # fmt: skip
     return out
 
