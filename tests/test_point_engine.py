@@ -110,3 +110,21 @@ def test_the_contact_center_under_random_arrivals_is_sized_by_its_rows_engine_an
     assert sum(line.nodes for line in planned.plan.lines) == 14
     (check,) = simulate_plan(planned.plan, planned.scenario, planned.catalog, SimulationOptions(seeds=2, balancer="random"))
     assert check.verdict == "holds", check
+
+
+def test_perf_answers_an_open_loop_query_of_a_model_without_architecture_with_its_rows_engine():
+    """`planner perf --rate` on NeMo 43B: the row's engine at that rate (what a plan sizes it with), not the row's
+    closed-loop figures; a rate beyond the row's engine is no answer, and says why."""
+    from planner.perf.types import PerfQuery
+
+    query = PerfQuery(model="nemo-43b-gpt", gpu="H100-SXM-80GB", isl=4667, osl=667, arrivals="poisson", rate_rps=2.2)
+    answer = api.perf_point(query)
+    assert answer.result.provenance == OPEN_LOOP_PROVENANCE and answer.result.request_throughput_rps == pytest.approx(2.2)
+    assert answer.result.arrivals == "poisson" and answer.result.point_rps_per_instance == pytest.approx(2.4)
+    assert answer.result.ttft_ms < 2606.0  # below the row's loaded TTFT at 92% of its rate
+    slower = api.perf_point(PerfQuery(model="nemo-43b-gpt", gpu="H100-SXM-80GB", isl=4667, osl=667, arrivals="poisson",
+                                      rate_rps=2.35))  # fmt: skip
+    assert slower.result.ttft_ms > answer.result.ttft_ms
+    beyond = api.perf_point(PerfQuery(model="nemo-43b-gpt", gpu="H100-SXM-80GB", isl=4667, osl=667, arrivals="poisson",
+                                      rate_rps=3.0))  # fmt: skip
+    assert beyond.result is None and "does not settle at 3 requests/s" in beyond.miss_reason

@@ -23,6 +23,7 @@ from planner.metrics import percentile_label
 from planner.perf.engines import DEFAULT_ENGINE
 from planner.perf.interpolate import concurrency_grid, over_concurrency, over_lengths
 from planner.perf.modeled_engine import engine_shape, step_efficiency
+from planner.perf.point_engine import point_engine_answer
 from planner.perf.roofline import supports_roofline
 from planner.perf.tables import (
     answers_at,
@@ -179,6 +180,12 @@ def operating_points(
                     variants.append(whole_curve(query, catalog, group[0].tp, group[0].precision, percentile))
                 else:
                     variants += _table_points(query, catalog, "interpolated" in sources, [group])
+            if query.open_loop and not supports_roofline(catalog.models[query.model]):
+                # no architecture: a closed-loop row's own engine answers for requests arriving at random
+                variants = [[point_engine_answer(p, catalog, query, percentile) if p.arrivals != "poisson" else p
+                             for p in variant] for variant in variants]  # fmt: skip
+                variants = [next(iter(v)) if all(isinstance(p, str) for p in v) else [p for p in v if not isinstance(p, str)]
+                            for v in variants]  # fmt: skip
             points = _pick(variants, query, reasons, max_concurrency)
             return points if points else PerfMiss(query, "; ".join(sorted(set(reasons))) or _no_data_reason(query, sources))
     if "interpolated" in sources and reference:

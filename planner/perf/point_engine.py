@@ -27,6 +27,7 @@ from planner.perf.reach import limit_violation
 from planner.perf.serving import release_line
 from planner.perf.types import DEFAULT_TOKEN_BUDGET, PerfQuery, PerfResult
 
+_ROW_ARITHMETIC = ("output_tokens_per_s =", "e2e_ms =")  # the row's own sums, which its engine's figures replace
 OPEN_LOOP_PROVENANCE = "measured row, open loop"  # a row's engine re-rated for random arrivals (not a measurement)
 LADDER_SHARES = np.linspace(0.02, 0.995, 40)  # the rates tried, shares of the row's: then 20 between the crossing
 
@@ -192,6 +193,27 @@ def point_states(steps: PointSteps, batch: int, isl: int, osl: int, rates_rps, p
                                batch, percentile, token_budget)[0]  # fmt: skip
 
 
+def point_engine_answer(point: PerfResult, catalog, query: PerfQuery, percentile: float | None) -> PerfResult | str:
+    """A closed-loop row of a model without an architecture, answering an open-loop query: its engine at the
+    query's rate (`perf --rate`), else the highest rate meeting the query's limits (`point_open_loop`); the row as
+    it is where it has no step times to fit."""
+    gpus = point.tp or point.gpus_per_instance
+    if query.rate_rps is None:
+        rated = point_open_loop(point, catalog, query, gpus, percentile)
+        return point if rated is None else rated
+    rps = point.request_throughput_rps
+    batch = point_batch(point.concurrency, point.tpot_ms, point.itl_ms, rps, query.osl) if rps else None
+    if batch is None or not catalog.models[point.model].params_b:
+        return point
+    steps = fit_point_steps(catalog, point.model, point.gpu, point.engine, pinned_release(point.engine, point.engine_version),
+                            gpus, point.precision or "bf16", batch, rps, query.isl, query.osl)  # fmt: skip
+    state = point_states(steps, batch, query.isl, query.osl, [query.rate_rps], percentile, query.token_budget)[0]
+    if not math.isfinite(state.ttft_ms):
+        return (f"the {point.provenance} point's engine (no architecture: its steps fitted to the point, "
+                f"{rps:.4g} requests/s kept full) does not settle at {query.rate_rps:g} requests/s arriving at random")  # fmt: skip
+    return _result(point, state, steps, batch, rps, percentile)
+
+
 def point_open_loop(point: PerfResult, catalog, query: PerfQuery, gpus: int,
                     percentile: float | None) -> PerfResult | str | None:  # fmt: skip
     """The highest rate at which the engine of a measured closed-loop point (a model without an architecture) meets
@@ -240,7 +262,8 @@ def _result(point: PerfResult, state, steps: PointSteps, batch: int, rps: float,
         point, concurrency=batch, request_throughput_rps=state.request_throughput_rps,
         output_tokens_per_s=state.output_tokens_per_s, ttft_ms=state.ttft_ms, tpot_ms=state.tpot_ms,
         itl_ms=state.itl_ms, e2e_ms=state.e2e_ms, ttft_ms_bound=None, itl_ms_bound=None, tpot_ms_bound=None,
-        provenance=OPEN_LOOP_PROVENANCE, derivations=(*point.derivations, note), percentile=percentile,
+        provenance=OPEN_LOOP_PROVENANCE, percentile=percentile,
+        derivations=(*(d for d in point.derivations if not d.startswith(_ROW_ARITHMETIC)), note),
         statistic="mean" if percentile is None else "median" if percentile == 50 else f"p{percentile:g}",
         arrivals="poisson", point_rps_per_instance=rps,
     )  # fmt: skip
