@@ -387,7 +387,7 @@ def decision_report(
         seeds = f"{verify_options.seeds} seed{'s' if verify_options.seeds != 1 else ''}"
         duration = (f"{verify_options.duration_s:g} s simulated per workload and period" if verify_options.duration_s
                     else "run until every verdict's 95% interval is within 5%")  # fmt: skip
-        source = f"simulated for this report (--verify: {duration}, {seeds})"
+        source = f"simulated for this report (--verify: {duration}, {seeds}, {verify_options.balancer} balancer)"
     elif isinstance(plan_document, dict) and isinstance(plan_document.get("verification"), dict):
         verification = plan_document["verification"]
         source = "the plan file's (`planner plan --verify --json`), not simulated again: --verify simulates anew"

@@ -358,7 +358,11 @@ def report(
         files.check_report_folder(out, force, inputs)  # before planning; write_report clears a previous report's files
         overrides = _overrides(deployment, systems, precisions, engines)
         saved = _plan_document(plan_file)
-        options = _simulation_options(duration, seeds) if verify else None
+        options = None
+        if verify:  # as `plan --verify`: the split the plan sizes an instance for
+            from planner.simulate.options import VERIFY_BALANCER
+
+            options = _simulation_options(duration, seeds, balancer=Balancer(VERIFY_BALANCER))
         with _progress(progress_mode) as progress:
             planned, decision = api.decision_report(scenario, catalog, solver.value if solver else None, time_limit,
                                                     progress, overrides, saved, options, sensitivity)  # fmt: skip
