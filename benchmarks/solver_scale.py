@@ -7,7 +7,8 @@ periods, hybrid. Prints candidate counts, enumeration time, then per solver: mod
 the root gap it leaves against the optimum, the seconds of the period bound (planner/optimize/periods.py: the
 Lagrangian bound with each period an integer program; its value, and how many of its blocks were solved to
 optimality) and of the two-stage starting plan (planner/optimize/decompose.py), both part of the solve's, solve
-time, status, gap and the best proven bound.
+time, status, gap and the best proven bound; with --year-round-bound, the search over the year-round decisions
+(planner/optimize/yearround.py): its bound, seconds, boxes and points.
 Run:  python benchmarks/solver_scale.py [--solvers cbc,highs,ortools] [--time-limit 60] [--periods 24]
       [--workloads 20] [--fleet shared|fixed] [--precisions default] [--no-warm-start] [--period-bound]
       [--year-round-bound] [--no-bound]

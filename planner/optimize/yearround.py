@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import pulp
 
 from planner.optimize.decompose import period_problem, relax_periods
-from planner.optimize.periods import YEAR_ROUND, Partition, multiplier
+from planner.optimize.periods import YEAR_ROUND, Partition, clipped_dual
 from planner.optimize.variables import FleetModel
 
 BOX_SHARE = 0.5  # of the time left, at most, for one box's stage 1 (a point's programs share what is left)
@@ -135,7 +135,7 @@ def _price_linking_rows(model: FleetModel, part: Partition, point: dict, solve_l
             var.lowBound, var.upBound = low, up
     constant = 0.0
     for constraint in part.linking:
-        pi = multiplier(constraint)
+        pi = clipped_dual(constraint)
         if pi == 0.0:
             continue
         constant += pi * -constraint.constant
