@@ -163,8 +163,9 @@ def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cu
         if bound is None:
             return None
         root = (bound, point)
+    point = None if root[1] is None else {var.name: root[1][var.name] for var in variables}  # Z alone is fixed
     order = itertools.count()
-    heap = [(root[0], next(order), whole, root[1])]
+    heap = [(root[0], next(order), whole, point)]
     pieces: list[float] = []  # bounds of the pieces no longer split
     while heap and heap[0][0] < cutoff and seconds_left() > 0:
         bound, _, box, point = heapq.heappop(heap)
