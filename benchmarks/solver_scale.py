@@ -7,9 +7,11 @@ periods, hybrid. Prints candidate counts, enumeration time, then per solver: mod
 the root gap it leaves against the optimum, the seconds of the period bound (planner/optimize/periods.py: the
 Lagrangian bound with each period an integer program; its value, and how many of its blocks were solved to
 optimality) and of the two-stage starting plan (planner/optimize/decompose.py), both part of the solve's, solve
-time, status, gap and the best proven bound.
+time, status, gap and the best proven bound; with --year-round-bound, the search over the year-round decisions
+(planner/optimize/yearround.py): its bound, seconds, boxes and points.
 Run:  python benchmarks/solver_scale.py [--solvers cbc,highs,ortools] [--time-limit 60] [--periods 24]
-      [--workloads 20] [--fleet shared|fixed] [--precisions default] [--no-warm-start] [--period-bound] [--no-bound]
+      [--workloads 20] [--fleet shared|fixed] [--precisions default] [--no-warm-start] [--period-bound]
+      [--year-round-bound] [--no-bound]
       (fixed: no reconfiguration, no sharing: the v1 formulation)
 """
 
@@ -93,6 +95,9 @@ def main() -> None:
                              "periods.py, decompose.py)")
     parser.add_argument("--period-bound", action="store_true",
                         help="also the period bound (planner/optimize/periods.py) within a third of the time")
+    parser.add_argument("--year-round-bound", action="store_true",
+                        help="after the start, the search over the year-round decisions (planner/optimize/yearround.py)"
+                             " until three quarters of the time")
     parser.add_argument("--no-bound", action="store_true",
                         help="price every curve (no curves left unpriced by a bound: planner/candidates/bounds.py)")
     parser.add_argument("--precisions", default=",".join(ALL_PRECISIONS),
@@ -145,7 +150,7 @@ def main() -> None:
         model = build_fleet_model(scenario, cset, catalog)
         build_s = time.perf_counter() - started
         outcome = solve_model(model, solver, args.time_limit, warm_start=not args.no_warm_start,
-                              period_bound=args.period_bound)
+                              period_bound=args.period_bound, year_round_bound=args.year_round_bound)
         objective, root = "-", "-"
         if outcome.status in ("optimal", "feasible"):
             value = _read_plan(scenario, cset, catalog, model, solver, outcome).objective_usd_per_year
@@ -158,6 +163,10 @@ def main() -> None:
         best = "-" if outcome.best_bound is None else f"{outcome.best_bound:,.0f}"
         print(f"{solver:8} {build_s:8.2f} {bound_s:>8} {start:>8} {outcome.seconds:8.2f} {outcome.status:>9} {gap:>8} "
               f"{objective:>14} {root:>9} {best:>14} {period_value:>14} {blocks:>7}")  # fmt: skip
+        year = outcome.year_round_bound  # planner/optimize/yearround.py's search (of the solve's seconds)
+        if year is not None:
+            print(f"  year-round bound {year.lower_bound:,.0f} in {year.seconds:.2f} s: {year.boxes} boxes, {year.points} "
+                  f"points, {year.open} left below the start")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from planner.candidates import enumerate_candidates
 from planner.catalog import load_catalog
 from planner.errors import PlannerError
-from planner.optimize import build_fleet_model, decompose, periods, solve
+from planner.optimize import build_fleet_model, decompose, periods, solve, yearround
 from planner.scenario import load_scenario
 
 
@@ -153,3 +153,35 @@ def test_the_period_bound_and_the_large_fleet_strategy_give_the_brute_force_opti
                 assert (outcome.period_bound is not None) == forced
                 assert outcome.status == "optimal"
                 assert pulp.value(model.problem.objective) == pytest.approx(expected, abs=slack)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=cases())
+def test_the_year_round_bound_never_exceeds_the_brute_force_optimum_and_proves_it(case):
+    """optimize/yearround.py's search over the year-round decisions, cut off at the brute-force optimum: its bound
+    is never above that optimum nor below stage 1's (its first box), with the market's rentals tying the periods or
+    not; the whole strategy with it (start, search, started solve) ends optimal at the brute-force cost."""
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(decompose, "DECOMPOSE_MIN_INTEGERS", 0):
+        for (reconfigure, share), market in itertools.product(itertools.product((True, False), repeat=2), (True, False)):
+            model, expected = _fleet(Path(tmp), case, reconfigure, share, market)
+            if model is None or expected is None:
+                continue
+            part = periods.partition(model)
+            if not part.blocks:  # no demand: nothing to split
+                continue
+            slack = 0.01 * (1 + len(model.hardware)) + 1e-6 * expected
+            stage_one = decompose.relax_periods(model, part.block_of, _highs)[1]
+            bound = yearround.year_round_bound(model, part, lambda p, share=1.0: solve._highs_proven(p, 30.0),
+                                               lambda: 30.0, cutoff=expected + slack, solve_lp=solve._highs_lp)  # fmt: skip
+            dropped = yearround.year_round_bound(model, part, lambda p, share=1.0: solve._highs_proven(p, 30.0),
+                                                 lambda: 30.0, cutoff=expected + slack)  # fmt: skip
+            for found in (bound, dropped):  # rows tying periods priced by LP duals, or dropped
+                assert found is not None and found.open == 0
+                assert stage_one - slack <= found.lower_bound <= expected + slack
+            for solver in ("cbc", "highs"):
+                model, _ = _fleet(Path(tmp), case, reconfigure, share, market)
+                outcome = solve.solve_model(model, solver, 60.0, warm_start=True, year_round_bound=True)
+                assert outcome.status == "optimal"
+                assert pulp.value(model.problem.objective) == pytest.approx(expected, abs=slack)
+                if outcome.year_round_bound is not None:
+                    assert outcome.year_round_bound.lower_bound <= expected + slack

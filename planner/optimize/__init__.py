@@ -5,7 +5,8 @@ A package by concern: `variables` (the hardware offers and `FleetModel`, the nam
 billing), `solve` (the solvers), `packing` (units into nodes, plan lines), `balance` (the routes spread over the
 pools after the solve), `decompose` (a large program's starting plan: year-round decisions from a relaxation, then
 one program per period), `periods` (a large program split by period: its blocks, and a Lagrangian lower bound with
-each period an integer program), `readback` (the Plan), `diagnose` (infeasibility and costly limits), `gaps` (what
+each period an integer program), `yearround` (a large program's lower bound by branch and bound over its year-round
+decisions: stage 1 bounding boxes of them, the periods' own programs each point), `readback` (the Plan), `diagnose` (infeasibility and costly limits), `gaps` (what
 the catalog's holes dropped); `plan` and `solve_candidates` here put them together.
 
 Hardware and configuration are separate decisions: integer nodes per hardware offer (what to buy or rent), and

@@ -59,21 +59,22 @@ def worth_decomposing(model: FleetModel) -> bool:
     return len(set(period_of_variables(model).values())) > 1 and bool(model.fixed_nodes)
 
 
-def _relaxed(model: FleetModel, period_of: dict, solve) -> tuple[str, float | None]:
-    """Stage 1: every period integer relaxed, solved; the categories are restored whatever happens."""
+def relax_periods(model: FleetModel, period_of: dict, solve) -> tuple[str, float | None, float | None]:
+    """Stage 1: every period integer relaxed, solved; the categories are restored whatever happens. Returns the
+    status, the objective at the solution found (None: none) and the bound `solve` returned."""
     relaxed = [v for v in model.problem.variables() if v.name in period_of and v.cat == pulp.LpInteger]
     for var in relaxed:
         var.cat = pulp.LpContinuous
     try:
-        status, _ = solve(model.problem)
+        status, bound = solve(model.problem)
     finally:
         for var in relaxed:
             var.cat = pulp.LpInteger
     value = pulp.value(model.problem.objective) if status in ("optimal", "feasible") else None
-    return status, value
+    return status, value, bound
 
 
-def _period_problem(name: str, constraints: list, objective: list, fixed: dict[str, float]) -> pulp.LpProblem:
+def period_problem(name: str, constraints: list, objective: list, fixed: dict[str, float]) -> pulp.LpProblem:
     """One period's rows with the year-round variables replaced by their values."""
     problem = pulp.LpProblem(name, pulp.LpMinimize)
     problem += pulp.lpSum(coefficient * var for var, coefficient in objective)
@@ -95,7 +96,7 @@ def warm_start(model: FleetModel, solve, seconds_left) -> WarmStart | None:
     if not part.disjoint:  # a unit held all year: no split by period is exact
         return None
     period_of = part.block_of
-    stage_status, lower_bound = _relaxed(model, period_of, solve)
+    stage_status, lower_bound, _ = relax_periods(model, period_of, solve)
     if stage_status not in ("optimal", "feasible") or seconds_left() <= 0:
         return None
     fixed = {}
@@ -123,7 +124,7 @@ def warm_start(model: FleetModel, solve, seconds_left) -> WarmStart | None:
     for index, block in enumerate(part.blocks):
         if seconds_left() <= 0:
             return None
-        problem = _period_problem(f"period_{index}", part.rows[block] + linking[block], objective[block], fixed)
+        problem = period_problem(f"period_{index}", part.rows[block] + linking[block], objective[block], fixed)
         status, _ = solve(problem, 1.0 / (len(part.blocks) - index))  # a fair share of what is left per period
         if status not in ("optimal", "feasible"):
             return None

@@ -107,7 +107,7 @@ class PeriodBound:
     seconds: float
 
 
-def _multiplier(constraint) -> float:
+def clipped_dual(constraint) -> float:
     """The row's dual, clipped to the sign that keeps the Lagrangian a lower bound (>= rows 0 or more, <= rows 0
     or less); HiGHS' row duals of a minimisation have these signs at an optimum."""
     pi = constraint.pi or 0.0
@@ -136,7 +136,7 @@ def lagrangian_bound(model: FleetModel, part: Partition, solve_lp, solve_block, 
         adjusted[name] = objective.get(var, 0.0)
     constant = model.problem.objective.constant
     for constraint in part.linking:
-        pi = _multiplier(constraint)
+        pi = clipped_dual(constraint)
         if pi == 0.0:
             continue
         constant += pi * -constraint.constant  # pi_r b_r, the row being expression + constant (sense) 0

@@ -19,7 +19,7 @@ import pulp
 
 from planner import deadline
 from planner.errors import PlannerInputError
-from planner.optimize import decompose, periods
+from planner.optimize import decompose, periods, yearround
 from planner.optimize.model import FleetModel
 
 SOLVERS = ("cbc", "highs", "ortools")
@@ -37,10 +37,11 @@ class SolveOutcome:
     best_bound: float | None = None
     warm_start_s: float | None = None  # seconds spent on optimize/decompose.py's starting plan (None: none made)
     period_bound: periods.PeriodBound | None = None  # optimize/periods.py's Lagrangian bound (None: none made)
+    year_round_bound: yearround.YearRoundBound | None = None  # optimize/yearround.py's bound (None: none made)
 
 
 def solve_model(model: FleetModel, solver: str, time_limit_s: float, warm_start: bool = False,
-                period_bound: bool = False) -> SolveOutcome:
+                period_bound: bool = False, year_round_bound: bool = False) -> SolveOutcome:
     """Solve with CBC (default), HiGHS or OR-Tools (SCIP) and read the status from the solver itself. Every
     solver runs to a relative gap of 0: 'optimal' means proven, a time-limit stop with a plan is 'feasible' with
     the gap computed from the solver's best bound, and one without a plan is 'stopped' (never 'infeasible').
@@ -48,18 +49,23 @@ def solve_model(model: FleetModel, solver: str, time_limit_s: float, warm_start:
     `warm_start`: a large program (optimize/decompose.py) first gets a whole plan from its year-round relaxation and
     one program per period, which CBC and HiGHS start from; the answer is never worse than that plan.
     `period_bound` (with `warm_start`): such a program first gets optimize/periods.py's proven bound (the periods'
-    own integer programs, tied by LP duals), within a third of the time; the gap is to the highest proven bound."""
+    own integer programs, tied by LP duals), within a third of the time; the gap is to the highest proven bound.
+    `year_round_bound` (with `warm_start`): after the start, optimize/yearround.py's search over the year-round
+    decisions, until three quarters of the time; the solver is skipped where its bound already meets the start."""
     time_limit_s = deadline.solver_seconds(time_limit_s)
     started = time.perf_counter()
     if solver not in SOLVERS:
         raise PlannerInputError("--solver", "solver", f"unknown solver '{solver}'; allowed: {', '.join(SOLVERS)}")
-    start, bound_by_period = None, None
+    start, bound_by_period, bound_by_year = None, None, None
     if warm_start and solver in ("cbc", "highs") and decompose.worth_decomposing(model):
         if period_bound:
             bound_by_period = _period_bound(model, time_limit_s, started)
         start = _warm_start(model, time_limit_s, started)
+        if start is not None and year_round_bound:
+            bound_by_year = _year_round_bound(model, start, time_limit_s, started)
     left = time_limit_s - (time.perf_counter() - started)
-    if start is not None and left < 1.0:  # the stages used the budget: their plan, with their bound
+    proven_start = bound_by_year is not None and bound_by_year.lower_bound >= start.objective - _tolerance(start.objective)
+    if start is not None and (left < 1.0 or proven_start):  # the stages used the budget, or proved their plan
         status, bound = "stopped", None
     elif solver == "cbc":
         status, bound = _solve_cbc(model.problem, left) if start is None else _solve_cbc(model.problem, left, warm_start=True)
@@ -73,11 +79,11 @@ def solve_model(model: FleetModel, solver: str, time_limit_s: float, warm_start:
             decompose.restore(model, start)  # nothing better than the start: the start
         status = "feasible"
     if status == "feasible" and (start is not None or bound_by_period is not None):
-        proven = [b for b in (bound, start and start.lower_bound, bound_by_period and bound_by_period.lower_bound)
-                  if b is not None]  # fmt: skip
+        proven = [b for b in (bound, start and start.lower_bound, bound_by_period and bound_by_period.lower_bound,
+                              bound_by_year and bound_by_year.lower_bound) if b is not None]  # fmt: skip
         bound = max(proven) if proven else None
         objective = pulp.value(model.problem.objective) or 0.0
-        if bound is not None and objective - bound <= PROVEN_TOLERANCE * abs(objective) + 1e-6:
+        if bound is not None and objective - bound <= _tolerance(objective):
             status = "optimal"  # a decomposition bound meets the plan: proven
     gap = None
     if status == "optimal":
@@ -86,7 +92,13 @@ def solve_model(model: FleetModel, solver: str, time_limit_s: float, warm_start:
         objective = pulp.value(model.problem.objective) or 0.0
         gap = relative_gap(objective, bound)
     return SolveOutcome(status, gap, time.perf_counter() - started, bound, start.seconds if start is not None else None,
-                        bound_by_period)  # fmt: skip
+                        bound_by_period, bound_by_year)  # fmt: skip
+
+
+def _tolerance(objective: float) -> float:
+    """How far below a plan's cost a proven bound may be and the plan still be optimal (float noise of summed
+    bounds)."""
+    return PROVEN_TOLERANCE * abs(objective) + 1e-6
 
 
 def _period_bound(model: FleetModel, time_limit_s: float, started: float) -> periods.PeriodBound | None:
@@ -101,6 +113,28 @@ def _period_bound(model: FleetModel, time_limit_s: float, started: float) -> per
         return _highs_lower_bound(problem, max(seconds_left() * share, 0.1))
 
     return periods.lagrangian_bound(model, periods.partition(model), _highs_lp, solve_block, seconds_left)
+
+
+def _year_round_bound(model: FleetModel, start: decompose.WarmStart, time_limit_s: float,
+                      started: float) -> yearround.YearRoundBound | None:
+    """optimize/yearround.py's bound, until three quarters of the solve's budget, cut off at the start's cost and
+    begun from its stage 1 (the start's year-round decisions); the start's plan is put back afterwards."""
+    budget_end = started + time_limit_s * 3 / 4
+
+    def seconds_left() -> float:
+        return budget_end - time.perf_counter()
+
+    def solve(problem: pulp.LpProblem, share: float = 1.0) -> tuple[str, float | None]:
+        return _highs_proven(problem, max(seconds_left() * share, 0.1))
+
+    part = periods.partition(model)
+    root = None
+    if start.lower_bound is not None:
+        root = (start.lower_bound, {name: round(value) for name, value in start.values.items() if name not in part.block_of})
+    try:
+        return yearround.year_round_bound(model, part, solve, seconds_left, start.objective, root, _highs_lp)
+    finally:
+        decompose.restore(model, start)
 
 
 def _warm_start(model: FleetModel, time_limit_s: float, started: float) -> decompose.WarmStart | None:
@@ -250,21 +284,31 @@ def _highs_lp(problem: pulp.LpProblem) -> str:
     return "optimal" if problem.status == pulp.LpStatusOptimal else "stopped"
 
 
-def _highs_lower_bound(problem: pulp.LpProblem, time_limit_s: float) -> tuple[float, bool] | None:
-    """A proven lower bound on the problem's optimum by HiGHS within the time limit, and whether it is the optimum:
-    the optimum itself, or HiGHS' dual bound where it stopped first (None: none proven, or no plan exists)."""
+def _highs_proven(problem: pulp.LpProblem, time_limit_s: float) -> tuple[str, float | None]:
+    """HiGHS within the time limit: the status (optimal, feasible, infeasible or stopped) and a proven lower bound on
+    the problem's optimum: the optimum itself, or HiGHS' dual bound where it stopped first (None: none proven)."""
     with quiet_stdout():
         problem.solve(pulp.HiGHS(msg=False, timeLimit=max(time_limit_s, 0.1), threads=1, gapRel=0.0))
     highs = getattr(problem, "solverModel", None)
     if highs is None:
-        return None
+        return "stopped", None
     status = highs.getModelStatus()
     integer = any(v.cat == pulp.LpInteger for v in problem.variables())
     dual = highs.getInfo().mip_dual_bound if integer else -math.inf
     if status == highspy_status("kOptimal"):
         value = pulp.value(problem.objective) or 0.0
-        return (min(value, dual) if integer and math.isfinite(dual) else value), True
-    return (float(dual), False) if integer and math.isfinite(dual) else None
+        return "optimal", (min(value, dual) if integer and math.isfinite(dual) else value)
+    if status == highspy_status("kInfeasible"):
+        return "infeasible", None
+    solved = "feasible" if _pulp_status(problem) == "feasible" else "stopped"
+    return solved, (float(dual) if integer and math.isfinite(dual) else None)
+
+
+def _highs_lower_bound(problem: pulp.LpProblem, time_limit_s: float) -> tuple[float, bool] | None:
+    """A proven lower bound on the problem's optimum by HiGHS within the time limit, and whether it is the optimum:
+    the optimum itself, or HiGHS' dual bound where it stopped first (None: none proven, or no plan exists)."""
+    status, bound = _highs_proven(problem, time_limit_s)
+    return None if bound is None else (bound, status == "optimal")
 
 
 def highspy_status(name: str):

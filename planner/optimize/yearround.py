@@ -1,0 +1,199 @@
+"""A proven lower bound for large fleets by the year-round decisions: branch and bound over the year-round integers
+that the periods' rows name, stage 1 (optimize/decompose.py) bounding each box of them and the periods' own integer
+programs each single point (docs/optimizer.md, "Large fleets").
+
+Z: the year-round variables that a row of some period names (bought and reserved nodes N[h]; spares S[s] and
+split[w], use[v] where the program has them). Every other year-round variable (racks, switches) sits in rows of
+year-round variables alone. Given Z the periods are tied only by the rentals' rows (starts, minimum billing).
+
+- **box bound**: for a box B of values of Z, stage 1 within B (every period integer relaxed, the year-round integers
+  kept) is a relaxation of the program restricted to Z in B: its optimum, or HiGHS' dual bound where it stopped, is a
+  lower bound on every plan with Z in B;
+- **point bound**: Z fixed at z and the rows r that tie periods (a_r x + k_r >= 0, <= 0 or = 0) priced by multipliers
+  pi_r of the valid sign, what is left splits into the year-round rows (racks, switches for those nodes) and one
+  integer program per period, each solved alone; with x_b the variables of period b and y the other year-round ones,
+      P(z) = c0 + c_Z z - sum_r pi_r k_r + min_y {c'_y y : year-round rows} + sum_b min_{x_b} {c'_b x_b : rows of b},
+      c' = c - sum_r pi_r a_r,
+  is a lower bound on every plan with Z = z (weak duality; every cost term is in exactly one program), and so is
+  any proven bound of each program (HiGHS' dual bound where one stopped). pi: the duals of the LP relaxation with
+  Z = z (`solve_lp`), or 0 (the rows dropped);
+- **search**: the box of the lowest bound is split at the point z* of its stage-1 solution into the point z* (bound:
+  the larger of P(z*) and the box's) and the boxes that first differ from z* in coordinate i (Z_j = z*_j for j < i,
+  and Z_i <= z*_i - 1 or Z_i >= z*_i + 1), which with z* cover the box exactly. A box at or above `cutoff` (the
+  cost of a plan in hand) is not split: nothing in it is cheaper.
+
+The pieces (points, and boxes not split) cover every value of Z, so the lowest of their bounds is a proven lower
+bound on the program's optimum whenever the search stops. A box whose solve proves nothing keeps its parent's bound,
+which holds for it too; an empty box (stage 1 infeasible in it) holds no plan and drops out."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+import pulp
+
+from planner.optimize.decompose import period_problem, relax_periods
+from planner.optimize.periods import YEAR_ROUND, Partition, clipped_dual
+from planner.optimize.variables import FleetModel
+
+BOX_SHARE = 0.5  # of the time left, at most, for one box's stage 1 (a point's programs share what is left)
+
+
+@dataclass(frozen=True)
+class YearRoundBound:
+    """The bound and how far the search got: boxes bounded by stage 1, points by their periods' programs, pieces
+    still below the cutoff when it stopped (0: none; the bound is then the cutoff or a point's), and its seconds."""
+
+    lower_bound: float
+    boxes: int
+    points: int
+    open: int
+    seconds: float
+
+
+def branching_variables(model: FleetModel, part: Partition) -> list[pulp.LpVariable] | None:
+    """Z (module docstring) in name order; None where one of them is not integer (no search by points covers it)."""
+    named = {}
+    for constraint in [row for block in part.blocks for row in part.rows[block]] + part.linking:
+        for var in constraint:
+            if var.name not in part.block_of:
+                named[var.name] = var
+    if any(var.cat != pulp.LpInteger for var in named.values()):
+        return None
+    return [named[name] for name in sorted(named)]
+
+
+def box_bound(model: FleetModel, part: Partition, variables: list, box: dict, solve) -> tuple[str, float | None, dict | None]:
+    """Stage 1 with each variable of Z within box[name] = (low, up): its status, proven bound and the point of Z it
+    found (None: none). The variables' bounds and categories are restored whatever happens."""
+    saved = [(var.lowBound, var.upBound) for var in variables]
+    try:
+        for var in variables:
+            var.lowBound, var.upBound = box[var.name]
+        status, value, bound = relax_periods(model, part.block_of, solve)
+        if bound is None and status == "optimal":
+            bound = value
+        found = status in ("optimal", "feasible") and all(var.varValue is not None for var in variables)
+        point = {var.name: round(var.varValue) for var in variables} if found else None
+    finally:
+        for var, (low, up) in zip(variables, saved):
+            var.lowBound, var.upBound = low, up
+    return status, bound, point
+
+
+def point_bound(model: FleetModel, part: Partition, point: dict, solve, seconds_left, solve_lp=None) -> float | None:
+    """P(z) of the module docstring for z = point (math.inf where no plan has it), or None where a program proves
+    no bound or the time runs out. With `solve_lp` (the LP relaxation with its row duals in constraint.pi, as
+    optimize/periods.py's), the rows tying periods are not dropped but priced: with Z fixed at z, their LP duals pi_r
+    (clipped to the valid sign) add c0' = sum_r pi_r b_r and take sum_r pi_r a_r off the costs (weak duality, as
+    periods.py's bound; pi = 0 is the dropped rows)."""
+    variables = {var.name: var for var in model.problem.variables()}
+    cost = {var.name: coefficient for var, coefficient in model.problem.objective.items()}
+    total = model.problem.objective.constant
+    if solve_lp is not None:
+        total += _price_linking_rows(model, part, point, solve_lp, cost)
+    by_block: dict[frozenset[str], list] = defaultdict(list)
+    year_round = []
+    for name, coefficient in cost.items():
+        if name in part.block_of:
+            by_block[part.block_of[name]].append((variables[name], coefficient))
+        elif name in point:
+            total += coefficient * point[name]
+        else:
+            year_round.append((variables[name], coefficient))
+    programs = [period_problem("year_round", part.rows[YEAR_ROUND], year_round, point)]
+    programs += [period_problem(f"period_{i}", part.rows[b], by_block[b], point) for i, b in enumerate(part.blocks)]
+    for index, problem in enumerate(programs):
+        if seconds_left() <= 0:
+            return None
+        status, bound = solve(problem, 1.0 / (len(programs) - index))
+        if status == "infeasible":
+            return math.inf
+        if bound is None:
+            return None
+        total += bound
+    return total
+
+
+def _price_linking_rows(model: FleetModel, part: Partition, point: dict, solve_lp, cost: dict) -> float:
+    """The LP relaxation with Z fixed at the point; each linking row's dual pi_r (0 where the LP has no optimum)
+    taken off the costs (cost[name] -= pi_r a_{r,v}); returns sum_r pi_r b_r."""
+    variables = [var for var in model.problem.variables() if var.name in point]
+    saved = [(var.lowBound, var.upBound) for var in variables]
+    try:
+        for var in variables:
+            var.lowBound = var.upBound = point[var.name]
+        if solve_lp(model.problem) != "optimal":
+            return 0.0
+    finally:
+        for var, (low, up) in zip(variables, saved):
+            var.lowBound, var.upBound = low, up
+    constant = 0.0
+    for constraint in part.linking:
+        pi = clipped_dual(constraint)
+        if pi == 0.0:
+            continue
+        constant += pi * -constraint.constant
+        for var, coefficient in constraint.items():
+            cost[var.name] = cost.get(var.name, 0.0) - pi * coefficient
+    return constant
+
+
+def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cutoff: float = math.inf,
+                     root: tuple[float, dict] | None = None, solve_lp=None) -> YearRoundBound | None:
+    """The search of the module docstring, lowest box first, until every box left is at or above `cutoff` or the
+    time runs out; None where Z is not all integer or the whole box proves nothing. `solve(problem, share)` solves
+    a PuLP problem within `share` of the time left and returns (status, proven lower bound or None); `root`: stage
+    1's optimum over the whole box and its point, where already solved (the warm start's); `solve_lp`: points price
+    the rows tying periods by their LP duals (`point_bound`) rather than drop them."""
+    started = time.perf_counter()
+    variables = branching_variables(model, part)
+    if variables is None or not part.blocks:
+        return None
+    whole = {var.name: (var.lowBound, var.upBound) for var in variables}
+    boxes = points = 0
+    if root is None:
+        status, bound, point = box_bound(model, part, variables, whole, lambda p: solve(p, BOX_SHARE))
+        boxes += 1
+        if bound is None:
+            return None
+        root = (bound, point)
+    point = None if root[1] is None else {var.name: root[1][var.name] for var in variables}  # Z alone is fixed
+    order = itertools.count()
+    heap = [(root[0], next(order), whole, point)]
+    pieces: list[float] = []  # bounds of the pieces no longer split
+    while heap and heap[0][0] < cutoff and seconds_left() > 0:
+        bound, _, box, point = heapq.heappop(heap)
+        if point is None:  # nothing to split it at
+            pieces.append(bound)
+            continue
+        value = point_bound(model, part, point, solve, seconds_left, solve_lp)
+        points += 1
+        pieces.append(bound if value is None else max(bound, value))
+        fixed: dict = {}
+        for var in variables:
+            low, up = box[var.name]
+            z = point[var.name]
+            for child_range in ((low, z - 1), (z + 1, up)):
+                if None not in child_range and child_range[0] > child_range[1]:
+                    continue
+                child = box | fixed | {var.name: child_range}
+                if seconds_left() <= 0:
+                    heapq.heappush(heap, (bound, next(order), child, None))
+                    continue
+                status, child_bound, child_point = box_bound(model, part, variables, child, lambda p: solve(p, BOX_SHARE))
+                boxes += 1
+                if status == "infeasible":
+                    continue
+                heapq.heappush(heap, (bound if child_bound is None else max(bound, child_bound), next(order), child, child_point))
+            fixed[var.name] = (z, z)
+    bounds = pieces + [entry[0] for entry in heap]
+    if not bounds:
+        return None
+    open_pieces = sum(1 for entry in heap if entry[0] < cutoff)
+    return YearRoundBound(min(bounds), boxes, points, open_pieces, time.perf_counter() - started)
