@@ -100,6 +100,7 @@ from planner.optimize.packing import _ROLE, pack_nodes
 from planner.optimize.readback import _read_plan
 from planner.optimize.solve import (
     SOLVERS,
+    YEAR_ROUND_MIN_SECONDS,
     SolveOutcome,
     _cbc_bound,
     quiet_stdout,
@@ -352,7 +353,8 @@ def solve_candidates(
     deadline = command_deadline.monotonic_deadline(time_limit_s)  # the solve and its re-solves share it
     check_every_workload_has_options(scenario, cset)
     model = build_fleet_model(scenario, cset, catalog)
-    outcome = solve_model(model, solver, time_limit_s, warm_start=True)
+    outcome = solve_model(model, solver, time_limit_s, warm_start=True,
+                          year_round_bound=time_limit_s >= YEAR_ROUND_MIN_SECONDS)  # fmt: skip
     if outcome.status == "infeasible":
         raise InfeasiblePlanError(diagnose_limits(scenario, cset, catalog, solver, time_limit_s, deadline))
     if outcome.status == "stopped":
