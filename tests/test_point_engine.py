@@ -128,3 +128,12 @@ def test_perf_answers_an_open_loop_query_of_a_model_without_architecture_with_it
     beyond = api.perf_point(PerfQuery(model="nemo-43b-gpt", gpu="H100-SXM-80GB", isl=4667, osl=667, arrivals="poisson",
                                       rate_rps=3.0))  # fmt: skip
     assert beyond.result is None and "does not settle at 3 requests/s" in beyond.miss_reason
+
+
+def test_plan_verify_simulates_the_split_the_plan_sizes_for_unless_told(cli_json):
+    """`plan --verify` spreads each pool's requests at random (each instance's arrivals Poisson at its share, as the
+    plan sizes it); `--balancer round-robin` is taken as asked; each check says which it ran."""
+    default = cli_json("plan", str(SCENARIOS / "chat-and-code-p95.yaml"), "--verify")
+    assert {w["balancer"] for w in default["verification"]["workloads"]} == {"random"}
+    asked = cli_json("plan", str(SCENARIOS / "chat-and-code-p95.yaml"), "--verify", "--balancer", "round-robin")
+    assert {w["balancer"] for w in asked["verification"]["workloads"]} == {"round-robin"}

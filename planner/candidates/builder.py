@@ -23,7 +23,6 @@ from planner.perf import (
 from planner.perf.curve_cache import curve_cache
 from planner.perf.reach import PricedCurve, Reach
 from planner.perf.disagg import stage_points
-from planner.perf.point_engine import point_open_loop
 from planner.perf.engines import DEFAULT_ENGINE
 from planner.perf.serving import EngineSpec
 from planner.perf.roofline import supports_roofline
@@ -165,7 +164,7 @@ class CandidateBuilder:
             self.counts["latency"] += 1
             self.prune(workload, offer, points.reason, "latency")
             return True
-        points = self.random_arrivals(points, workload, offer, query)
+        points = self.random_arrivals(points, workload, offer)
         if not points:  # closed-loop rows only: the roofline sizes the engine for random arrivals
             return False
         added = False
@@ -180,14 +179,13 @@ class CandidateBuilder:
         # rows only of formats the default leaves out (fp4): the roofline answers at the default's, as without rows
         return added or workload.precisions is not None
 
-    def random_arrivals(self, points: list[PerfResult], workload: Workload, offer: SystemOffer,
-                        query: PerfQuery) -> list[PerfResult]:  # fmt: skip
+    def random_arrivals(self, points: list[PerfResult], workload: Workload, offer: SystemOffer) -> list[PerfResult]:
         """The points that may size an engine: all of them by the course's method (perf.sizing: closed-loop); for
         requests arriving at random (the default), those of the open loop. A closed-loop row then sizes nothing
         where the roofline can model the model (it answers, anchored on the rows where they state the engine); for a
-        model without an architecture the row's own engine, its steps fitted to the row (the simulator's), is sized
-        in the open loop (planner/perf/point_engine.py); a row without what that needs, or of a model the scenario's
-        perf.sources keep the roofline from, sizes as the course reads it, said in the plan."""
+        model without an architecture the row's own engine, its steps fitted to the row (the simulator's), comes
+        sized in the open loop (perf.layers, planner/perf/point_engine.py); a row without what that needs, or of a
+        model the scenario's perf.sources keep the roofline from, sizes as the course reads it, said in the plan."""
         if self.scenario.sizing == "closed-loop":
             return points
         closed = [p for p in points if p.arrivals != "poisson"]
@@ -201,24 +199,10 @@ class CandidateBuilder:
                     "not used for sizing: requests arrive at random, and the calibrated model sizes the engine for "
                     "them (perf.sizing: closed-loop reads the row as the course does)"), "data")  # fmt: skip
             return [p for p in points if p.arrivals == "poisson"]
-        if supports_roofline(self.catalog.models[workload.model]):  # the roofline is not among the sources
-            self.course_sized.add(workload.name)
-            return points
-        out, kept = [p for p in points if p.arrivals == "poisson"], False
-        gpus = self.catalog.systems[offer.system].gpus_per_node
-        for point in closed:
-            rated = point_open_loop(point, self.catalog, query, point.tp or gpus, workload.slo.percentile)
-            if isinstance(rated, PerfResult):
-                out.append(rated)
-            elif rated is not None:
-                self.counts["latency"] += 1
-                self.prune(workload, offer, rated, "latency")
-            else:  # no step times to fit: the row as the course reads it
-                out.append(point)
-                kept = True
-        if kept:
-            self.course_sized.add(workload.name)
-        return out
+        # the roofline is not among the sources; or the model has no architecture, whose rows perf.layers answered
+        # with their own engines sized for random arrivals (planner/perf/point_engine.py) where they have step times
+        self.course_sized.add(workload.name)
+        return points
 
     def from_model(self, offer: SystemOffer, workload: Workload, bucket_index: int, bucket: Bucket) -> None:
         """Roofline candidates: layout (TP, DP/EP, PP) x precision x engine lengths covering the bucket x batch

@@ -463,6 +463,13 @@ SeedsOption = Annotated[int, typer.Option("--seeds", min=1, max=100, help="Runs 
                                                                            "verdicts pool them.")]  # fmt: skip
 
 
+def _verify_options(duration, seeds, balancer: Balancer | None = None):
+    """`--verify`'s simulation options: by default the split the plan sizes an instance for (VERIFY_BALANCER)."""
+    from planner.simulate.options import VERIFY_BALANCER  # the simulator imported only to run
+
+    return _simulation_options(duration, seeds, balancer=balancer or Balancer(VERIFY_BALANCER))
+
+
 def _simulation_options(duration, seeds, seed=0, balancer=Balancer.round_robin, length_cv=0.0, arrival_cv=1.0,
                         token_budget=None, workload=None, period=None):  # fmt: skip
     from planner.simulate import SimulationOptions

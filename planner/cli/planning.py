@@ -37,6 +37,7 @@ from planner.cli.common import (
     _progress,
     _run,
     _simulation_options,
+    _verify_options,
     _stdout,
     _write_text,
     api,
@@ -166,11 +167,7 @@ def plan(
         with _progress(progress_mode, json) as progress:
             result = api.plan_file(scenario, catalog, solver.value if solver else None, time_limit, progress, perf_margin,
                                    perf_source, confidence, overrides, executor)  # fmt: skip
-        options = None
-        if verify:  # the simulator imported only to run
-            from planner.simulate.options import VERIFY_BALANCER
-
-            options = _simulation_options(duration, seeds, balancer=balancer or Balancer(VERIFY_BALANCER))
+        options = _verify_options(duration, seeds, balancer) if verify else None
         repaired = checks = None
         if repair:
             with _progress(progress_mode, json, "simulating and repairing") as progress:
@@ -358,11 +355,7 @@ def report(
         files.check_report_folder(out, force, inputs)  # before planning; write_report clears a previous report's files
         overrides = _overrides(deployment, systems, precisions, engines)
         saved = _plan_document(plan_file)
-        options = None
-        if verify:  # as `plan --verify`: the split the plan sizes an instance for
-            from planner.simulate.options import VERIFY_BALANCER
-
-            options = _simulation_options(duration, seeds, balancer=Balancer(VERIFY_BALANCER))
+        options = _verify_options(duration, seeds) if verify else None  # as `plan --verify`
         with _progress(progress_mode) as progress:
             planned, decision = api.decision_report(scenario, catalog, solver.value if solver else None, time_limit,
                                                     progress, overrides, saved, options, sensitivity)  # fmt: skip

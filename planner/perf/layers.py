@@ -114,6 +114,23 @@ def _modelable(group, catalog: Catalog) -> bool:
             and supports_roofline(catalog.models[row.model]))  # fmt: skip
 
 
+def _at_random(variants: list, query: PerfQuery, catalog: Catalog, percentile: float | None) -> list:
+    """For requests arriving at random on a model without an architecture, each closed-loop point of the variants
+    (rows, or interpolated between rows) as its own engine answers (planner/perf/point_engine.py); a variant all of
+    whose points miss is the first one's reason. Other variants as they are."""
+    if not query.open_loop or supports_roofline(catalog.models[query.model]):
+        return variants
+    out = []
+    for variant in variants:
+        if isinstance(variant, str):
+            out.append(variant)
+            continue
+        answers = [point_engine_answer(p, catalog, query, percentile) if p.arrivals != "poisson" else p for p in variant]
+        found = [a for a in answers if not isinstance(a, str)]
+        out.append(found or answers[0])
+    return out
+
+
 def _pick(variants, query: PerfQuery, reasons: list[str], max_concurrency: int | None = None) -> list[PerfResult]:
     points = []
     for variant in variants:
@@ -180,13 +197,7 @@ def operating_points(
                     variants.append(whole_curve(query, catalog, group[0].tp, group[0].precision, percentile))
                 else:
                     variants += _table_points(query, catalog, "interpolated" in sources, [group])
-            if query.open_loop and not supports_roofline(catalog.models[query.model]):
-                # no architecture: a closed-loop row's own engine answers for requests arriving at random
-                variants = [[point_engine_answer(p, catalog, query, percentile) if p.arrivals != "poisson" else p
-                             for p in variant] for variant in variants]  # fmt: skip
-                variants = [next(iter(v)) if all(isinstance(p, str) for p in v) else [p for p in v if not isinstance(p, str)]
-                            for v in variants]  # fmt: skip
-            points = _pick(variants, query, reasons, max_concurrency)
+            points = _pick(_at_random(variants, query, catalog, percentile), query, reasons, max_concurrency)
             return points if points else PerfMiss(query, "; ".join(sorted(set(reasons))) or _no_data_reason(query, sources))
     if "interpolated" in sources and reference:
         between = [p for p in over_lengths(query, catalog, percentile) if allowed(p)]
@@ -195,7 +206,7 @@ def operating_points(
         if query.concurrency is not None:
             between = [p for p in between if p.concurrency == query.concurrency]
         if between:
-            points = _pick([[p] for p in between], query, reasons, max_concurrency)
+            points = _pick(_at_random([[p] for p in between], query, catalog, percentile), query, reasons, max_concurrency)
             return points if points else PerfMiss(query, "; ".join(sorted(set(reasons))))
     if sources == ("aic",):
         points = _pick(_aic_points(query, catalog, tps, precisions), query, reasons, max_concurrency)

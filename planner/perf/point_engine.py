@@ -193,6 +193,18 @@ def point_states(steps: PointSteps, batch: int, isl: int, osl: int, rates_rps, p
                                batch, percentile, token_budget)[0]  # fmt: skip
 
 
+def _row_engine(point: PerfResult, catalog, query: PerfQuery, gpus: int) -> tuple[PointSteps, int, float] | None:
+    """(steps, batch, row's requests/s) of a point's own engine at the query's lengths; None where the point has no
+    step times to fit (no TPOT, ITL or concurrency, or the model no parameter count)."""
+    rps = point.request_throughput_rps
+    batch = point_batch(point.concurrency, point.tpot_ms, point.itl_ms, rps, query.osl) if rps else None
+    if batch is None or not catalog.models[point.model].params_b:
+        return None
+    steps = fit_point_steps(catalog, point.model, point.gpu, point.engine, pinned_release(point.engine, point.engine_version),
+                            gpus, point.precision or "bf16", batch, rps, query.isl, query.osl)  # fmt: skip
+    return steps, batch, rps
+
+
 def point_engine_answer(point: PerfResult, catalog, query: PerfQuery, percentile: float | None) -> PerfResult | str:
     """A closed-loop row of a model without an architecture, answering an open-loop query: its engine at the
     query's rate (`perf --rate`), else the highest rate meeting the query's limits (`point_open_loop`); the row as
@@ -201,12 +213,10 @@ def point_engine_answer(point: PerfResult, catalog, query: PerfQuery, percentile
     if query.rate_rps is None:
         rated = point_open_loop(point, catalog, query, gpus, percentile)
         return point if rated is None else rated
-    rps = point.request_throughput_rps
-    batch = point_batch(point.concurrency, point.tpot_ms, point.itl_ms, rps, query.osl) if rps else None
-    if batch is None or not catalog.models[point.model].params_b:
+    engine = _row_engine(point, catalog, query, gpus)
+    if engine is None:
         return point
-    steps = fit_point_steps(catalog, point.model, point.gpu, point.engine, pinned_release(point.engine, point.engine_version),
-                            gpus, point.precision or "bf16", batch, rps, query.isl, query.osl)  # fmt: skip
+    steps, batch, rps = engine
     state = point_states(steps, batch, query.isl, query.osl, [query.rate_rps], percentile, query.token_budget)[0]
     if not math.isfinite(state.ttft_ms):
         return (f"the {point.provenance} point's engine (no architecture: its steps fitted to the point, "
@@ -218,19 +228,16 @@ def point_open_loop(point: PerfResult, catalog, query: PerfQuery, gpus: int,
                     percentile: float | None) -> PerfResult | str | None:  # fmt: skip
     """The highest rate at which the engine of a measured closed-loop point (a model without an architecture) meets
     the query's limits at its percentile for requests arriving at random; why none does; None where the point has
-    no step times to fit (no TPOT, ITL or concurrency, or the model no parameter count). Rates are tried up the
-    ladder and stop at the first that misses (a plan never sizes past a crossing)."""
-    isl, osl = query.isl, query.osl
-    rps = point.request_throughput_rps
-    batch = point_batch(point.concurrency, point.tpot_ms, point.itl_ms, rps, osl) if rps else None
-    if batch is None or not catalog.models[point.model].params_b:
+    no step times to fit (`_row_engine`). Rates are tried up the ladder and stop at the first that misses (a plan
+    never sizes past a crossing)."""
+    engine = _row_engine(point, catalog, query, gpus)
+    if engine is None:
         return None
-    precision = point.precision or "bf16"
-    steps = fit_point_steps(catalog, point.model, point.gpu, point.engine, pinned_release(point.engine, point.engine_version),
-                            gpus, precision, batch, rps, isl, osl)  # fmt: skip
+    steps, batch, rps = engine
 
     def solve(shares):
-        return list(zip(shares, point_states(steps, batch, isl, osl, rps * shares, percentile, query.token_budget)))
+        return list(zip(shares, point_states(steps, batch, query.isl, query.osl, rps * shares, percentile,
+                                             query.token_budget)))  # fmt: skip
 
     def last_meeting(tried):
         best = None
@@ -240,12 +247,13 @@ def point_open_loop(point: PerfResult, catalog, query: PerfQuery, gpus: int,
             best = (share, state)
         return best, None
 
-    best, missed = last_meeting(solve(LADDER_SHARES))
+    ladder = solve(LADDER_SHARES)
+    best, missed = last_meeting(ladder)
     if best is not None and missed is not None:
         finer, _ = last_meeting(solve(np.linspace(best[0], missed, 22)[1:-1]))
         best = finer or best
     if best is None:
-        share, state = solve(LADDER_SHARES[:1])[0]
+        share, state = ladder[0]
         why = limit_violation(_result(point, state, steps, batch, rps, percentile), query) if math.isfinite(state.ttft_ms) else "it does not settle"
         return (f"the {point.provenance} point's engine (no architecture: its steps fitted to the point) misses the "
                 f"limits for requests arriving at random even at {share:.0%} of its {rps:.4g} requests/s: {why}")  # fmt: skip
