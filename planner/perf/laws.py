@@ -6,8 +6,7 @@ steps carry, and the searches that find a quantile.
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import betainc, gammaincc
-from scipy.stats import betabinom, binom, gamma, nbinom
+from scipy.special import betainc, betaln, gammaincc, gammaincinv, gammaln
 
 GAP_GRID = 160  # batch sizes at which the law of one gap is tabulated (a step moves by slope x spacing / 2 at most)
 
@@ -22,11 +21,15 @@ def count_law(mean, var):
 
 def count_sf(limit, mean, var):
     """P(N >= limit) for the requests in the engine (negative binomial)."""
+    from scipy.stats import nbinom  # scipy.stats is slow to import (about 0.3 s): where it is used
+
     size, prob = count_law(np.where(np.isfinite(mean), mean, 1.0), np.where(np.isfinite(var), var, 1.0))
     return np.where(np.isfinite(mean), nbinom.sf(limit - 1, size, prob), 1.0)
 
 
 def count_ppf(q, mean, var):
+    from scipy.stats import nbinom
+
     size, prob = count_law(np.where(np.isfinite(mean), mean, 1.0), np.where(np.isfinite(var), var, 1.0))
     return np.where(np.isfinite(mean), nbinom.ppf(q, size, prob), np.inf)
 
@@ -46,6 +49,27 @@ def weighted_quantile(values, weights, q: float, presorted: bool = False) -> flo
     return float(values[order][min(np.searchsorted(cumulative, q * cumulative[-1]), len(values) - 1)])
 
 
+def gamma_ppf(q, shape, scale) -> np.ndarray:
+    """Gamma quantiles, as scipy.stats.gamma.ppf computes them for 0 < q < 1 (scipy.special directly)."""
+    return gammaincinv(shape, q) * scale
+
+
+def binomial_pmf(counts, trials: int, share: float) -> np.ndarray:
+    """Binomial probabilities from log-gamma (scipy.stats's own agree to about 1e-15; importing scipy.stats costs a
+    fresh process about 0.3 s)."""
+    counts = np.asarray(counts, dtype=float)
+    choose = gammaln(trials + 1.0) - gammaln(counts + 1.0) - gammaln(trials - counts + 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.exp(choose + counts * np.log(share) + (trials - counts) * np.log1p(-share))
+
+
+def beta_binomial_pmf(counts, trials: int, a: float, b: float) -> np.ndarray:
+    """Beta-binomial probabilities from log-gamma and log-beta (as `binomial_pmf`)."""
+    counts = np.asarray(counts, dtype=float)
+    choose = gammaln(trials + 1.0) - gammaln(counts + 1.0) - gammaln(trials - counts + 1.0)
+    return np.exp(choose + betaln(counts + a, trials - counts + b) - betaln(a, b))
+
+
 def window_law(base: float, unit: float, none: float, mean: float, var: float, sigma: float, lattice: float,
                 most: int):
     """base + unit X + G as weighted atoms. X = 0 with probability `none`; else X = lattice x K, K from 1 to `most`
@@ -61,14 +85,14 @@ def window_law(base: float, unit: float, none: float, mean: float, var: float, s
             spread = given_var / lattice**2 / max(trials * share * (1 - share), 1e-300)  # (s + n) / (s + 1)
             counts = np.arange(trials + 1)
             if trials == 0 or spread <= 1.0 + 1e-9:
-                pmf = binom.pmf(counts, trials, share)
+                pmf = binomial_pmf(counts, trials, share)
             else:
                 total = max((trials - spread) / (spread - 1.0), 1e-3)  # a + b
-                pmf = betabinom.pmf(counts, trials, share * total, (1 - share) * total)
+                pmf = beta_binomial_pmf(counts, trials, share * total, (1 - share) * total)
             positive, positive_mass = lattice * (1.0 + counts), some * pmf / pmf.sum()
         else:
             levels = (np.arange(256) + 0.5) / 256
-            positive = (gamma.ppf(levels, given_mean**2 / given_var, scale=given_var / given_mean) if given_var > 0
+            positive = (gamma_ppf(levels, given_mean**2 / given_var, given_var / given_mean) if given_var > 0
                         else np.full(len(levels), given_mean))  # fmt: skip
             positive_mass = np.full(len(levels), some / len(levels))
         counts, k_mass = np.concatenate([[0.0], positive]), np.concatenate([[none], positive_mass])

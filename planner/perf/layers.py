@@ -23,7 +23,7 @@ from planner.metrics import percentile_label
 from planner.perf.engines import DEFAULT_ENGINE
 from planner.perf.interpolate import concurrency_grid, over_concurrency, over_lengths
 from planner.perf.modeled_engine import engine_shape, step_efficiency
-from planner.perf.point_engine import point_engine_answer
+from planner.perf.point_engine import kept_point_engine_answer
 from planner.perf.roofline import supports_roofline
 from planner.perf.tables import (
     answers_at,
@@ -125,7 +125,7 @@ def _at_random(variants: list, query: PerfQuery, catalog: Catalog, percentile: f
         if isinstance(variant, str):
             out.append(variant)
             continue
-        answers = [point_engine_answer(p, catalog, query, percentile) if p.arrivals != "poisson" else p for p in variant]
+        answers = [kept_point_engine_answer(p, catalog, query, percentile) if p.arrivals != "poisson" else p for p in variant]
         found = [a for a in answers if not isinstance(a, str)]
         out.append(found or answers[0])
     return out

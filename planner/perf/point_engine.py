@@ -22,7 +22,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.catalog import compute_precision
-from planner.perf.open_loop import StepCosts, solve_open_loop
 from planner.perf.reach import limit_violation
 from planner.perf.serving import release_line
 from planner.perf.types import DEFAULT_TOKEN_BUDGET, PerfQuery, PerfResult
@@ -96,6 +95,8 @@ def fit_point_steps(catalog, model: str, gpu: str, engine: str, version: str | N
 def point_costs(steps: PointSteps, isl: int, osl: int, token_budget: int = DEFAULT_TOKEN_BUDGET) -> StepCosts:
     """The open loop's step costs of a point engine: D(b) = d at any batch, Delta = p ISL, no fixed cost, no
     per-request overhead, the closed loop at N in flight kept full (`PointSteps.saturated_rps`)."""
+    from planner.perf.open_loop import StepCosts  # scipy: imported where the model runs (a kept answer needs none)
+
     work = steps.prompt_work_ms(isl)
 
     def decode(batch):
@@ -149,35 +150,43 @@ def deterministic_seat_wait(offered, seats: int, seat_ms):
 
 
 def _poisson_pmf(mean: float, size: int) -> np.ndarray:
-    from scipy.stats import poisson
+    from planner.perf.step_chain import poisson_pmf
 
-    return poisson.pmf(np.arange(size), mean)
+    return poisson_pmf(np.arange(size, dtype=float), mean)
 
 
 def _requests_law(load: float, seats: int) -> np.ndarray | None:
     """The law of the requests in an M/D/c engine at any time (`deterministic_seat_wait`), on as many states as its
-    tail needs (to 1e-12); None where that is more than MAX_CHAIN_STATES."""
-    from scipy.sparse import csr_matrix, identity
-    from scipy.sparse.linalg import spsolve
+    tail needs (to 1e-12); None where that is more than MAX_CHAIN_STATES. The chain moves from N to
+    max(N - c, 0) + A, so its balance pi = pi P is banded (A reaches `width` states up, the service c down) and one
+    banded LU solves it, with pi_m = 1 at the law's mode m in place of balance row m (the rows are dependent)."""
+    from scipy.linalg import solve_banded
 
     size = seats + int(40 * (load / (seats - load) + np.sqrt(load) + 1))
     arrivals = _poisson_pmf(load, int(load + 12 * np.sqrt(load) + 30))  # the support to 1e-16 and beyond
+    arrivals[-1] += 1.0 - arrivals.sum()  # the pmf's far tail (below 1e-16) on its last term
     width = len(arrivals)
+    lower, upper = width, seats  # P^T - I has A[j, i] != 0 only for -c <= j - i < width
     while size <= MAX_CHAIN_STATES:
-        start = np.maximum(np.arange(size) - seats, 0)  # a state moves to max(N - c, 0) + A
-        columns = start[:, None] + np.arange(width)[None, :]
-        values = np.broadcast_to(arrivals, columns.shape).copy()
-        beyond = columns >= size
-        values[:, -1] += 1.0 - arrivals.sum()  # the pmf's far tail (below 1e-16) on its last term
+        states = np.arange(size)
+        targets = np.maximum(states - seats, 0)[:, None] + np.arange(width)[None, :]  # state i moves to j
+        values = np.broadcast_to(arrivals, targets.shape)
+        beyond = targets >= size
         spill = np.where(beyond, values, 0.0).sum(axis=1)  # what would leave the states kept: onto the last one
-        columns, values = np.where(beyond, size - 1, columns), np.where(beyond, 0.0, values)
-        values[:, -1] += np.where(beyond[:, -1], spill, 0.0)
-        moves = csr_matrix((values.ravel(), (np.repeat(np.arange(size), width), columns.ravel())), shape=(size, size))
-        system = (moves.T - identity(size, format="csr")).tolil()
-        system[0, :] = 1.0  # the law sums to 1 in place of one balance row
+        bands = np.zeros((lower + upper + 1, size))  # A[j, i] at bands[upper + j - i, i] (scipy's banded layout)
+        kept = ~beyond
+        np.add.at(bands, (upper + targets[kept] - np.broadcast_to(states[:, None], targets.shape)[kept],
+                          np.broadcast_to(states[:, None], targets.shape)[kept]), values[kept])  # fmt: skip
+        spilling = np.flatnonzero(spill)
+        bands[upper + size - 1 - spilling, spilling] += spill[spilling]
+        bands[upper] -= 1.0
+        mode = min(int(load), size - 1)
+        columns = np.arange(max(mode - lower, 0), min(mode + upper + 1, size))
+        bands[upper + mode - columns, columns] = 0.0
+        bands[upper, mode] = 1.0
         target = np.zeros(size)
-        target[0] = 1.0
-        pi = np.clip(spsolve(system.tocsr(), target), 0.0, None)
+        target[mode] = 1.0
+        pi = np.clip(solve_banded((lower, upper), bands, target, check_finite=False), 0.0, None)
         pi /= pi.sum()
         if pi[-max(seats, 10) :].sum() < 1e-12:
             return pi
@@ -188,6 +197,8 @@ def _requests_law(load: float, seats: int) -> np.ndarray | None:
 def point_states(steps: PointSteps, batch: int, isl: int, osl: int, rates_rps, percentile: float | None,
                  token_budget: int = DEFAULT_TOKEN_BUDGET) -> list:  # fmt: skip
     """The open-loop states (planner/perf/open_loop.py) of a point engine of `batch` seats at each rate."""
+    from planner.perf.open_loop import solve_open_loop
+
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # rates beyond the engine are inf, masked
         return solve_open_loop(point_costs(steps, isl, osl, token_budget), osl, np.asarray(rates_rps, dtype=float),
                                batch, percentile, token_budget)[0]  # fmt: skip
@@ -203,6 +214,24 @@ def _row_engine(point: PerfResult, catalog, query: PerfQuery, gpus: int) -> tupl
     steps = fit_point_steps(catalog, point.model, point.gpu, point.engine, pinned_release(point.engine, point.engine_version),
                             gpus, point.precision or "bf16", batch, rps, query.isl, query.osl)  # fmt: skip
     return steps, batch, rps
+
+
+def kept_point_engine_answer(point: PerfResult, catalog, query: PerfQuery, percentile: float | None) -> PerfResult | str:
+    """`point_engine_answer`, kept between runs in the priced-curve cache (planner/perf/curve_cache.py) under the
+    point, the query and the percentile (with the code and catalog digests every kept curve carries): the open loop
+    behind it takes a fresh process 0.1-0.2 s and its imports as long."""
+    from planner.perf.curve_cache import curve_cache
+    from planner.perf.reach import PricedCurve
+
+    cache = curve_cache(catalog, with_aic=False)
+    key = ("point engine", point, query, percentile)
+    kept = cache.get(key) if cache is not None else None
+    if kept is not None and (isinstance(kept.points, str) or len(kept.points) == 1):
+        return kept.points if isinstance(kept.points, str) else kept.points[0]
+    answer = point_engine_answer(point, catalog, query, percentile)
+    if cache is not None:
+        cache.put(key, PricedCurve(answer if isinstance(answer, str) else [answer], True))
+    return answer
 
 
 def point_engine_answer(point: PerfResult, catalog, query: PerfQuery, percentile: float | None) -> PerfResult | str:
@@ -228,36 +257,48 @@ def point_open_loop(point: PerfResult, catalog, query: PerfQuery, gpus: int,
                     percentile: float | None) -> PerfResult | str | None:  # fmt: skip
     """The highest rate at which the engine of a measured closed-loop point (a model without an architecture) meets
     the query's limits at its percentile for requests arriving at random; why none does; None where the point has
-    no step times to fit (`_row_engine`). Rates are tried up the ladder and stop at the first that misses (a plan
-    never sizes past a crossing)."""
+    no step times to fit (`_row_engine`). The first rate of the ladder that misses is found by bisection (the
+    engine's latencies grow with its rate), then the first of 20 between it and the rate below (a plan never sizes
+    past a crossing)."""
     engine = _row_engine(point, catalog, query, gpus)
     if engine is None:
         return None
     steps, batch, rps = engine
 
-    def solve(shares):
-        return list(zip(shares, point_states(steps, batch, query.isl, query.osl, rps * shares, percentile,
-                                             query.token_budget)))  # fmt: skip
+    solved: dict[float, object] = {}
 
-    def last_meeting(tried):
-        best = None
-        for share, state in tried:
-            if not math.isfinite(state.ttft_ms) or limit_violation(_result(point, state, steps, batch, rps, percentile), query):
-                return best, share
-            best = (share, state)
-        return best, None
+    def state_at(share: float):
+        if share not in solved:
+            solved[share] = point_states(steps, batch, query.isl, query.osl, [rps * share], percentile,
+                                         query.token_budget)[0]  # fmt: skip
+        return solved[share]
 
-    ladder = solve(LADDER_SHARES)
-    best, missed = last_meeting(ladder)
-    if best is not None and missed is not None:
-        finer, _ = last_meeting(solve(np.linspace(best[0], missed, 22)[1:-1]))
-        best = finer or best
+    def misses(share: float) -> bool:
+        state = state_at(share)
+        return not math.isfinite(state.ttft_ms) or bool(limit_violation(_result(point, state, steps, batch, rps, percentile), query))
+
+    def first_miss(shares) -> int:
+        """The index of the first share that misses (len(shares) where none does), by bisection: the engine's
+        latencies grow with its rate, so the ladder misses from one rung on."""
+        low, high = -1, len(shares)
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (low, middle) if misses(shares[middle]) else (middle, high)
+        return high
+
+    ladder = [float(share) for share in LADDER_SHARES]
+    crossing = first_miss(ladder)
+    best = ladder[crossing - 1] if crossing > 0 else None
+    if best is not None and crossing < len(ladder):
+        finer = [float(share) for share in np.linspace(best, ladder[crossing], 22)[1:-1]]
+        within = first_miss(finer)
+        best = finer[within - 1] if within > 0 else best
     if best is None:
-        share, state = ladder[0]
+        share, state = ladder[0], state_at(ladder[0])
         why = limit_violation(_result(point, state, steps, batch, rps, percentile), query) if math.isfinite(state.ttft_ms) else "it does not settle"
         return (f"the {point.provenance} point's engine (no architecture: its steps fitted to the point) misses the "
                 f"limits for requests arriving at random even at {share:.0%} of its {rps:.4g} requests/s: {why}")  # fmt: skip
-    return _result(point, best[1], steps, batch, rps, percentile)
+    return _result(point, state_at(best), steps, batch, rps, percentile)
 
 
 def _result(point: PerfResult, state, steps: PointSteps, batch: int, rps: float, percentile) -> PerfResult:

@@ -43,9 +43,9 @@ class TokenGaps:
         """The gap at a percentile (None: the mean)."""
         if percentile is None:
             return decode + self.chunk_ms * self.chunks_per_step
-        from scipy.stats import poisson  # scipy.stats is slow to import: where it is used
+        from planner.perf.step_chain import poisson_ppf  # scipy: imported where the model runs
 
-        return decode + self.chunk_ms * poisson.ppf(percentile / 100.0, np.maximum(self.chunks_per_step, 1e-300))
+        return decode + self.chunk_ms * poisson_ppf(percentile / 100.0, np.maximum(self.chunks_per_step, 1e-300))
 
 
 def token_gaps(x, s: StepTimes, running, isl: int, others, tpot, token_budget: int, shape: EngineShape) -> TokenGaps:
@@ -59,12 +59,12 @@ def token_gaps(x, s: StepTimes, running, isl: int, others, tpot, token_budget: i
 
 def gamma_quantile(mean, var, percentile: float) -> np.ndarray:
     """The p-quantile of a Gamma distribution of this mean and variance (the mean itself where there is no spread)."""
-    from scipy.stats import gamma  # scipy.stats is slow to import: where it is used
+    from planner.perf.laws import gamma_ppf  # scipy: imported where the model runs
 
     mean, var = np.asarray(mean, dtype=float), np.asarray(var, dtype=float)
     spread = (mean > 0) & (var > 0)
     safe_mean, safe_var = np.where(spread, mean, 1.0), np.where(spread, var, 1.0)
-    return np.where(spread, gamma.ppf(percentile / 100, safe_mean**2 / safe_var, scale=safe_var / safe_mean), mean)
+    return np.where(spread, gamma_ppf(percentile / 100, safe_mean**2 / safe_var, safe_var / safe_mean), mean)
 
 
 def tails(x, s: StepTimes, running, osl, rho, decode, wait, ttft, tpot, queued, percentile, eff: Efficiency):
