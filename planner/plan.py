@@ -298,6 +298,9 @@ class Plan:
     # course's method), and what the other method gives where the plan states it (the seed cases: both)
     sizing: str = "random-arrivals"
     sizing_note: str = ""
+    # the performance model's layers the figures came from (the scenario's perf sources, or --perf-source's): a
+    # saved plan's figures are recomputed with them (optimize/recheck.py); () in plans saved before they were kept
+    perf_sources: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict with the names of design.md."""
@@ -334,6 +337,7 @@ def plan_from_document(document: dict) -> Plan:
         instances=tuple(InstanceAllocation(**i) for i in document.get("instances", ())),
         infrastructure=tuple(InfrastructureLine(**_with_kind(i)) for i in document.get("infrastructure", ())),
         warnings=tuple(document.get("warnings", ())),
+        perf_sources=tuple(document.get("perf_sources", ())),
     )  # fmt: skip
     known = {f.name for f in dataclasses.fields(Plan)}
     fields = {k: v for k, v in fields.items() if k in known}  # `verification`, `repair`, `overrides` ride along
@@ -427,6 +431,8 @@ def _precision_field_problems(plan: Plan) -> list[tuple[str, str]]:
         problems.append(("sizing", "random-arrivals or closed-loop"))
     if not isinstance(plan.sizing_note, str):
         problems.append(("sizing_note", "text"))
+    if not all(isinstance(layer, str) and layer in ("measured", "interpolated", "modeled", "aic") for layer in plan.perf_sources):
+        problems.append(("perf_sources", "a list of the layers measured, interpolated, modeled and aic"))
     decisions = plan.workload_precisions
     if decisions is None:
         return problems

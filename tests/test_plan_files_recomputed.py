@@ -116,3 +116,69 @@ def test_every_accepted_plan_file_has_the_bom_of_its_fleet_at_the_scenarios_pric
     assert total["annual_cost_usd"] == pytest.approx(lines["annual_cost_usd"].sum(), abs=0.05)
     assert total["annual_cost_usd"] == pytest.approx(reference.iloc[-1]["annual_cost_usd"], abs=0.05)
     assert list(frame["count"]) == list(reference["count"])
+
+
+PERFORMANCE_EDITS = {
+    "requests/s per node raised": ("rps_per_node", 2.88, "at most the performance model's"),
+    "a faster TTFT": ("ttft_ms", 100.0, "the performance model's figure"),
+    "a batch it did not run": ("concurrency", 10, "the performance model's figure"),
+    "another provenance": ("provenance", "modeled", "the performance model's figure"),
+    "a point rate the row does not give": ("point_rps_per_instance", 2.41, "the performance model's figure"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(PERFORMANCE_EDITS))
+def test_an_edited_performance_figure_is_recomputed_and_the_file_refused(cli, tmp_path, saved_plan, case):
+    """The figures the simulator fits its engines to and the reports print are the performance model's for the
+    assignment's configuration, recomputed when the file is read: an optimistic edit is refused by every reader."""
+    field, value, why = PERFORMANCE_EDITS[case]
+    document = copy.deepcopy(saved_plan)
+    document["workloads"][0]["assignments"][0][field] = value
+    plan_path = tmp_path / "edited.json"
+    plan_path.write_text(json.dumps(document))
+    for command in (("bom", SCENARIO, "--plan", plan_path), ("simulate", SCENARIO, "--plan", plan_path, "--duration", "30")):
+        code, _, err = cli(*command)
+        assert code == 2 and f"--plan: workloads[0].assignments[0].{field}" in err and why in err, (case, err)
+        assert "Traceback" not in err
+
+
+def test_a_derated_rate_per_node_is_accepted_as_a_margin(cli, tmp_path, saved_plan):
+    """A plan may count less per node than the model gives (a perf_margin or a robust band derates it), never more."""
+    document = copy.deepcopy(saved_plan)
+    document["workloads"][0]["assignments"][0]["rps_per_node"] = 2.0
+    plan_path = tmp_path / "derated.json"
+    plan_path.write_text(json.dumps(document))
+    code, _, err = cli("bom", SCENARIO, "--plan", plan_path)
+    assert code == 0, err
+
+
+def test_a_configuration_the_model_does_not_serve_is_refused(cli, tmp_path, saved_plan):
+    document = copy.deepcopy(saved_plan)
+    for assignment in document["workloads"][0]["assignments"]:
+        assignment["engine_isl"] = 100_000
+    for route in document["routing"]:
+        route["engine_isl"] = 100_000
+    for allocation in document["instances"]:
+        allocation["engine_isl"] = 100_000
+    for line in document["lines"]:
+        line["engine_isl"] = 100_000
+    plan_path = tmp_path / "other-engine.json"
+    plan_path.write_text(json.dumps(document))
+    code, _, err = cli("bom", SCENARIO, "--plan", plan_path)
+    assert code == 2 and "workloads[0].assignments[0]" in err and "none the scenario's performance model" in err, err
+
+
+def test_a_plan_made_with_another_perf_source_is_recomputed_with_it(cli, cli_json, tmp_path):
+    """`plan --perf-source model` keeps its layers in the file (`perf_sources`); read back, the figures are the
+    roofline's, as planned, and an edit of them is still refused."""
+    scenario = SCENARIOS / "llama3-8b-assistant.yaml"
+    document = cli_json("plan", scenario, "--perf-source", "model")
+    assert document["perf_sources"] == ["modeled"]
+    plan_path = tmp_path / "modeled.json"
+    plan_path.write_text(json.dumps(document))
+    code, _, err = cli("bom", scenario, "--plan", plan_path)
+    assert code == 0, err
+    document["workloads"][0]["assignments"][0]["ttft_ms"] *= 0.5
+    plan_path.write_text(json.dumps(document))
+    code, _, err = cli("bom", scenario, "--plan", plan_path)
+    assert code == 2 and "assignments[0].ttft_ms" in err, err

@@ -47,17 +47,19 @@ from planner.workers import worker_count  # noqa: F401 (read by tests as candida
 
 
 def enumerate_candidates(
-    scenario: Scenario, catalog: Catalog, progress: Callable[..., None] | None = None, bound_pruning: bool = True
+    scenario: Scenario, catalog: Catalog, progress: Callable[..., None] | None = None, bound_pruning: bool = True,
+    keep_dominated: bool = False,
 ) -> CandidateSet:
     """For every workload bucket x allowed system: the engine configurations that fit and meet the limits.
     `progress(0, total, CANDIDATE_STAGE)` names the stage before the first workload x system pair (with the tally of
     modeled engine curves inside its brackets where there are any: kept from earlier runs, priced in parallel,
     priced as reached, left unpriced), then `progress(done, total)` follows each one (the CLI draws a bar with it).
     With `bound_pruning` (the default) curves whose every candidate is dominated by a bound are never priced
-    (planner/candidates/bounds.py); the optimum is the same without."""
+    (planner/candidates/bounds.py); the optimum is the same without. `keep_dominated` keeps every candidate that
+    fits and meets the limits, dominated or not (a saved plan's configurations are looked up in it)."""
     builder = CandidateBuilder(scenario, catalog)
     first, kept = CurveTally(), None
-    if bound_pruning:
+    if bound_pruning and not keep_dominated:
         builder.unpriced, first, kept = _dominated_curves(scenario, catalog, progress)
     tally = prefetch_curves(builder, progress)
     if kept is not None:  # the tally of both passes: curves at hand before the first, priced in either
@@ -68,7 +70,8 @@ def enumerate_candidates(
     if progress is not None:
         progress(0, total, f"{CANDIDATE_STAGE[:-1]}; {tally})" if tally else CANDIDATE_STAGE)
     _enumerate(builder, progress)
-    builder.drop_dominated()
+    if not keep_dominated:
+        builder.drop_dominated()
     builder.trim_store()
     ordered = tuple(builder.candidates[k] for k in sorted(builder.candidates))
     options = tuple(builder.options[k] for k in sorted(builder.options))

@@ -368,6 +368,7 @@ def solve_candidates(
         f"arrive at random: {next(w.model for w in scenario.workloads if w.name == name)} has no architecture the model can run them "
         "through; plan --verify simulates the row's engine under random arrivals" for name in cset.course_sized)  # fmt: skip
     result = dataclasses.replace(result, warnings=result.warnings + unbalanced + course, sizing=scenario.sizing,
+                                 perf_sources=tuple(scenario.perf_sources),
                                  workload_precisions=precision_decisions(scenario, catalog, result))
     if not explain:
         return result

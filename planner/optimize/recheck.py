@@ -7,10 +7,17 @@ and power, the site's infrastructure lines, the totals and the objective. `reche
 as the plan was made (`packing._node_line`, `infrastructure_lines`, `readback._totals`) and refuses the file,
 naming the field, the value it holds and the value the scenario gives, where they disagree: a hand edit, a file
 of another price list, or a copy that disagrees with itself. It also refuses lines repeated, instances that need
-more GPUs than the lines' nodes hold, and routes that do not carry every workload's demand in every period."""
+more GPUs than the lines' nodes hold, and routes that do not carry every workload's demand in every period.
+
+The performance figures the simulator and the reports read (each assignment's requests/s per node, batch, latencies,
+provenance and the measured point a row's engine is fitted to) are recomputed too (`check_performance`): every
+assignment's configuration is priced again by the performance model, as the plan sized it (its `sizing` and
+`perf_sources`), and a figure that differs is refused; requests/s per node may be lower than the model's (a plan derated by a
+perf_margin or a robust band), never higher."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 
@@ -114,12 +121,73 @@ def check_routing(plan: Plan, scenario: Scenario) -> None:
                                     f"'{workload}' in period {period}; its demand is {value:,.6g} rps")  # fmt: skip
 
 
+_LATENCIES = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")  # as a plan writes them: rounded to 3 decimals
+
+
+def _configuration(candidate, bucket) -> tuple:
+    """What identifies an assignment's engine and bucket (the fields `readback._assignment` copies)."""
+    return (candidate.system, candidate.site, candidate.pricing, candidate.tp, candidate.precision, candidate.max_batch,
+            candidate.engine_isl, candidate.engine_osl, bucket.isl_tokens, bucket.osl_tokens, candidate.stage,
+            candidate.layout_label, candidate.speculative, candidate.engine, candidate.engine_version)  # fmt: skip
+
+
+def _rounded(value, digits: int):
+    return None if value is None else round(value, digits)
+
+
+def check_performance(plan: Plan, scenario: Scenario, catalog: Catalog) -> None:
+    """Each assignment's performance figures as the model gives its configuration today (module docstring)."""
+    from planner.candidates import enumerate_candidates
+
+    sized = dataclasses.replace(scenario, sizing=plan.sizing, perf_sources=plan.perf_sources or scenario.perf_sources)
+    if "aic" in sized.perf_sources:
+        from planner.perf import aic_unavailable_message
+
+        if aic_unavailable_message():
+            raise PlannerInputError("--plan", "perf_sources", "the plan's figures came from aiconfigurator's tables, "
+                                    f"which cannot recompute them here: {aic_unavailable_message()}")  # fmt: skip
+    cset = enumerate_candidates(sized, catalog, keep_dominated=True)
+    buckets = {w.name: w.buckets for w in scenario.workloads}
+    priced: dict[tuple, object] = {}
+    for option in cset.options:
+        priced[(option.workload, *_configuration(cset.candidate(option.candidate), buckets[option.workload][option.bucket]))] = option
+    for w_index, result in enumerate(plan.workloads):
+        for a_index, held in enumerate(result.assignments):
+            where = f"workloads[{w_index}].assignments[{a_index}]"
+            key = (result.name, held.system, held.site, held.pricing, held.tp, held.precision, held.max_batch,
+                   held.engine_isl, held.engine_osl, held.bucket_isl, held.bucket_osl, held.stage, held.layout,
+                   held.speculative, held.engine, held.engine_version)  # fmt: skip
+            option = priced.get(key)
+            if option is None:
+                raise PlannerInputError("--plan", where, f"its configuration ({held.engine} {held.layout} "
+                                        f"{held.precision or ''} batch {held.max_batch} on {held.system}, "
+                                        f"{held.bucket_isl}/{held.bucket_osl}) is none the scenario's performance model "
+                                        "serves within its limits: a plan file is a fleet, its figures are recomputed; "
+                                        "plan again if the scenario or its catalog changed")  # fmt: skip
+            perf = option.perf
+            model_rate = round(option.rps_per_node, 6)
+            if held.rps_per_node > model_rate * (1 + 1e-9) + 1e-6:
+                _refuse(f"{where}.rps_per_node", held.rps_per_node, model_rate,
+                        "at most the performance model's requests/s per node for its configuration")
+            expected = {"concurrency": perf.concurrency, "provenance": perf.provenance,
+                        "point_rps_per_instance": _rounded(perf.point_rps_per_instance, 6),
+                        **{name: _rounded(getattr(perf, name), 3) for name in _LATENCIES}}  # fmt: skip
+            for field, value in expected.items():
+                saved = getattr(held, field)
+                unit = 1e-3 if field in _LATENCIES else 1e-6  # what the plan rounds the figure to
+                same = (saved == value if value is None or saved is None or isinstance(value, str)
+                        else math.isclose(float(saved), float(value), rel_tol=1e-9, abs_tol=unit))  # fmt: skip
+                if not same:
+                    _refuse(f"{where}.{field}", saved, value, "the performance model's figure for its configuration")
+
+
 def recheck_plan(plan: Plan, scenario: Scenario, catalog: Catalog) -> Plan:
     """The plan with its infrastructure and totals as the scenario gives them, once every figure the file holds
     agrees (else PlannerInputError naming the first field that does not)."""
     check_lines(plan, scenario, catalog)
     check_instances(plan, catalog)
     check_routing(plan, scenario)
+    check_performance(plan, scenario, catalog)
     lines = list(plan.lines)
     try:
         infrastructure = infrastructure_lines(scenario, catalog, lines)
