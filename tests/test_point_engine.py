@@ -137,3 +137,16 @@ def test_plan_verify_simulates_the_split_the_plan_sizes_for_unless_told(cli_json
     assert {w["balancer"] for w in default["verification"]["workloads"]} == {"random"}
     asked = cli_json("plan", str(SCENARIOS / "chat-and-code-p95.yaml"), "--verify", "--balancer", "round-robin")
     assert {w["balancer"] for w in asked["verification"]["workloads"]} == {"round-robin"}
+
+
+def test_check_judges_a_row_engine_by_a_band_it_says_is_a_choice():
+    """`planner check` on a pool of a row's engine sized for random arrivals: its latencies are the fitted engine's,
+    not the row's, so the band is said to be the planner's tolerance, with no measured error behind it."""
+    from planner.bench.check import _band
+    from planner.bench.loads import MEASURED_BAND
+    from planner.perf.types import PerfQuery
+
+    answer = api.perf_point(PerfQuery(model="nemo-43b-gpt", gpu="H100-SXM-80GB", isl=4667, osl=667, arrivals="poisson",
+                                      rate_rps=2.2)).result  # fmt: skip
+    band, why = _band(answer, "ttft_ms", within_rows=True)
+    assert band == MEASURED_BAND and OPEN_LOOP_PROVENANCE in why and "has not been measured" in why

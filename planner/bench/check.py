@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from planner.bench.loads import MEASURED_BAND, workload_loads
+from planner.perf.point_engine import OPEN_LOOP_PROVENANCE
 from planner.deploy.pools import Pool, plan_pools
 from planner.errors import PlannerInputError
 from planner.ingest import (
@@ -223,6 +224,10 @@ def rows_reach(catalog, pool: Pool, run: Run, per_instance_rps: float | None) ->
 def _band(answer, metric: str, within_rows: bool) -> tuple[float, str]:
     error = answer.expected_error
     anchored = "anchored on" in (answer.source or "")
+    if answer.provenance == OPEN_LOOP_PROVENANCE:  # a row's engine re-rated for random arrivals: no error measured
+        return MEASURED_BAND, (f"{answer.provenance}: a benchmark row's engine (steps fitted to the row) sized for "
+                               "requests arriving at random; its error against real runs has not been measured, "
+                               f"+-{MEASURED_BAND:.0%} is the planner's tolerance (a choice)")  # fmt: skip
     if answer.provenance == "measured" or not error or (anchored and within_rows):
         return MEASURED_BAND, (f"{answer.provenance}, the model running through benchmark rows of this engine that "
                                f"reach the run's load; +-{MEASURED_BAND:.0%} is the planner's tolerance (a choice)")  # fmt: skip
