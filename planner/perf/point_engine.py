@@ -174,9 +174,8 @@ def _requests_law(load: float, seats: int) -> np.ndarray | None:
         beyond = targets >= size
         spill = np.where(beyond, values, 0.0).sum(axis=1)  # what would leave the states kept: onto the last one
         bands = np.zeros((lower + upper + 1, size))  # A[j, i] at bands[upper + j - i, i] (scipy's banded layout)
-        kept = ~beyond
-        np.add.at(bands, (upper + targets[kept] - np.broadcast_to(states[:, None], targets.shape)[kept],
-                          np.broadcast_to(states[:, None], targets.shape)[kept]), values[kept])  # fmt: skip
+        origin, kept = np.broadcast_to(states[:, None], targets.shape), ~beyond  # each (j, i) once: set, not added
+        bands[upper + targets[kept] - origin[kept], origin[kept]] = values[kept]
         spilling = np.flatnonzero(spill)
         bands[upper + size - 1 - spilling, spilling] += spill[spilling]
         bands[upper] -= 1.0
