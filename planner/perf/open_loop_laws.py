@@ -82,18 +82,22 @@ def decoding_law(decode, rate, m: float, u, ok, key: str = ""):
     low, high = grid[np.maximum(first - 1, 0)], grid[first]
     g_low, g_high = excess[rows, np.maximum(first - 1, 0)], excess[rows, first]
     n = high.copy()
-    for _ in range(64):  # regula falsi, Illinois: the bracket's end kept twice has its G halved (superlinear)
-        width = g_low - g_high
-        guess = np.where(width > 0, high - g_high * (high - low) / np.where(width > 0, width, 1.0), (low + high) / 2)
+    before = np.zeros(len(rate), dtype=int)  # the side the last guess fell on: 1 below the root, -1 above, 0 none
+    for _ in range(64):  # regula falsi, Illinois: the bracket's end kept twice running has its G halved (superlinear)
+        width = g_low - g_high  # G > 0 below the root, <= 0 at and above it
+        guess = np.where(width > 0, high + g_high * (high - low) / np.where(width > 0, width, 1.0), (low + high) / 2)
         guess = np.where((guess > low) & (guess < high), guess, (low + high) / 2)
         g_guess = rate * m * decode(1.0 + guess) / u - guess
         above = g_guess > 0  # the root lies above the guess
         settled = np.abs(guess - n) <= 1e-13 * np.maximum(guess, 1e-300)
         n = guess
-        g_high = np.where(above, g_high / 2, g_high)  # the high end kept again: halved
-        g_low = np.where(above, g_guess, g_low / 2)
+        g_high = np.where(above, np.where(before == 1, g_high / 2, g_high), g_guess)  # the high end kept again: halved
+        g_low = np.where(above, g_guess, np.where(before == -1, g_low / 2, g_low))
         low, high = np.where(above, guess, low), np.where(above, high, guess)
-        g_high = np.where(above, g_high, g_guess)
+        exact = g_guess == 0  # the root itself (D flat around it makes G linear: one secant finds it): kept
+        low, g_low = np.where(exact, guess, low), np.where(exact, 0.0, g_low)
+        settled |= exact
+        before = np.where(above, 1, -1)
         if np.all(settled | ~ok):
             break
     n = np.where(ok, n, 0.0)
