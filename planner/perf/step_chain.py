@@ -249,11 +249,12 @@ def batch_given_state(chains: list, m: float) -> list[tuple[np.ndarray, float]]:
         var_n = m * float(pi @ (y * y))
         weighted = pi * y
         # states the chain all but never visits (pi below 1e-200) get no reversed row: 1 / pi would overflow
-        backward = (sparse.diags(np.where(pi > 1e-200, 1.0 / np.maximum(pi, 1e-200), 0.0)) @ matrix.T
-                    @ sparse.diags(pi)).tocsr()  # fmt: skip
-        forward = matrix
-        if len(x) <= DENSE_STATES:  # a small chain steps faster dense
-            forward, backward = forward.toarray(), backward.toarray()
+        inverse = np.where(pi > 1e-200, 1.0 / np.maximum(pi, 1e-200), 0.0)
+        if len(x) <= DENSE_STATES:  # a small chain steps faster dense (the same products as the sparse ones)
+            forward = matrix.toarray()
+            backward = (inverse[:, None] * forward.T) * pi[None, :]
+        else:
+            forward, backward = matrix, (sparse.diags(inverse) @ matrix.T @ sparse.diags(pi)).tocsr()
         forward, backward = stepper(forward), stepper(backward)
         conditional, ahead, behind = np.zeros_like(x), y.copy(), y.copy()
         size, ratios, cov_ratios, cov = scale, [], [], 0.0
