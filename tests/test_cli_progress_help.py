@@ -228,3 +228,17 @@ def test_one_command_app_parses_helps_and_fails_as_the_whole_app(monkeypatch):
         assert (alone.exit_code, alone.stdout, alone.stderr) == (whole.exit_code, whole.stdout, whole.stderr), args
     for args in ([], ["--help"], ["plna", "x.yaml"], ["tables", "--help"]):
         assert _one_command_app(args) is None, args
+
+
+def test_reading_a_plan_file_says_it_recomputes_its_figures_then_simulates(tmp_path):
+    """`simulate --plan`: the pricing that recomputes the file's performance figures is named as such, and the
+    simulation after it is its own stage (not the pricing 'started again')."""
+    saved = invoke("plan", CONTACT_CENTER, "--json", "--progress", "none")
+    plan_path = tmp_path / "plan.json"
+    plan_path.write_text(saved.stdout)
+    result = invoke("simulate", CONTACT_CENTER, "--plan", str(plan_path), "--duration", "30", "--progress", "plain")
+    assert result.exit_code == 0, result.output
+    lines = _lines(result.stderr)
+    assert lines[0].startswith("[planner] recomputing the plan file's performance figures: pricing candidates")
+    assert any(line.startswith("[planner] simulating (workload x period): started") for line in lines), lines
+    assert not any("started again" in line for line in lines), lines

@@ -175,7 +175,7 @@ def plan_in_context(
     catalog = scenario_catalog(scenario_path, catalog_dirs)
     scenario = with_perf_source(with_perf_margin(load_scenario(scenario_path, catalog, overrides), perf_margin), perf_source)
     if plan_document is not None:
-        return PlannedScenario(_saved_plan(plan_document, scenario, catalog), scenario, catalog)
+        return PlannedScenario(_saved_plan(plan_document, scenario, catalog, progress), scenario, catalog)
     result = solve_scenario(scenario, catalog, solver, time_limit_s, progress)
     return PlannedScenario(result, scenario, catalog)
 
@@ -208,15 +208,16 @@ def simulate(
 
         options = dataclasses.replace(options, trace=load_trace(trace_path, time_unit=time_unit))
     if plan_document is not None:
-        result = _saved_plan(plan_document, scenario, catalog)
+        result = _saved_plan(plan_document, scenario, catalog, progress)
     else:
         result = solve_plan(scenario, catalog, solver=solver, time_limit_s=time_limit_s, progress=progress)
-    return result, simulate_plan(result, scenario, catalog, options, progress)
+    return result, simulate_plan(result, scenario, catalog, options, _named_stage(progress, "simulating (workload x period)"))
 
 
-def _saved_plan(document, scenario: Scenario, catalog: Catalog) -> Plan:
+def _saved_plan(document, scenario: Scenario, catalog: Catalog, progress=None) -> Plan:
     """A saved `planner plan --json` document as a Plan, refused when it is not one, is another scenario's, or any
-    figure it holds disagrees with what its fleet costs under the scenario and catalog (optimize/recheck.py)."""
+    figure it holds disagrees with what its fleet costs under the scenario and catalog or what the performance model
+    gives its configurations (optimize/recheck.py; `progress` follows the pricing that recomputes the latter)."""
     from planner.plan import (
         configuration_key,
         plan_field_problems,
@@ -277,7 +278,7 @@ def _saved_plan(document, scenario: Scenario, catalog: Catalog) -> Plan:
             raise PlannerInputError("--plan", f"lines[{index}]", "a period of the plan (or 'all') and 1 to 1,000,000 nodes")
     from planner.optimize.recheck import recheck_plan
 
-    return recheck_plan(result, scenario, catalog)
+    return recheck_plan(result, scenario, catalog, progress)
 
 
 def _verify_options(options):
@@ -354,7 +355,7 @@ def decision_report(
     sites = {offer.site for offer in load_scenario(scenario_path, catalog, wide or None).offers}
     comparison, comparison_note, plan = None, "", None
     if plan_document is not None:
-        plan = _saved_plan(plan_document, scenario, catalog)
+        plan = _saved_plan(plan_document, scenario, catalog, progress)
     if len(sites) > 1:
         if progress:
             progress(0, None, "planning on-prem, cloud and hybrid side by side")

@@ -135,8 +135,9 @@ def _rounded(value, digits: int):
     return None if value is None else round(value, digits)
 
 
-def check_performance(plan: Plan, scenario: Scenario, catalog: Catalog) -> None:
-    """Each assignment's performance figures as the model gives its configuration today (module docstring)."""
+def check_performance(plan: Plan, scenario: Scenario, catalog: Catalog, progress=None) -> None:
+    """Each assignment's performance figures as the model gives its configuration today (module docstring);
+    `progress` as `enumerate_candidates` calls it."""
     from planner.candidates import enumerate_candidates
 
     sized = dataclasses.replace(scenario, sizing=plan.sizing, perf_sources=plan.perf_sources or scenario.perf_sources)
@@ -146,7 +147,11 @@ def check_performance(plan: Plan, scenario: Scenario, catalog: Catalog) -> None:
         if aic_unavailable_message():
             raise PlannerInputError("--plan", "perf_sources", "the plan's figures came from aiconfigurator's tables, "
                                     f"which cannot recompute them here: {aic_unavailable_message()}")  # fmt: skip
-    cset = enumerate_candidates(sized, catalog, keep_dominated=True)
+    def told(done: int, total: int | None = None, phase: str | None = None) -> None:
+        """The pricing's progress, said to be the plan file's recomputation."""
+        progress(done, total, None if phase is None else f"recomputing the plan file's performance figures: {phase}")
+
+    cset = enumerate_candidates(sized, catalog, told if progress is not None else None, keep_dominated=True)
     buckets = {w.name: w.buckets for w in scenario.workloads}
     priced: dict[tuple, object] = {}
     for option in cset.options:
@@ -181,13 +186,13 @@ def check_performance(plan: Plan, scenario: Scenario, catalog: Catalog) -> None:
                     _refuse(f"{where}.{field}", saved, value, "the performance model's figure for its configuration")
 
 
-def recheck_plan(plan: Plan, scenario: Scenario, catalog: Catalog) -> Plan:
+def recheck_plan(plan: Plan, scenario: Scenario, catalog: Catalog, progress=None) -> Plan:
     """The plan with its infrastructure and totals as the scenario gives them, once every figure the file holds
     agrees (else PlannerInputError naming the first field that does not)."""
     check_lines(plan, scenario, catalog)
     check_instances(plan, catalog)
     check_routing(plan, scenario)
-    check_performance(plan, scenario, catalog)
+    check_performance(plan, scenario, catalog, progress)
     lines = list(plan.lines)
     try:
         infrastructure = infrastructure_lines(scenario, catalog, lines)
