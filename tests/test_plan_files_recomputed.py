@@ -182,3 +182,30 @@ def test_a_plan_made_with_another_perf_source_is_recomputed_with_it(cli, cli_jso
     plan_path.write_text(json.dumps(document))
     code, _, err = cli("bom", scenario, "--plan", plan_path)
     assert code == 2 and "assignments[0].ttft_ms" in err, err
+
+
+@pytest.mark.parametrize("options", [("--precisions", "fp4"), ("--engines", "vllm")])
+def test_a_plan_made_with_run_options_is_recomputed_as_it_was_made(cli, cli_json, tmp_path, options):
+    """A plan made with --precisions or --engines keeps them in its `overrides`; read back without them (simulate
+    takes no such option), its figures are recomputed for the configurations it was allowed, and still checked."""
+    scenario = SCENARIOS / ("chat-and-code-decision.yaml" if options[0] == "--precisions" else "llama3-8b-assistant.yaml")
+    document = cli_json("plan", scenario, *options)
+    assert document["overrides"]
+    plan_path = tmp_path / "with-options.json"
+    plan_path.write_text(json.dumps(document))
+    code, _, err = cli("simulate", scenario, "--plan", plan_path, "--duration", "30")
+    assert code == 0, err
+    document["workloads"][0]["assignments"][0]["rps_per_node"] *= 1.5
+    plan_path.write_text(json.dumps(document))
+    code, _, err = cli("bom", scenario, "--plan", plan_path)
+    assert code == 2 and "assignments[0].rps_per_node" in err, err
+
+
+@pytest.mark.parametrize("overrides", ["fp4", {"precisions": "fp4"}, {"precisions": ["fp3"]}, {"engines": [7]}])
+def test_recorded_options_that_are_not_options_are_refused(cli, tmp_path, saved_plan, overrides):
+    document = copy.deepcopy(saved_plan)
+    document["overrides"] = overrides
+    plan_path = tmp_path / "odd-options.json"
+    plan_path.write_text(json.dumps(document))
+    code, _, err = cli("bom", SCENARIO, "--plan", plan_path)
+    assert code == 2 and "--plan: overrides" in err and "Traceback" not in err, err

@@ -278,7 +278,38 @@ def _saved_plan(document, scenario: Scenario, catalog: Catalog, progress=None) -
             raise PlannerInputError("--plan", f"lines[{index}]", "a period of the plan (or 'all') and 1 to 1,000,000 nodes")
     from planner.optimize.recheck import recheck_plan
 
-    return recheck_plan(result, scenario, catalog, progress)
+    return recheck_plan(result, scenario, catalog, progress, _as_planned(document.get("overrides"), scenario))
+
+
+def _as_planned(overrides, scenario: Scenario) -> Scenario:
+    """The scenario with the `--precisions` and `--engines` a saved plan was made with (its `overrides`), which set
+    the configurations its performance figures are recomputed for; refused where they are not such lists."""
+    if overrides is None:
+        return scenario
+    from planner.catalog import PRECISIONS
+    from planner.perf.serving import EngineSpec
+
+    def engine_ok(value) -> bool:
+        try:
+            EngineSpec.parse(value)
+        except (ValueError, TypeError, AttributeError):
+            return False
+        return True
+
+    if not isinstance(overrides, dict):
+        raise PlannerInputError("--plan", "overrides", "must be the options the plan was made with (an object)")
+    changes = {}
+    for name, ok, allowed in (("precisions", lambda v: v in PRECISIONS, ", ".join(PRECISIONS)),
+                              ("engines", engine_ok, "engine names, each optionally pinned as engine@version")):  # fmt: skip
+        values = overrides.get(name)
+        if values is None:
+            continue
+        if not isinstance(values, list) or not values or not all(isinstance(v, str) and ok(v) for v in values):
+            raise PlannerInputError("--plan", f"overrides.{name}", f"must be a list of {allowed}")
+        changes[name] = tuple(values)
+    if not changes:
+        return scenario
+    return dataclasses.replace(scenario, workloads=tuple(dataclasses.replace(w, **changes) for w in scenario.workloads))
 
 
 def _verify_options(options):

@@ -136,8 +136,8 @@ def _rounded(value, digits: int):
 
 
 def check_performance(plan: Plan, scenario: Scenario, catalog: Catalog, progress=None) -> None:
-    """Each assignment's performance figures as the model gives its configuration today (module docstring);
-    `progress` as `enumerate_candidates` calls it."""
+    """Each assignment's performance figures as the model gives its configuration today (module docstring), in
+    `scenario` as the plan was made (its --precisions and --engines); `progress` as `enumerate_candidates` calls it."""
     from planner.candidates import enumerate_candidates
 
     sized = dataclasses.replace(scenario, sizing=plan.sizing, perf_sources=plan.perf_sources or scenario.perf_sources)
@@ -186,13 +186,14 @@ def check_performance(plan: Plan, scenario: Scenario, catalog: Catalog, progress
                     _refuse(f"{where}.{field}", saved, value, "the performance model's figure for its configuration")
 
 
-def recheck_plan(plan: Plan, scenario: Scenario, catalog: Catalog, progress=None) -> Plan:
+def recheck_plan(plan: Plan, scenario: Scenario, catalog: Catalog, progress=None, as_planned: Scenario | None = None) -> Plan:
     """The plan with its infrastructure and totals as the scenario gives them, once every figure the file holds
-    agrees (else PlannerInputError naming the first field that does not)."""
+    agrees (else PlannerInputError naming the first field that does not); its performance figures are recomputed
+    in `as_planned` (the scenario with the options the plan was made with) where given."""
     check_lines(plan, scenario, catalog)
     check_instances(plan, catalog)
     check_routing(plan, scenario)
-    check_performance(plan, scenario, catalog, progress)
+    check_performance(plan, as_planned or scenario, catalog, progress)
     lines = list(plan.lines)
     try:
         infrastructure = infrastructure_lines(scenario, catalog, lines)
