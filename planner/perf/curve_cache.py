@@ -26,7 +26,6 @@ folder is `fit_cache.cache_directory()` (`PLANNER_CACHE_DIR`; `off` turns it off
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import math
@@ -133,8 +132,7 @@ class CurveCache:
 
     def put(self, key: tuple, value: PricedCurve) -> None:
         """Keep a curve (nothing is written where the folder cannot be)."""
-        points = value.points if isinstance(value.points, str) else [dataclasses.asdict(p) for p in value.points]
-        if write_entry(self._path(key), repr(key), {"points": points, "complete": value.complete}):
+        if write_entry(self._path(key), repr(key), {"points": value.points, "complete": value.complete}):
             self.written += 1
 
     def get_ceiling(self, key: tuple) -> tuple[bool, float | None]:

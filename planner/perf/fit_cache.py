@@ -65,8 +65,21 @@ def catalog_fingerprint(catalog) -> str:
 MAX_ENTRY_BYTES = 8 * 1024 * 1024  # a fit is ~1 KB, a priced curve ~50 KB (planner/perf/curve_cache.py)
 
 
-def _sealed(key_text: str, payload) -> str:
-    return hashlib.sha256((key_text + "\0" + json.dumps(payload, sort_keys=True)).encode()).hexdigest()
+def _fields(value) -> dict:
+    """A dataclass's fields, one level (json.dumps' `default`: it serializes the values, tuples as lists, itself)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _payload_text(payload) -> str:
+    """The canonical JSON of a payload (keys sorted; dataclasses as their fields): what the seal is taken over, and
+    what is written (the same as dataclasses.asdict's JSON, without its deep copies)."""
+    return json.dumps(payload, sort_keys=True, default=_fields)
+
+
+def _sealed(key_text: str, payload_text: str) -> str:
+    return hashlib.sha256((key_text + "\0" + payload_text).encode()).hexdigest()
 
 
 def read_entry(path: Path, key_text: str, what: str):
@@ -77,18 +90,20 @@ def read_entry(path: Path, key_text: str, what: str):
         if not isinstance(document, dict) or document.get("key") != key_text:
             return None
         payload = document.get("payload")
-        return payload if document.get("sha256") == _sealed(key_text, payload) else None
+        return payload if document.get("sha256") == _sealed(key_text, _payload_text(payload)) else None
     except (PlannerInputError, ValueError, TypeError, RecursionError, MemoryError):
         return None
 
 
 def write_entry(path: Path, key_text: str, payload) -> bool:
-    """Keep `payload` at `path` under `key_text`, sealed; False where it could not be written (a read-only home)."""
+    """Keep `payload` (JSON values and dataclasses of them) at `path` under `key_text`, sealed; False where it could
+    not be written (a read-only home). The payload is serialized once: the seal is taken over the text written."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        document = {"key": key_text, "sha256": _sealed(key_text, payload), "payload": payload}
-        temporary.write_text(json.dumps(document), encoding="utf-8")
+        text = _payload_text(payload)
+        document = f'{{"key": {json.dumps(key_text)}, "sha256": "{_sealed(key_text, text)}", "payload": {text}}}'
+        temporary.write_text(document, encoding="utf-8")
         os.replace(temporary, path)
         return True
     except (OSError, ValueError):
@@ -130,5 +145,5 @@ def cached_dataclass(catalog, name: tuple, kind: type, compute: Callable[[], obj
         except (ValidationError, TypeError, ValueError):
             pass  # a payload of other types: fit again
     value = compute()
-    write_entry(path, key_text, dataclasses.asdict(value))
+    write_entry(path, key_text, value)
     return value
