@@ -126,9 +126,11 @@ def finite_numbers(value) -> bool:
     return True
 
 
-def cached_dataclass(catalog, name: tuple, kind: type, compute: Callable[[], object]):
+def cached_dataclass(catalog, name: tuple, kind: type, compute: Callable[[], object],
+                     valid: Callable[[object], bool] = lambda value: True):
     """`compute()` (a dataclass of `kind` whose fields are numbers and strings), from the disk cache when a fit with
-    this catalog, code and `name` was kept, else computed and kept."""
+    this catalog, code and `name` was kept (and passes `valid`: what the types alone do not say), else computed and
+    kept."""
     directory = cache_directory()
     if directory is None:
         return compute()
@@ -140,10 +142,11 @@ def cached_dataclass(catalog, name: tuple, kind: type, compute: Callable[[], obj
 
         try:
             value = TypeAdapter(kind).validate_python(payload)
-            if finite_numbers(value):
+            if finite_numbers(value) and valid(value):
                 return value
         except (ValidationError, TypeError, ValueError):
             pass  # a payload of other types: fit again
     value = compute()
-    write_entry(path, key_text, value)
+    if value is not None:  # None (nothing to fit) is no answer to keep: computed again, at no cost
+        write_entry(path, key_text, value)
     return value

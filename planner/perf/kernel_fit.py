@@ -121,8 +121,19 @@ def fit_kernels(catalog: Catalog, architecture: str) -> KernelFit | None:
     """Stage 1: the kernel factors of one generation, fitted to its timed iterations; None without any."""
     key = ("kernel fit", architecture)
     if key not in catalog.derived:
-        catalog.derived[key] = _fit_kernels(catalog, architecture)
+        from planner.perf.fit_cache import cached_dataclass  # kept on disk: a what-if pricing new curves fits none
+
+        catalog.derived[key] = cached_dataclass(catalog, key, KernelFit, lambda: _fit_kernels(catalog, architecture),
+                                                lambda fit: _plausible_fit(fit, architecture))  # fmt: skip
     return catalog.derived[key]
+
+
+def _plausible_fit(fit: KernelFit, architecture: str) -> bool:
+    """A kept fit read back (untrusted input): its generation's, every factor a known one, a number, not negative
+    (finite: `cached_dataclass` checks), every link's TP a positive whole number."""
+    return (fit.architecture == architecture and set(fit.factors) == set(KERNEL_FACTORS)
+            and all(type(v) in (int, float) and v >= 0 for v in fit.factors.values())
+            and all(isinstance(link, str) and type(tp) is int and tp >= 1 for link, tp in fit.max_tp.items()))  # fmt: skip
 
 
 def _fit_kernels(catalog: Catalog, architecture: str) -> KernelFit | None:
