@@ -171,9 +171,9 @@ def test_the_year_round_bound_never_exceeds_the_brute_force_optimum_and_proves_i
                 continue
             slack = 0.01 * (1 + len(model.hardware)) + 1e-6 * expected
             stage_one = decompose.relax_periods(model, part.block_of, _highs)[1]
-            bound = yearround.year_round_bound(model, part, lambda p, share=1.0: solve._highs_proven(p, 30.0),
+            bound = yearround.year_round_bound(model, part, lambda p, share=1.0, cutoff=None: solve._highs_proven(p, 30.0, cutoff),
                                                lambda: 30.0, cutoff=expected + slack, solve_lp=solve._highs_lp)  # fmt: skip
-            dropped = yearround.year_round_bound(model, part, lambda p, share=1.0: solve._highs_proven(p, 30.0),
+            dropped = yearround.year_round_bound(model, part, lambda p, share=1.0, cutoff=None: solve._highs_proven(p, 30.0, cutoff),
                                                  lambda: 30.0, cutoff=expected + slack)  # fmt: skip
             for found in (bound, dropped):  # rows tying periods priced by LP duals, or dropped
                 assert found is not None and found.open == 0

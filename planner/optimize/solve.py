@@ -130,8 +130,8 @@ def _year_round_bound(model: FleetModel, start: decompose.WarmStart, time_limit_
     def seconds_left() -> float:
         return budget_end - time.perf_counter()
 
-    def solve(problem: pulp.LpProblem, share: float = 1.0) -> tuple[str, float | None]:
-        return _highs_proven(problem, max(seconds_left() * share, 0.1))
+    def solve(problem: pulp.LpProblem, share: float = 1.0, cutoff: float | None = None) -> tuple[str, float | None]:
+        return _highs_proven(problem, max(seconds_left() * share, 0.1), cutoff)
 
     part = periods.partition(model)
     root = None
@@ -290,15 +290,25 @@ def _highs_lp(problem: pulp.LpProblem) -> str:
     return "optimal" if problem.status == pulp.LpStatusOptimal else "stopped"
 
 
-def _highs_proven(problem: pulp.LpProblem, time_limit_s: float) -> tuple[str, float | None]:
+# a cutoff is handed to HiGHS this much (relative) above the cost it stands for: HiGHS prunes at its objective bound
+# within its own tolerances, so only "nothing below cutoff x (1 + this)" is read as "nothing below the cutoff"
+CUTOFF_SLACK = 1e-6
+
+
+def _highs_proven(problem: pulp.LpProblem, time_limit_s: float, cutoff: float | None = None) -> tuple[str, float | None]:
     """HiGHS within the time limit: the status (optimal, feasible, infeasible or stopped) and a proven lower bound on
-    the problem's optimum: the optimum itself, or HiGHS' dual bound where it stopped first (None: none proven)."""
+    the problem's optimum: the optimum itself, or HiGHS' dual bound where it stopped first (None: none proven).
+    `cutoff`: only a plan below it is sought (HiGHS' objective bound: the branches above it pruned at once); where
+    there is none the status is 'cut off' and the bound the cutoff itself (no plan of the problem costs less)."""
+    options = {} if cutoff is None else {"objective_bound": cutoff + CUTOFF_SLACK * max(1.0, abs(cutoff))}
     with quiet_stdout():
-        problem.solve(pulp.HiGHS(msg=False, timeLimit=max(time_limit_s, 0.1), threads=1, gapRel=0.0))
+        problem.solve(pulp.HiGHS(msg=False, timeLimit=max(time_limit_s, 0.1), threads=1, gapRel=0.0, **options))
     highs = getattr(problem, "solverModel", None)
     if highs is None:
         return "stopped", None
     status = highs.getModelStatus()
+    if cutoff is not None and status in (highspy_status("kInfeasible"), highspy_status("kObjectiveBound")):
+        return "cut off", cutoff  # nothing below the cutoff (an empty problem included: it holds no plan either)
     integer = any(v.cat == pulp.LpInteger for v in problem.variables())
     dual = highs.getInfo().mip_dual_bound if integer else -math.inf
     if status == highspy_status("kOptimal"):

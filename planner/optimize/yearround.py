@@ -20,7 +20,8 @@ year-round variables alone. Given Z the periods are tied only by the rentals' ro
 - **search**: the box of the lowest bound is split at the point z* of its stage-1 solution into the point z* (bound:
   the larger of P(z*) and the box's) and the boxes that first differ from z* in coordinate i (Z_j = z*_j for j < i,
   and Z_i <= z*_i - 1 or Z_i >= z*_i + 1), which with z* cover the box exactly. A box at or above `cutoff` (the
-  cost of a plan in hand) is not split: nothing in it is cheaper.
+  cost of a plan in hand) is not split: nothing in it is cheaper. Its stage 1 is solved with that cutoff (HiGHS'
+  objective bound): where nothing in the box is cheaper, it ends as soon as that is proven, its bound the cutoff.
 
 The pieces (points, and boxes not split) cover every value of Z, so the lowest of their bounds is a proven lower
 bound on the program's optimum whenever the search stops. A box whose solve proves nothing keeps its parent's bound,
@@ -70,7 +71,8 @@ def branching_variables(model: FleetModel, part: Partition) -> list[pulp.LpVaria
 
 def box_bound(model: FleetModel, part: Partition, variables: list, box: dict, solve) -> tuple[str, float | None, dict | None]:
     """Stage 1 with each variable of Z within box[name] = (low, up): its status, proven bound and the point of Z it
-    found (None: none). The variables' bounds and categories are restored whatever happens."""
+    found (None: none). The variables' bounds and categories are restored whatever happens. `solve` may cut the box
+    off (status 'cut off', the bound its cutoff: no plan in the box costs less)."""
     saved = [(var.lowBound, var.upBound) for var in variables]
     try:
         for var in variables:
@@ -86,12 +88,17 @@ def box_bound(model: FleetModel, part: Partition, variables: list, box: dict, so
     return status, bound, point
 
 
-def point_bound(model: FleetModel, part: Partition, point: dict, solve, seconds_left, solve_lp=None) -> float | None:
+def point_bound(model: FleetModel, part: Partition, point: dict, solve, seconds_left, solve_lp=None,
+                cutoff: float = math.inf) -> float | None:
     """P(z) of the module docstring for z = point (math.inf where no plan has it), or None where a program proves
     no bound or the time runs out. With `solve_lp` (the LP relaxation with its row duals in constraint.pi, as
     optimize/periods.py's), the rows tying periods are not dropped but priced: with Z fixed at z, their LP duals pi_r
     (clipped to the valid sign) add c0' = sum_r pi_r b_r and take sum_r pi_r a_r off the costs (weak duality, as
-    periods.py's bound; pi = 0 is the dropped rows)."""
+    periods.py's bound; pi = 0 is the dropped rows).
+    With `solve_lp` and a finite `cutoff` the programs' LP relaxations are solved first (each a lower bound on its
+    program), the programs then in order of falling LP value, and the sum stops as soon as the programs solved and
+    the others' relaxations reach the cutoff: that partial sum is a lower bound on every plan with Z = z, and at the
+    cutoff it is all the search needs (a point above the plan in hand holds nothing cheaper)."""
     variables = {var.name: var for var in model.problem.variables()}
     cost = {var.name: coefficient for var, coefficient in model.problem.objective.items()}
     total = model.problem.objective.constant
@@ -108,6 +115,15 @@ def point_bound(model: FleetModel, part: Partition, point: dict, solve, seconds_
             year_round.append((variables[name], coefficient))
     programs = [period_problem("year_round", part.rows[YEAR_ROUND], year_round, point)]
     programs += [period_problem(f"period_{i}", part.rows[b], by_block[b], point) for i, b in enumerate(part.blocks)]
+    relaxed = [-math.inf] * len(programs)
+    if solve_lp is not None and math.isfinite(cutoff):
+        for index, problem in enumerate(programs):
+            value = _relaxation(problem, solve_lp)
+            if value == math.inf:
+                return math.inf  # a program without even a relaxed plan: no plan has Z = z
+            relaxed[index] = value
+        order = sorted(range(len(programs)), key=lambda i: -relaxed[i])
+        programs, relaxed = [programs[i] for i in order], [relaxed[i] for i in order]
     for index, problem in enumerate(programs):
         if seconds_left() <= 0:
             return None
@@ -116,8 +132,26 @@ def point_bound(model: FleetModel, part: Partition, point: dict, solve, seconds_
             return math.inf
         if bound is None:
             return None
-        total += bound
+        total += max(bound, relaxed[index])
+        if total + sum(relaxed[index + 1:]) >= cutoff:
+            return total + sum(relaxed[index + 1:])  # the cutoff is reached: the rest need not be solved whole
     return total
+
+
+def _relaxation(problem: pulp.LpProblem, solve_lp) -> float:
+    """The optimum of a program's LP relaxation (every variable continuous; categories restored): a lower bound on
+    the program's; math.inf where it is infeasible, -inf where the LP ends otherwise (no bound)."""
+    integers = [var for var in problem.variables() if var.cat == pulp.LpInteger]
+    for var in integers:
+        var.cat = pulp.LpContinuous
+    try:
+        status = solve_lp(problem)
+    finally:
+        for var in integers:
+            var.cat = pulp.LpInteger
+    if status == "optimal":
+        return pulp.value(problem.objective) or 0.0
+    return math.inf if problem.status == pulp.LpStatusInfeasible else -math.inf
 
 
 def _price_linking_rows(model: FleetModel, part: Partition, point: dict, solve_lp, cost: dict) -> float:
@@ -147,8 +181,10 @@ def _price_linking_rows(model: FleetModel, part: Partition, point: dict, solve_l
 def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cutoff: float = math.inf,
                      root: tuple[float, dict] | None = None, solve_lp=None) -> YearRoundBound | None:
     """The search of the module docstring, lowest box first, until every box left is at or above `cutoff` or the
-    time runs out; None where Z is not all integer or the whole box proves nothing. `solve(problem, share)` solves
-    a PuLP problem within `share` of the time left and returns (status, proven lower bound or None); `root`: stage
+    time runs out; None where Z is not all integer or the whole box proves nothing. `solve(problem, share, cutoff)` solves
+    a PuLP problem within `share` of the time left and returns (status, proven lower bound or None); a box's stage 1
+    is cut off at `cutoff` (status 'cut off', its bound the cutoff: a box with nothing cheaper than the plan in hand
+    needs no optimum, and HiGHS prunes what lies above at once); `root`: stage
     1's optimum over the whole box and its point, where already solved (the warm start's); `solve_lp`: points price
     the rows tying periods by their LP duals (`point_bound`) rather than drop them."""
     started = time.perf_counter()
@@ -172,7 +208,7 @@ def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cu
         if point is None:  # nothing to split it at
             pieces.append(bound)
             continue
-        value = point_bound(model, part, point, solve, seconds_left, solve_lp)
+        value = point_bound(model, part, point, solve, seconds_left, solve_lp, cutoff)
         points += 1
         pieces.append(bound if value is None else max(bound, value))
         fixed: dict = {}
@@ -186,7 +222,8 @@ def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cu
                 if seconds_left() <= 0:
                     heapq.heappush(heap, (bound, next(order), child, None))
                     continue
-                status, child_bound, child_point = box_bound(model, part, variables, child, lambda p: solve(p, BOX_SHARE))
+                status, child_bound, child_point = box_bound(model, part, variables, child,
+                                                             lambda p: solve(p, BOX_SHARE, cutoff=cutoff if math.isfinite(cutoff) else None))  # fmt: skip
                 boxes += 1
                 if status == "infeasible":
                     continue
