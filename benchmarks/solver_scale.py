@@ -97,7 +97,7 @@ def main() -> None:
                         help="also the period bound (planner/optimize/periods.py) within a third of the time")
     parser.add_argument("--year-round-bound", action="store_true",
                         help="after the start, the search over the year-round decisions (planner/optimize/yearround.py)"
-                             " until three quarters of the time")
+                             " until 0.9 of the time: planner/optimize/solve.py YEAR_ROUND_SHARE")
     parser.add_argument("--no-bound", action="store_true",
                         help="price every curve (no curves left unpriced by a bound: planner/candidates/bounds.py)")
     parser.add_argument("--precisions", default=",".join(ALL_PRECISIONS),
