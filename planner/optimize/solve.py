@@ -41,9 +41,10 @@ class SolveOutcome:
 
 
 # `planner plan` searches the year-round decisions (optimize/yearround.py) of a large program given at least this
-# long: at 20 x 24 HiGHS in 60 s ends at 6.22% with the search and 5.70% without, while from 120 s on the search
-# leads (CBC 120 s 2.79% against 9.41%; HiGHS and CBC 200 s 0.65%; 50 x 24 HiGHS 180 s 0.18% against 1.62%)
-YEAR_ROUND_MIN_SECONDS = 120.0
+# long (the default limit): at 20 x 24 in 60 s HiGHS and CBC end at 4.35% with the search and 5.77% / 9.41% without
+# it; in 120 s both at 0.65% (2026-12-03, its boxes cut off at the start's cost); 50 x 24 HiGHS 180 s 0.18% against
+# 1.62%. Below it the start alone takes most of the time.
+YEAR_ROUND_MIN_SECONDS = 60.0
 # the search runs until this share of the solve's time (the solver from the start has the rest): at 20 x 24 neither
 # HiGHS nor CBC ever improved the start or its bound in the time after the search, and at 120 s the search needs
 # about 80 s after the start's 14 (three quarters left it 2 boxes short: CBC 1.97%)
