@@ -18,7 +18,10 @@ from planner.candidates.curves import modeled_curve_keys, price_curve
 
 
 CANDIDATE_STAGE = "pricing candidates (workload x system)"
-PARALLEL_MIN_CURVES = 24  # fewer curves are priced in this process: forking costs more than it saves
+PARALLEL_MIN_CURVES = 24  # a scenario with fewer curves prices them all in one pass (no first pass to bound them)
+# fewer pending curves than this are priced in this process: forking costs more than it saves (about 0.1 s; the
+# fp4 alternative's 20 leading curves priced here took 1.5 s, forked 0.9 s)
+FORK_MIN_CURVES = 8
 _FORKED = None  # the builder forked workers price curves for (inherited by fork, never pickled)
 
 
@@ -109,8 +112,8 @@ def prefetch_curves(builder, progress: Callable[..., None] | None = None, which:
             pending[key] = None
     tally = CurveTally(len(needed), len(needed) - len(pending))
     on_ray = executor() == "ray" and bool(pending)
-    workers = min(worker_count(), len(pending) // 8)
-    if not on_ray and (workers < 2 or len(pending) < PARALLEL_MIN_CURVES or not can_fork()):
+    workers = min(worker_count(), len(pending) // 4)
+    if not on_ray and (workers < 2 or len(pending) < FORK_MIN_CURVES or not can_fork()):
         return tally
     from planner.perf import open_loop  # noqa: F401 (imported once, before the fork)
     from planner.perf.calibration import fit_kernels
