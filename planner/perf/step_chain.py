@@ -277,8 +277,10 @@ def batch_given_state(chains: list, m: float) -> list[tuple[np.ndarray, float]]:
                 break
             ratios.append(size / last if last > 0 else 0.0)
             cov_ratios.append(cov / last_cov if last_cov != 0 else 0.0)
+            if len(ratios) < 12 or len(ratios) % 4 or lag >= m:  # settled_ratio's own test, without its call
+                continue
             ratio, cov_ratio = settled_ratio(ratios), settled_ratio(cov_ratios)
-            if ratio is not None and cov_ratio is not None and lag < m:
+            if ratio is not None and cov_ratio is not None:
                 # the slowest modes alone are left: every further term is the last times its ratio^k; taken where
                 # the rest is under TAIL_SHARE of the sums (an error in the ratio then barely shows)
                 rest = behind * geometric_sum(ratio, int(np.ceil(m)) - lag)
@@ -338,6 +340,8 @@ def window_prompts(chains: list, m: float) -> list[tuple[float, float, float]]:
             var_steps.append(var_step)
             if done > 2 and settled:
                 break
+            if len(ratios) < 12 or len(ratios) % 4:  # settled_ratio's own test, without its call
+                continue
             ratio = settled_ratio(ratios)
             if ratio is not None and len(var_steps) >= 3 and done < steps:
                 # the slowest mode alone is left: the mean's step nears E[x] and the variance's its limit by ratio^k;
