@@ -1,6 +1,7 @@
 """Calibration fits kept on disk between runs: fitting a GPU generation's factors to its timed iterations and
 measured rows takes about a second (planner/perf/calibration.py), and every command that prices or simulates an
-engine of that generation pays it again in a fresh process.
+engine of that generation pays it again in a fresh process. Both stages are kept: the kernel factors
+(planner/perf/kernel_fit.py, read back only where plausible) and the calibrated efficiency.
 
 A fit is stored under a key that is the SHA-256 of everything it depends on: the source of the performance model
 (planner/perf/*.py and planner/catalog/*.py), the catalog's content (GPUs, systems, models, benchmark rows, step
