@@ -62,6 +62,10 @@ def main() -> int:
     parser.add_argument("--scenario", type=Path, default=SCENARIO)
     parser.add_argument("--keep-cache", help="use (and keep) this cache folder instead of a temporary one")
     args = parser.parse_args()
+    # the package byte-compiled, as an install has it (pip compiles what it installs; a checkout run with
+    # PYTHONDONTWRITEBYTECODE=1 would compile every module again in every fresh process)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "planner")], check=True,
+                   stdout=subprocess.DEVNULL)
     with tempfile.TemporaryDirectory(prefix="whatif-cache-") as temporary:
         cache = args.keep_cache or temporary
         python_s = bare_python()
