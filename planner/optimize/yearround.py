@@ -133,8 +133,8 @@ def point_bound(model: FleetModel, part: Partition, point: dict, solve, seconds_
         if bound is None:
             return None
         total += max(bound, relaxed[index])
-        if total + sum(relaxed[index + 1:]) >= cutoff:
-            return total + sum(relaxed[index + 1:])  # the cutoff is reached: the rest need not be solved whole
+        if (reached := total + sum(relaxed[index + 1:])) >= cutoff:
+            return reached  # the cutoff is reached: the rest need not be solved whole
     return total
 
 
@@ -200,6 +200,7 @@ def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cu
             return None
         root = (bound, point)
     point = None if root[1] is None else {var.name: root[1][var.name] for var in variables}  # Z alone is fixed
+    box_cutoff = cutoff if math.isfinite(cutoff) else None  # no plan in hand: every box solved to its optimum
     order = itertools.count()
     heap = [(root[0], next(order), whole, point)]
     pieces: list[float] = []  # bounds of the pieces no longer split
@@ -223,7 +224,7 @@ def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cu
                     heapq.heappush(heap, (bound, next(order), child, None))
                     continue
                 status, child_bound, child_point = box_bound(model, part, variables, child,
-                                                             lambda p: solve(p, BOX_SHARE, cutoff=cutoff if math.isfinite(cutoff) else None))  # fmt: skip
+                                                             lambda p: solve(p, BOX_SHARE, cutoff=box_cutoff))
                 boxes += 1
                 if status == "infeasible":
                     continue

@@ -5,6 +5,8 @@ steps carry, and the searches that find a quantile.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from scipy.special import betainc, betaln, gammaincc, gammaincinv, gammaln
 
@@ -19,6 +21,7 @@ def count_law(mean, var):
     return size, size / (size + mean)
 
 
+@functools.cache
 def _nbinom_ufuncs():
     """scipy's own negative-binomial survival and quantile ufuncs (Boost's, what scipy.stats.nbinom calls), without
     importing scipy.stats: that costs a fresh process, and each worker forked to price curves, about 0.3 s. Where a
