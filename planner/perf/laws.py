@@ -149,8 +149,8 @@ def gap_quantile(decode, batch_mean, batch_var: float, chunk_ms, pi, q: float) -
     # states of the same prompt work whose batches differ by under a quarter of the batch's spread are one state
     # (their weighted mean): the mixture's variance grows by under 0.6% of the batch's, a gap's law barely moves
     width = 0.25 * np.sqrt(max(batch_var, float(weight @ mean), 1e-9))
-    _, group = np.unique(np.stack([chunk, np.floor(mean / width)]), axis=1, return_inverse=True)
-    group = group.ravel()
+    # (numbered in the order of (chunk, batch level), as a complex number sorts: real part first)
+    _, group = np.unique(chunk + 1j * np.floor(mean / width), return_inverse=True)
     merged = np.bincount(group, weights=weight)
     mean = np.bincount(group, weights=weight * mean) / merged
     chunk = np.bincount(group, weights=weight * chunk) / merged
@@ -160,11 +160,15 @@ def gap_quantile(decode, batch_mean, batch_var: float, chunk_ms, pi, q: float) -
     spread = 7 * np.sqrt(np.maximum(batch_var, mean)) + 8  # beyond it each law holds < 1e-8
     bottom, top = int(max(np.min(mean - spread), 0)), int(np.max(mean + spread))
     # whole counts of the others over the range that holds them, at most GAP_GRID of them
-    counts = np.unique(np.round(np.linspace(bottom, top, min(top - bottom + 1, GAP_GRID))))
+    counts = (np.arange(bottom, top + 1, dtype=float) if top - bottom < GAP_GRID
+              else np.unique(np.round(np.linspace(bottom, top, GAP_GRID))))  # fmt: skip
     steps = decode(1.0 + counts)
-    # P(others <= k): Poisson Q(k + 1, mu), negative binomial NB(r + 1, p): I_p(r + 1, k + 1)
-    cdf = np.where(poissonian[:, None], gammaincc(counts[None, :] + 1, mean[:, None]),
-                   betainc(size[:, None] + 1, counts[None, :] + 1, prob[:, None]))  # fmt: skip
+    # P(others <= k): Poisson Q(k + 1, mu), negative binomial NB(r + 1, p): I_p(r + 1, k + 1) (each law only
+    # where it is the state's)
+    cdf = np.empty((len(mean), len(counts)))
+    cdf[poissonian] = gammaincc(counts[None, :] + 1, mean[poissonian, None])
+    spread_out = ~poissonian
+    cdf[spread_out] = betainc(size[spread_out, None] + 1, counts[None, :] + 1, prob[spread_out, None])
 
     # the law is a step function: state i's gap reaches D(1 + k) + c_i with probability w_i P(others = k), so the
     # quantile is the first of those steps, in order, where the mass reached holds q (beyond the grid: its top)
