@@ -96,12 +96,12 @@ def simulate(
         options = _simulation_options(duration, seeds, seed, balancer, length_cv, arrival_cv, token_budget, workload, period)
         started = time_module.perf_counter()
         with _progress(progress_mode, json, "simulating (workload x period)") as progress:
-            _, checks = api.simulate(scenario, catalog, options, document, solver.value if solver else None, time_limit,
-                                     trace, time_unit.value, progress)  # fmt: skip
+            planned, checks = api.simulate(scenario, catalog, options, document, solver.value if solver else None,
+                                           time_limit, trace, time_unit.value, progress)  # fmt: skip
         if json:
             sys.stdout.write(json_out.dumps(json_out.simulation_document(checks)))
         else:
-            text.print_simulation(checks, _stdout(), time_module.perf_counter() - started)
+            text.print_simulation(checks, _stdout(), time_module.perf_counter() - started, planned)
 
     _run(action, debug, json, time_limit)
 
@@ -193,7 +193,7 @@ def plan(
                 print(f"Overrides for this run: {overrides.describe()}")
             text.print_plan(result, _stdout())
             if checks is not None:
-                text.print_simulation(checks, _stdout())
+                text.print_simulation(checks, _stdout(), plan=result)
             if repaired is not None:
                 text.print_repair(repaired, _stdout())
                 print(f"Bill of materials: planner bom {scenario} --format xlsx --out bom.xlsx; "

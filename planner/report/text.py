@@ -379,9 +379,10 @@ def print_compare(results: tuple[DeploymentResult, ...], console: Console) -> No
                   "workload's mean rate where the scenario gives one, else its peak.")
 
 
-def print_simulation(checks, console: Console, wall_s: float | None = None) -> None:
+def print_simulation(checks, console: Console, wall_s: float | None = None, plan=None) -> None:
     """The table of workload checks (statistics and the verdict of each limit: holds, MISSES, inconclusive), then
-    per workload its engines, run and what was done about inconclusive verdicts, then the overall verdict."""
+    per workload its engines, run and what was done about inconclusive verdicts, then the overall verdict (and, for
+    a `plan` sized by the course's closed-loop method that the simulation does not confirm, why: `sizing_line`)."""
     from planner.simulate.verdicts import NOT_SIMULATED
     from planner.simulate.wording import VERDICT_WORDS, describe_check, unserved
 
@@ -425,6 +426,22 @@ def print_simulation(checks, console: Console, wall_s: float | None = None) -> N
     if wall_s and simulated:
         console.print(f"{simulated:,} requests simulated in {wall_s:.1f} s ({simulated / wall_s:,.0f} per second)")
     console.print(verdict_line(checks), soft_wrap=True)
+    if plan is not None and (line := sizing_line(plan, checks)):
+        console.print(line, soft_wrap=True)
+
+
+def sizing_line(plan, checks) -> str:
+    """Why a plan sized by the course's method (perf.sizing: closed-loop) can miss in the simulation, which sends
+    requests at random, and what sizing for that gives (the plan's sizing note); empty where the plan holds or is
+    sized for random arrivals."""
+    from planner.simulate.verdicts import HOLDS, overall_verdict
+
+    if plan.sizing != "closed-loop" or overall_verdict(checks) == HOLDS:
+        return ""
+    at_random = next((part for part in plan.sizing_note.split("; ") if part.startswith("under random arrivals")), "")
+    return ("The plan is sized by the course's method (perf.sizing: closed-loop: a closed-loop benchmark's capacity at "
+            "the limits, as the seed sizes it); the simulation sends requests at random, which that method does not "
+            "size for" + (f": {at_random}" if at_random else "") + ".")
 
 
 def verdict_line(checks) -> str:
