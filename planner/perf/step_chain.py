@@ -121,12 +121,7 @@ def step_chains(rate, decode, delta: float, per_step, per_prompt, states) -> lis
     sizes = np.array([len(q) for _, q, _ in chains])
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     total = int(sizes.sum())
-    balance = sparse.block_diag([matrix.T for matrix, _, _ in chains], format="csr") - sparse.identity(total, format="csr")
-    keep = np.ones(total)
-    keep[starts] = 0.0  # the first balance equation of each point, replaced by sum(pi) = 1
-    point = np.repeat(np.arange(len(chains)), sizes)
-    ones = sparse.coo_matrix((np.ones(total), (starts[point], np.arange(total))), shape=(total, total))
-    system = (sparse.diags(keep) @ balance + ones).tocsc()
+    system = _balance_system([matrix for matrix, _, _ in chains], starts, sizes)
     rhs = np.zeros(total)
     rhs[starts] = 1.0
     solution = spsolve(system, rhs)
@@ -140,6 +135,24 @@ def step_chains(rate, decode, delta: float, per_step, per_prompt, states) -> lis
             pi = np.full(size, np.nan)
         out.append((q, x, pi, matrix))
     return out
+
+
+def _balance_system(matrices: list, starts: np.ndarray, sizes: np.ndarray):
+    """The block-diagonal system of `step_chains` (CSC): each point's balance equations P^T - I, its first row
+    replaced by ones (sum(pi) = 1), without explicit zeros. Built from the entries directly: sparse sums and products
+    of the blocks cost more than the LU."""
+    rows, cols, values = [], [], []
+    for matrix, start, size in zip(matrices, starts, sizes):
+        entries = matrix.tocoo()
+        off = (entries.row != entries.col) & (entries.data != 0) & (entries.col != 0)  # (P^T)[c, r] = P[r, c]
+        diagonal = matrix.diagonal() - 1.0
+        states = np.flatnonzero(diagonal != 0)
+        states = states[states != 0]
+        rows += [start + entries.col[off], start + states, np.full(size, start)]
+        cols += [start + entries.row[off], start + states, start + np.arange(size)]
+        values += [entries.data[off], diagonal[states], np.ones(size)]
+    total = int(sizes.sum())
+    return sparse.coo_matrix((np.concatenate(values), (np.concatenate(rows), np.concatenate(cols))), shape=(total, total)).tocsc()
 
 
 # a token's own step: its batch's law by three points (Gauss-Hermite: the mean and -+ sqrt(3) standard deviations,
