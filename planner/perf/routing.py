@@ -95,9 +95,14 @@ def busiest_rank_load(experts, top_k, ranks, tokens):
     R / E ranks share: the busiest group sets the pace."""
     if np.all(np.asarray(ranks) <= 1):  # one rank everywhere (no expert parallelism): every factor is 1
         return np.ones(np.broadcast_shapes(*(np.shape(v) for v in (experts, top_k, ranks, tokens))))
-    arrays = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (experts, top_k, ranks, tokens)))
-    shape = arrays[0].shape
-    experts, top_k, ranks, tokens = (a.ravel() for a in arrays)
+    if np.ndim(experts) == np.ndim(top_k) == np.ndim(ranks) == 0:  # one engine's steps (the common case)
+        tokens = np.asarray(tokens, dtype=float)
+        shape, tokens = tokens.shape, tokens.ravel()
+        experts, top_k, ranks = (np.full(tokens.size, float(v)) for v in (experts, top_k, ranks))
+    else:
+        arrays = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (experts, top_k, ranks, tokens)))
+        shape = arrays[0].shape
+        experts, top_k, ranks, tokens = (a.ravel() for a in arrays)
     ranks = np.minimum(ranks, experts)  # more ranks than experts: each expert's tokens shared by R / E ranks
     factor = np.ones(tokens.size)
     spread = (ranks > 1) & (tokens > 0) & (experts > top_k)
