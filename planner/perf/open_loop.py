@@ -70,6 +70,7 @@ from planner.perf.step_chain import (
     batch_given_state,
     chain_gap_means,
     grid_size,
+    serial_blas,
     step_chains,
     window_prompts,
 )
@@ -168,6 +169,7 @@ def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_b
                            percentile, token_budget)  # fmt: skip
 
 
+@serial_blas()  # small matrices: BLAS threads only contend (step_chain.serial_blas)
 def solve_open_loop(costs: StepCosts, osl: int, rates_rps, max_running, percentile, token_budget):
     """The open-loop states (`open_loop_states`) of an engine given its step costs, uncached."""
     rate = np.asarray(rates_rps, dtype=float) / 1e3  # per ms

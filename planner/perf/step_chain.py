@@ -13,8 +13,12 @@ its start: explicitly, by their geometric rest once one mode is left, or as infi
 
 from __future__ import annotations
 
+import functools
+from contextlib import contextmanager
+
 import numpy as np
 from scipy import sparse
+from scipy.linalg import lu_factor, lu_solve
 from scipy.sparse.linalg import splu, spsolve
 from scipy.special import gammaln, pdtr, pdtrik
 
@@ -27,8 +31,27 @@ MAX_STATES = 1024  # grid points of the step chain; a queue that needs more is b
 TAIL = 1e-9  # probability left out of Poisson sums and of the chain's grid
 FORGOTTEN = 1e-9  # a chain has forgotten its start when what is left of a deviation is below this share of x's scale
 DENSE_STATES = 160  # chains of up to this many states step as dense matrices
+CLOSED_STATES = 96  # chains of up to this many states sum in closed form (`closed_sums`), cheaper than stepping lags
+CLOSED_MAX_STATES = 272  # larger chains step first; those still mixing after PROBE_LAGS sum in closed form up to this
 PROBE_LAGS = 48  # lags stepped before the infinite sums are taken (where the chain has forgotten by then)
 TAIL_SHARE = 0.01  # a geometric tail is summed in closed form once it is under this share of the sum
+
+
+@functools.cache
+def _blas_controller():
+    from threadpoolctl import ThreadpoolController  # 20 ms to import: where the model runs
+
+    return ThreadpoolController()
+
+
+@contextmanager
+def serial_blas():
+    """BLAS on one thread while an open loop is solved: its matrices are small (a chain's states, hundreds at most),
+    where OpenBLAS's threads only contend, and worse in every forked pricing worker at once (the 16,000-token
+    what-if case took 2.7x longer with two threads in each of two workers). The library's threads are as they were
+    afterwards."""
+    with _blas_controller().limit(limits=1, user_api="blas"):
+        yield
 
 
 def stepper(matrix):
@@ -239,6 +262,50 @@ def fundamental(matrix, pi, y):
     return h, h2, k
 
 
+def closed_sums(matrix, pi, y, m: float) -> tuple[np.ndarray, float]:
+    """The sums of `batch_given_state` exactly, for a small chain: (sum_{j=1..M} w_j R^j y, Var(N)) with M =
+    ceil(m), w_j = min(1, m - j + 1), from the infinite sums (`fundamental`, by a dense LU) less what lies beyond
+    the window, a matrix power on them. With a = h - y = sum_{l>=1} P^l y, b = h2 - 2h + y = sum_{s>=1} P^s a, L =
+    M - 1 (the lags below m) and Q = P^L:
+
+        sum_{l=1..L} P^l y = a - Q a = S1,   sum_{l=1..L} (L + 1 - l) P^l y = L a - (b - Q b) = S2,
+        Var(N) = m C(0) + 2 (pi y) . (S2 + (m - L - 1) S1),
+        sum_{j=1..M} R^j y = c - R^M c (c = k - y),   R^M v = D^-1 P^T Q^T D v
+
+    One LU and about log2(M) products of the n x n matrix, where stepping a slowly mixing chain takes hundreds of
+    lags (a 16,000-token prompt's chain forgets in 150-400 of its 499). States the chain all but never visits (pi
+    below 1e-200) get no sum, as in the stepped one."""
+    size = len(y)
+    steps = int(np.ceil(m))
+    weighted = pi * y
+    if steps <= 0:
+        return np.zeros(size), m * float(weighted @ y)
+    forward = matrix.toarray()
+    system = np.eye(size) - forward
+    system[:, 0] += 1.0
+    lu = lu_factor(system, check_finite=False)
+    g = lu_solve(lu, y, check_finite=False)
+    h = g - pi @ g
+    g2 = lu_solve(lu, h, check_finite=False)
+    h2 = g2 - pi @ g2
+    visited = pi > 1e-200
+    inverse = np.where(visited, 1.0 / np.where(visited, pi, 1.0), 0.0)
+    k = lu_solve(lu, weighted, trans=1, check_finite=False) * inverse
+    lags = steps - 1
+    power = np.linalg.matrix_power(forward, lags)
+    a, b = h - y, h2 - 2 * h + y
+    below = a - power @ a
+    ramp = lags * a - (b - power @ b)
+    var_n = m * float(weighted @ y) + 2 * float(weighted @ (ramp + (m - lags - 1) * below))
+
+    def reversed_power(v):  # R^M v
+        return inverse * (forward.T @ (power.T @ (pi * v)))
+
+    c = k - y
+    sums = c - reversed_power(c) - (1.0 - min(1.0, m - steps + 1)) * reversed_power(y)
+    return np.where(visited, sums, 0.0), var_n
+
+
 def batch_given_state(chains: list, m: float) -> list[tuple[np.ndarray, float]]:
     """The sequences a step decodes, N, given the state its chain is in: per chain (matrix P, law pi, prompts run
     x), (E[N | Q = q_i] per state, Var(N | Q)).
@@ -261,6 +328,12 @@ def batch_given_state(chains: list, m: float) -> list[tuple[np.ndarray, float]]:
         scale = max(float(np.max(np.abs(y))), 1e-300)
         var_n = m * float(pi @ (y * y))
         weighted = pi * y
+        if len(x) <= CLOSED_STATES:
+            conditional, var_n = closed_sums(matrix, pi, y, m)
+            conditional = np.maximum(m * mean_x + conditional, 0.0)
+            spread = float(pi @ (conditional - pi @ conditional) ** 2)
+            out.append((conditional, max(var_n - spread, 0.0)))
+            continue
         # states the chain all but never visits (pi below 1e-200) get no reversed row: 1 / pi would overflow
         inverse = np.where(pi > 1e-200, 1.0 / np.maximum(pi, 1e-200), 0.0)
         if len(x) <= DENSE_STATES:  # a small chain steps faster dense (the same products as the sparse ones)
@@ -277,6 +350,10 @@ def batch_given_state(chains: list, m: float) -> list[tuple[np.ndarray, float]]:
                 h, h2, k = fundamental(matrix, pi, y)
                 conditional = k - y
                 var_n = m * float(pi @ (y * y)) + 2 * (m * float(weighted @ (h - y)) - float(weighted @ (h2 - h)))
+                break
+            if lag == PROBE_LAGS + 1 and len(x) <= CLOSED_MAX_STATES:
+                # still mixing: the sums in closed form (a matrix power) cost less than the hundreds of lags left
+                conditional, var_n = closed_sums(matrix, pi, y, m)
                 break
             behind = backward(behind)
             conditional += min(1.0, m - lag + 1) * behind
