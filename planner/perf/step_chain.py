@@ -8,7 +8,9 @@ sparse LU (`step_chains`). A request's decode phase is the m = OSL - 1 steps aft
 step decodes is a moving sum of the chain's output (`batch_given_state`) and the prompts a request's own steps carry
 a sum along the chain from the state its prompt ended in (`window_prompts`). Sums run until the chain has forgotten
 its start: explicitly, by their geometric rest once one mode is left, or as infinite sums by the fundamental matrix
-(`fundamental`) where the chain forgets long before m.
+(`fundamental`) where the chain forgets long before m; the batch's sums of a small or slowly mixing chain are taken
+in closed form, the fundamental matrix less a matrix power (`closed_sums`). The matrices are small: BLAS runs on one
+thread while they are solved (`serial_blas`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ TAIL = 1e-9  # probability left out of Poisson sums and of the chain's grid
 FORGOTTEN = 1e-9  # a chain has forgotten its start when what is left of a deviation is below this share of x's scale
 DENSE_STATES = 160  # chains of up to this many states step as dense matrices
 CLOSED_STATES = 96  # chains of up to this many states sum in closed form (`closed_sums`), cheaper than stepping lags
+FORGOTTEN_POWER = 1e-15  # a power of the chain whose every row is pi to this has forgotten its start
 CLOSED_MAX_STATES = 272  # larger chains step first; those still mixing after PROBE_LAGS sum in closed form up to this
 PROBE_LAGS = 48  # lags stepped before the infinite sums are taken (where the chain has forgotten by then)
 TAIL_SHARE = 0.01  # a geometric tail is summed in closed form once it is under this share of the sum
@@ -262,6 +265,23 @@ def fundamental(matrix, pi, y):
     return h, h2, k
 
 
+def _power(forward: np.ndarray, exponent: int, pi: np.ndarray) -> np.ndarray:
+    """P^exponent by repeated squaring (numpy's matrix_power), stopping once a square has forgotten its start: every
+    row pi to FORGOTTEN_POWER, where every higher power is the same (a chain that forgets within tens of lags needs
+    six squarings, not thirteen products)."""
+    result, base = None, forward
+    settled = np.broadcast_to(pi, forward.shape)
+    while exponent:
+        if exponent & 1:
+            result = base if result is None else result @ base
+        exponent >>= 1
+        if exponent:
+            base = base @ base
+            if np.abs(base - settled).max() <= FORGOTTEN_POWER:
+                return settled.copy()
+    return np.eye(len(forward)) if result is None else result
+
+
 def closed_sums(matrix, pi, y, m: float) -> tuple[np.ndarray, float]:
     """The sums of `batch_given_state` exactly, for a small chain: (sum_{j=1..M} w_j R^j y, Var(N)) with M =
     ceil(m), w_j = min(1, m - j + 1), from the infinite sums (`fundamental`, by a dense LU) less what lies beyond
@@ -292,7 +312,7 @@ def closed_sums(matrix, pi, y, m: float) -> tuple[np.ndarray, float]:
     inverse = np.where(visited, 1.0 / np.where(visited, pi, 1.0), 0.0)
     k = lu_solve(lu, weighted, trans=1, check_finite=False) * inverse
     lags = steps - 1
-    power = np.linalg.matrix_power(forward, lags)
+    power = _power(forward, lags, pi)
     a, b = h - y, h2 - 2 * h + y
     below = a - power @ a
     ramp = lags * a - (b - power @ b)
@@ -318,9 +338,11 @@ def batch_given_state(chains: list, m: float) -> list[tuple[np.ndarray, float]]:
 
         E[N | Q_t = i] = m E[x] + sum_{j=1..m} (R^j y)_i,     Var(N) = m C(0) + 2 sum_{l=1..m-1} (m - l) C(l)
 
-    and Var(N | Q) = Var(N) - Var(E[N | Q]) (total variance). The sums stop where every chain has forgotten (both
-    terms below FORGOTTEN of x's scale): the mixing time, not m, bounds the work. Each chain steps on its own
-    (dense where it is small), so a slow one near saturation does not hold the others."""
+    and Var(N | Q) = Var(N) - Var(E[N | Q]) (total variance). A chain of up to CLOSED_STATES states sums in closed
+    form (`closed_sums`); a larger one steps lag by lag until it has forgotten (both terms below FORGOTTEN of x's
+    scale), its slowest mode alone is left (the rest geometric), or at PROBE_LAGS it has forgotten long before m
+    (the infinite sums, `fundamental`) or is still mixing (`closed_sums`, up to CLOSED_MAX_STATES): the mixing
+    time, not m, bounds the work. Each chain is solved on its own (dense where it is small)."""
     out = []
     for matrix, pi, x in chains:
         mean_x = float(pi @ x)
