@@ -51,7 +51,7 @@ def _blas_controller():
 def serial_blas():
     """BLAS on one thread while an open loop is solved: its matrices are small (a chain's states, hundreds at most),
     where OpenBLAS's threads only contend, and worse in every forked pricing worker at once (the 16,000-token
-    what-if case took 2.7x longer with two threads in each of two workers). The library's threads are as they were
+    what-if case took 2.7-2.9x longer with two threads in each of two workers). The library's threads are as they were
     afterwards."""
     with _blas_controller().limit(limits=1, user_api="blas"):
         yield
