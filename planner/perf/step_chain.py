@@ -256,12 +256,17 @@ def fundamental(matrix, pi, y):
     size = len(y)
     column = sparse.csc_matrix((np.ones(size), (np.arange(size), np.zeros(size, dtype=int))), shape=(size, size))
     lu = splu((sparse.identity(size, format="csc") - matrix.tocsc() + column).tocsc())
-    g = lu.solve(y)
+    return _infinite_sums(lambda v, transposed: lu.solve(v, trans="T" if transposed else "N"), pi, y)
+
+
+def _infinite_sums(solve, pi, y):
+    """(h, h2, k) of `fundamental`, given solve(v, transposed) by an LU of its M (sparse or dense)."""
+    g = solve(y, False)
     h = g - pi @ g
-    g2 = lu.solve(h)
+    g2 = solve(h, False)
     h2 = g2 - pi @ g2
     visited = pi > 1e-200  # states the chain all but never visits get no reversed sum (1 / pi would overflow)
-    k = np.where(visited, lu.solve(pi * y, trans="T") / np.where(visited, pi, 1.0), 0.0)
+    k = np.where(visited, solve(pi * y, True) / np.where(visited, pi, 1.0), 0.0)
     return h, h2, k
 
 
@@ -304,13 +309,9 @@ def closed_sums(matrix, pi, y, m: float) -> tuple[np.ndarray, float]:
     system = np.eye(size) - forward
     system[:, 0] += 1.0
     lu = lu_factor(system, check_finite=False)
-    g = lu_solve(lu, y, check_finite=False)
-    h = g - pi @ g
-    g2 = lu_solve(lu, h, check_finite=False)
-    h2 = g2 - pi @ g2
+    h, h2, k = _infinite_sums(lambda v, transposed: lu_solve(lu, v, trans=int(transposed), check_finite=False), pi, y)
     visited = pi > 1e-200
     inverse = np.where(visited, 1.0 / np.where(visited, pi, 1.0), 0.0)
-    k = lu_solve(lu, weighted, trans=1, check_finite=False) * inverse
     lags = steps - 1
     power = _power(forward, lags, pi)
     a, b = h - y, h2 - 2 * h + y
@@ -347,65 +348,60 @@ def batch_given_state(chains: list, m: float) -> list[tuple[np.ndarray, float]]:
     for matrix, pi, x in chains:
         mean_x = float(pi @ x)
         y = x - mean_x
-        scale = max(float(np.max(np.abs(y))), 1e-300)
-        var_n = m * float(pi @ (y * y))
-        weighted = pi * y
-        if len(x) <= CLOSED_STATES:
-            conditional, var_n = closed_sums(matrix, pi, y, m)
-            conditional = np.maximum(m * mean_x + conditional, 0.0)
-            spread = float(pi @ (conditional - pi @ conditional) ** 2)
-            out.append((conditional, max(var_n - spread, 0.0)))
-            continue
-        # states the chain all but never visits (pi below 1e-200) get no reversed row: 1 / pi would overflow
-        inverse = np.where(pi > 1e-200, 1.0 / np.maximum(pi, 1e-200), 0.0)
-        if len(x) <= DENSE_STATES:  # a small chain steps faster dense (the same products as the sparse ones)
-            forward = matrix.toarray()
-            backward = (inverse[:, None] * forward.T) * pi[None, :]
-        else:
-            forward, backward = matrix, (sparse.diags(inverse) @ matrix.T @ sparse.diags(pi)).tocsr()
-        forward, backward = stepper(forward), stepper(backward)
-        conditional, ahead, behind = np.zeros_like(x), y.copy(), y.copy()
-        size, ratios, cov_ratios, cov = scale, [], [], 0.0
-        for lag in range(1, int(np.ceil(m)) + 1):
-            if lag == PROBE_LAGS + 1 and mixed(size / scale, m):
-                # forgotten long before m: the sums to m are the infinite ones (`fundamental`), to 1e-6
-                h, h2, k = fundamental(matrix, pi, y)
-                conditional = k - y
-                var_n = m * float(pi @ (y * y)) + 2 * (m * float(weighted @ (h - y)) - float(weighted @ (h2 - h)))
-                break
-            if lag == PROBE_LAGS + 1 and len(x) <= CLOSED_MAX_STATES:
-                # still mixing: the sums in closed form (a matrix power) cost less than the hundreds of lags left
-                conditional, var_n = closed_sums(matrix, pi, y, m)
-                break
-            behind = backward(behind)
-            conditional += min(1.0, m - lag + 1) * behind
-            last_cov, cov = cov, 0.0
-            if lag < m:
-                ahead = forward(ahead)
-                cov = float(weighted @ ahead)
-                var_n += 2 * (m - lag) * cov
-            last, size = size, float(np.abs(behind).max())
-            if size < FORGOTTEN * scale and abs(cov) < FORGOTTEN * scale**2:
-                break
-            ratios.append(size / last if last > 0 else 0.0)
-            cov_ratios.append(cov / last_cov if last_cov != 0 else 0.0)
-            if len(ratios) < 12 or len(ratios) % 4 or lag >= m:  # settled_ratio's own test, without its call
-                continue
-            ratio, cov_ratio = settled_ratio(ratios), settled_ratio(cov_ratios)
-            if ratio is not None and cov_ratio is not None:
-                # the slowest modes alone are left: every further term is the last times its ratio^k; taken where
-                # the rest is under TAIL_SHARE of the sums (an error in the ratio then barely shows)
-                rest = behind * geometric_sum(ratio, int(np.ceil(m)) - lag)
-                rest_var = 2 * cov * ramp_sum(cov_ratio, m - lag)
-                if (np.max(np.abs(rest)) <= TAIL_SHARE * (np.max(np.abs(conditional)) + FORGOTTEN * scale)
-                        and abs(rest_var) <= TAIL_SHARE * abs(var_n)):  # fmt: skip
-                    conditional += rest
-                    var_n += rest_var
-                    break
-        conditional = np.maximum(m * mean_x + conditional, 0.0)
+        sums, var_n = (closed_sums if len(x) <= CLOSED_STATES else _stepped_sums)(matrix, pi, y, m)
+        conditional = np.maximum(m * mean_x + sums, 0.0)
         spread = float(pi @ (conditional - pi @ conditional) ** 2)
         out.append((conditional, max(var_n - spread, 0.0)))
     return out
+
+
+def _stepped_sums(matrix, pi, y, m: float) -> tuple[np.ndarray, float]:
+    """`closed_sums`' (sum_{j=1..M} w_j R^j y, Var(N)) for a larger chain, lag by lag (`batch_given_state`)."""
+    scale = max(float(np.max(np.abs(y))), 1e-300)
+    var_n = m * float(pi @ (y * y))
+    weighted = pi * y
+    # states the chain all but never visits (pi below 1e-200) get no reversed row: 1 / pi would overflow
+    inverse = np.where(pi > 1e-200, 1.0 / np.maximum(pi, 1e-200), 0.0)
+    if len(y) <= DENSE_STATES:  # a small chain steps faster dense (the same products as the sparse ones)
+        forward = matrix.toarray()
+        backward = (inverse[:, None] * forward.T) * pi[None, :]
+    else:
+        forward, backward = matrix, (sparse.diags(inverse) @ matrix.T @ sparse.diags(pi)).tocsr()
+    forward, backward = stepper(forward), stepper(backward)
+    conditional, ahead, behind = np.zeros_like(y), y.copy(), y.copy()
+    size, ratios, cov_ratios, cov = scale, [], [], 0.0
+    for lag in range(1, int(np.ceil(m)) + 1):
+        if lag == PROBE_LAGS + 1 and mixed(size / scale, m):
+            # forgotten long before m: the sums to m are the infinite ones (`fundamental`), to 1e-6
+            h, h2, k = fundamental(matrix, pi, y)
+            return k - y, m * float(pi @ (y * y)) + 2 * (m * float(weighted @ (h - y)) - float(weighted @ (h2 - h)))
+        if lag == PROBE_LAGS + 1 and len(y) <= CLOSED_MAX_STATES:
+            # still mixing: the sums in closed form (a matrix power) cost less than the hundreds of lags left
+            return closed_sums(matrix, pi, y, m)
+        behind = backward(behind)
+        conditional += min(1.0, m - lag + 1) * behind
+        last_cov, cov = cov, 0.0
+        if lag < m:
+            ahead = forward(ahead)
+            cov = float(weighted @ ahead)
+            var_n += 2 * (m - lag) * cov
+        last, size = size, float(np.abs(behind).max())
+        if size < FORGOTTEN * scale and abs(cov) < FORGOTTEN * scale**2:
+            break
+        ratios.append(size / last if last > 0 else 0.0)
+        cov_ratios.append(cov / last_cov if last_cov != 0 else 0.0)
+        if len(ratios) < 12 or len(ratios) % 4 or lag >= m:  # settled_ratio's own test, without its call
+            continue
+        ratio, cov_ratio = settled_ratio(ratios), settled_ratio(cov_ratios)
+        if ratio is not None and cov_ratio is not None:
+            # the slowest modes alone are left: every further term is the last times its ratio^k; taken where the
+            # rest is under TAIL_SHARE of the sums (an error in the ratio then barely shows)
+            rest = behind * geometric_sum(ratio, int(np.ceil(m)) - lag)
+            rest_var = 2 * cov * ramp_sum(cov_ratio, m - lag)
+            if (np.max(np.abs(rest)) <= TAIL_SHARE * (np.max(np.abs(conditional)) + FORGOTTEN * scale)
+                    and abs(rest_var) <= TAIL_SHARE * abs(var_n)):  # fmt: skip
+                return conditional + rest, var_n + rest_var
+    return conditional, var_n
 
 
 def window_prompts(chains: list, m: float) -> list[tuple[float, float, float]]:
