@@ -166,7 +166,8 @@ def main() -> None:
         year = outcome.year_round_bound  # planner/optimize/yearround.py's search (of the solve's seconds)
         if year is not None:
             print(f"  year-round bound {year.lower_bound:,.0f} in {year.seconds:.2f} s: {year.boxes} boxes, {year.points} "
-                  f"points, {year.open} left below the start")  # fmt: skip
+                  f"points ({year.closed} solved whole with their periods' floors), {year.open} left below the start"
+                  + ("" if year.plan is None else f"; a closed point held a cheaper plan, {year.plan[0]:,.0f}"))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -178,6 +178,11 @@ def test_the_year_round_bound_never_exceeds_the_brute_force_optimum_and_proves_i
             for found in (bound, dropped):  # rows tying periods priced by LP duals, or dropped
                 assert found is not None and found.open == 0
                 assert stage_one - slack <= found.lower_bound <= expected + slack
+                # every point left below the cutoff is closed (solved whole with its periods' floors): the search
+                # proves the optimum itself, and a plan it finds is a plan of the program, at the optimum's cost
+                assert found.lower_bound >= expected - slack
+                if found.plan is not None:
+                    assert found.plan[0] == pytest.approx(expected, abs=slack)
             for solver in ("cbc", "highs"):
                 model, _ = _fleet(Path(tmp), case, reconfigure, share, market)
                 outcome = solve.solve_model(model, solver, 60.0, warm_start=True, year_round_bound=True)

@@ -4,6 +4,7 @@ status and best bound read from the solver itself."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -74,6 +75,9 @@ def solve_model(model: FleetModel, solver: str, time_limit_s: float, warm_start:
         start = _warm_start(model, time_limit_s, started)
         if start is not None and year_round_bound:
             bound_by_year = _year_round_bound(model, start, time_limit_s, started)
+            if bound_by_year is not None and bound_by_year.plan is not None and bound_by_year.plan[0] < start.objective - _tolerance(start.objective):
+                cost, values = bound_by_year.plan  # a closed point held a cheaper plan: the solver starts from it
+                start = dataclasses.replace(start, objective=cost, values=values)
     left = time_limit_s - (time.perf_counter() - started)
     proven_start = bound_by_year is not None and bound_by_year.lower_bound >= start.objective - _tolerance(start.objective)
     if start is not None and (left < 1.0 or proven_start):  # the stages used the budget, or proved their plan
