@@ -147,7 +147,8 @@ def _year_round_bound(model: FleetModel, start: decompose.WarmStart, time_limit_
     if start.lower_bound is not None:
         root = (start.lower_bound, {name: round(value) for name, value in start.values.items() if name not in part.block_of})
     try:
-        return yearround.year_round_bound(model, part, solve, seconds_left, start.objective, root, _highs_lp)
+        return yearround.year_round_bound(model, part, solve, seconds_left, start.objective, root, _highs_lp,
+                                          root_is_plan=root is not None)
     finally:
         decompose.restore(model, start)
 

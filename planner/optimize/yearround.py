@@ -24,7 +24,8 @@ year-round variables alone. Given Z the periods are tied only by the rentals' ro
   objective bound): where nothing in the box is cheaper, it ends as soon as that is proven, its bound the cutoff.
 
 - **closing a point**: a point whose P(z) stays below `cutoff` once every box is settled is solved whole, Z fixed
-  at z, with a *floor* row per program: for period b, sum of c_v v over the variables in b's own rows >= F_b, the
+  at z, with a *floor* row per program (the point of the plan in hand, whose P(z) cannot reach the cutoff, skips
+  P(z): its floors, summed with c0 + c_Z z, bound it until it is closed): for period b, sum of c_v v over the variables in b's own rows >= F_b, the
   proven lower bound of b's program with the rows tying periods dropped (every plan with Z = z satisfies b's rows,
   so none is cut off; likewise the year-round rows' program). Branch and bound then starts where each period's
   rounding is already closed and has only the rows tying periods left to settle: at 20 x 24 it proves the start's
@@ -193,14 +194,16 @@ def _price_linking_rows(model: FleetModel, part: Partition, point: dict, solve_l
 
 
 def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cutoff: float = math.inf,
-                     root: tuple[float, dict] | None = None, solve_lp=None) -> YearRoundBound | None:
+                     root: tuple[float, dict] | None = None, solve_lp=None, root_is_plan: bool = False) -> YearRoundBound | None:
     """The search of the module docstring, lowest box first, until every box left is at or above `cutoff` or the
-    time runs out; None where Z is not all integer or the whole box proves nothing. `solve(problem, share, cutoff)` solves
-    a PuLP problem within `share` of the time left and returns (status, proven lower bound or None); a box's stage 1
-    is cut off at `cutoff` (status 'cut off', its bound the cutoff: a box with nothing cheaper than the plan in hand
-    needs no optimum, and HiGHS prunes what lies above at once); `root`: stage
-    1's optimum over the whole box and its point, where already solved (the warm start's); `solve_lp`: points price
-    the rows tying periods by their LP duals (`point_bound`) rather than drop them."""
+    time runs out, then the points left below it closed; None where Z is not all integer or the whole box proves
+    nothing. `solve(problem, share, cutoff)` solves a PuLP problem within `share` of the time left and returns
+    (status, proven lower bound or None); a box's stage 1 is cut off at `cutoff` (status 'cut off', its bound the
+    cutoff: a box with nothing cheaper than the plan in hand needs no optimum, and HiGHS prunes what lies above at
+    once); `root`: stage 1's optimum over the whole box and its point, where already solved (the warm start's);
+    `solve_lp`: points price the rows tying periods by their LP duals (`point_bound`) rather than drop them;
+    `root_is_plan`: root's point is that of the plan in hand, whose P(z) cannot reach the cutoff (that plan is one of
+    the point's), so it is bounded by its floors alone (`point_floors`) and closed with them."""
     started = time.perf_counter()
     variables = branching_variables(model, part)
     if variables is None or not part.blocks:
@@ -214,21 +217,26 @@ def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cu
             return None
         root = (bound, point)
     point = None if root[1] is None else {var.name: root[1][var.name] for var in variables}  # Z alone is fixed
+    plan_point = point if root_is_plan and math.isfinite(cutoff) else None
     box_cutoff = cutoff if math.isfinite(cutoff) else None  # no plan in hand: every box solved to its optimum
     order = itertools.count()
     heap = [(root[0], next(order), whole, point)]
     pieces: list[float] = []  # bounds of the pieces no longer split
-    to_close: list[tuple[int, dict]] = []  # (index in pieces, point) of points bounded below the cutoff
+    to_close: list[tuple[int, dict, list | None]] = []  # (index in pieces, point, its floors) below the cutoff
     while heap and heap[0][0] < cutoff and seconds_left() > 0:
         bound, _, box, point = heapq.heappop(heap)
         if point is None:  # nothing to split it at
             pieces.append(bound)
             continue
-        value = point_bound(model, part, point, solve, seconds_left, solve_lp, cutoff)
+        floors = None
+        if point == plan_point:
+            floors, value = point_floors(model, part, point, solve, seconds_left)
+        else:
+            value = point_bound(model, part, point, solve, seconds_left, solve_lp, cutoff)
         points += 1
         pieces.append(bound if value is None else max(bound, value))
-        if value is not None and pieces[-1] < cutoff:
-            to_close.append((len(pieces) - 1, point))
+        if _below(pieces[-1], cutoff) and (value is not None or floors is not None):
+            to_close.append((len(pieces) - 1, point, floors))
         fixed: dict = {}
         for var in variables:
             low, up = box[var.name]
@@ -249,47 +257,75 @@ def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cu
             fixed[var.name] = (z, z)
     closed, plan = 0, None
     if not any(entry[0] < cutoff for entry in heap):  # every box settled: close the points left below the cutoff
-        for index, point in sorted(to_close, key=lambda entry: pieces[entry[0]]):
-            if pieces[index] >= cutoff or seconds_left() <= 0:
+        for index, point, floors in sorted(to_close, key=lambda entry: pieces[entry[0]]):
+            if not _below(pieces[index], cutoff) or seconds_left() <= 0:
                 continue
-            value, found = close_point(model, part, point, solve, seconds_left, box_cutoff if plan is None else plan[0])
+            if floors is None:
+                floors, value = point_floors(model, part, point, solve, seconds_left)
+                if value is not None:
+                    pieces[index] = max(pieces[index], value)
+                if not _below(pieces[index], cutoff):
+                    continue
+            value, found = close_point(model, part, point, floors, solve, seconds_left, box_cutoff if plan is None else plan[0])
             closed += 1
-            if found is not None and found[0] < cutoff - CHEAPER * max(1.0, abs(cutoff)):
+            if found is not None and _below(found[0], cutoff):
                 plan, cutoff = found, found[0]
             if value is not None:
                 pieces[index] = max(pieces[index], value)
     bounds = pieces + [entry[0] for entry in heap]
     if not bounds:
         return None
-    open_pieces = sum(1 for entry in heap if entry[0] < cutoff) + sum(1 for index, _ in to_close if pieces[index] < cutoff)
+    open_pieces = sum(1 for entry in heap if entry[0] < cutoff) + sum(1 for index, *_ in to_close if _below(pieces[index], cutoff))
     return YearRoundBound(min(bounds), boxes, points, open_pieces, time.perf_counter() - started, closed, plan)
 
 
-def close_point(model: FleetModel, part: Partition, point: dict, solve, seconds_left,
-                cutoff: float | None) -> tuple[float | None, tuple[float, dict] | None]:
-    """A point solved whole (module docstring, "closing a point"): the proven lower bound on every plan with Z =
-    point (math.inf where there is none; the cutoff where nothing is cheaper; None where nothing is proven) and
-    (cost, values) of the plan found where it is below `cutoff` (None: none). The model is left as it was but for
-    its variables' values."""
+def _below(value: float, cutoff: float) -> bool:
+    """Whether `value` is below the cutoff by more than float noise (CHEAPER)."""
+    return value < cutoff - CHEAPER * max(1.0, abs(cutoff)) if math.isfinite(cutoff) else True
+
+
+def point_floors(model: FleetModel, part: Partition, point: dict, solve, seconds_left) -> tuple[list, float | None]:
+    """The floor rows of a point (module docstring, "closing a point"), one per program with a proven bound, and
+    the lower bound they make on every plan with Z = point: c0 + c_Z z + the floors (the rows tying periods dropped;
+    math.inf where a program has no plan; None where a program proves nothing or the time runs out)."""
     variables = {var.name: var for var in model.problem.variables()}
     cost = {var.name: coefficient for var, coefficient in model.problem.objective.items()}
     keys = [YEAR_ROUND, *part.blocks]
     floors = []
+    total = model.problem.objective.constant + sum(cost.get(name, 0.0) * value for name, value in point.items())
+    covered = set(point)
     for index, key in enumerate(keys):
         own = sorted({var.name for row in part.rows[key] for var in row
                       if var.name not in point and part.block_of.get(var.name) == key and cost.get(var.name)})  # fmt: skip
+        covered.update(own)
         if not own:
             continue
         if seconds_left() <= 0:
-            return None, None
+            return floors, None
         terms = [(variables[name], cost[name]) for name in own]
         status, bound = solve(period_problem(f"floor_{index}", part.rows[key], terms, point), FLOOR_SHARE / (len(keys) - index))
         if status == "infeasible":
-            return math.inf, None
-        if bound is not None and math.isfinite(bound):
-            floors.append(pulp.LpAffineExpression(terms) >= bound)
+            return [], math.inf
+        if bound is None or not math.isfinite(bound):
+            total = None
+            continue
+        floors.append(pulp.LpAffineExpression(terms) >= bound)
+        if total is not None:
+            total += bound
+    if any(coefficient < 0 for name, coefficient in cost.items() if name not in covered):
+        total = None  # a cost outside the floors that could be negative: they bound nothing alone
+    return floors, total
+
+
+def close_point(model: FleetModel, part: Partition, point: dict, floors: list, solve, seconds_left,
+                cutoff: float | None) -> tuple[float | None, tuple[float, dict] | None]:
+    """A point solved whole with its floor rows (module docstring, "closing a point"): the proven lower bound on
+    every plan with Z = point (math.inf where there is none; the cutoff where nothing is cheaper; None where nothing
+    is proven) and (cost, values) of the plan found where it is below `cutoff` (None: none). The model is left as
+    it was but for its variables' values."""
     if seconds_left() <= 0:
         return None, None
+    variables = {var.name: var for var in model.problem.variables()}
     whole = pulp.LpProblem("point", pulp.LpMinimize)
     whole += model.problem.objective
     for name, row in model.problem.constraints.items():
