@@ -349,7 +349,10 @@ def batch_given_state(chains: list, m: float) -> list[tuple[np.ndarray, float]]:
         mean_x = float(pi @ x)
         y = x - mean_x
         sums, var_n = (closed_sums if len(x) <= CLOSED_STATES else _stepped_sums)(matrix, pi, y, m)
-        conditional = np.maximum(m * mean_x + sums, 0.0)
+        # E[N | Q] is m E[x] plus m reversed-chain averages of y, so it lies in [m min x, m max x]: the clip removes
+        # only float noise, which 1 / pi amplifies in states the chain all but never visits (seen: 1e28 there
+        # made Var(E[N | Q]) swamp Var(N) on one CPU and not on another)
+        conditional = np.clip(m * mean_x + sums, max(m * float(x.min()), 0.0), max(m * float(x.max()), 0.0))
         spread = float(pi @ (conditional - pi @ conditional) ** 2)
         out.append((conditional, max(var_n - spread, 0.0)))
     return out
