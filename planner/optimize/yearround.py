@@ -24,10 +24,10 @@ year-round variables alone. Given Z the periods are tied only by the rentals' ro
   objective bound): where nothing in the box is cheaper, it ends as soon as that is proven, its bound the cutoff.
 
 - **closing a point**: a point whose P(z) stays below `cutoff` once every box is settled is solved whole, Z fixed
-  at z, with a *floor* row per program (the point of the plan in hand, whose P(z) cannot reach the cutoff, skips
-  P(z): its floors, summed with c0 + c_Z z, bound it until it is closed): for period b, sum of c_v v over the variables in b's own rows >= F_b, the
+  at z, with a *floor* row per program: for period b, sum of c_v v over the variables in b's own rows >= F_b, the
   proven lower bound of b's program with the rows tying periods dropped (every plan with Z = z satisfies b's rows,
-  so none is cut off; likewise the year-round rows' program). Branch and bound then starts where each period's
+  so none is cut off; likewise the year-round rows' program). The point of the plan in hand skips P(z), which
+  cannot reach the cutoff there: its floors, summed with c0 + c_Z z, bound it until it is closed. Branch and bound then starts where each period's
   rounding is already closed and has only the rows tying periods left to settle: at 20 x 24 it proves the start's
   point in about 40 s, where the program without the floors had not in 200 s (docs/optimizer.md). Solved with the
   cutoff: its bound is the optimum at z, or the cutoff where nothing at z is cheaper; a plan below the cutoff is
