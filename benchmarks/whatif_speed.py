@@ -3,7 +3,9 @@ one-flag changes, beside the contact-center plan on the same machine (ratios: ma
 
 The scenario is benchmarks/scenarios/three-workloads-2026.yaml (Llama 3.3 70B chat, gpt-oss-120b coding,
 DeepSeek-R1 reasoning; vLLM and SGLang; DGX H200/B200 bought or four cloud instances rented; hybrid, 2 periods).
-Each run is a fresh process, as a user's would be; the priced-curve cache (planner/perf/curve_cache.py) lives in a
+The what-ifs: one flag each, and a price (the first bought node 10% cheaper, through a user catalog laid over the
+scenario's: fits and curves do not read prices, planner/perf/fit_cache.py `unpriced_content`). Each run is a fresh
+process, as a user's would be; the priced-curve cache (planner/perf/curve_cache.py) lives in a
 temporary `PLANNER_CACHE_DIR` that starts empty. Every run's JSON (less solve_seconds) is compared with the cold
 run's where the flags are the same: the cache must change no byte.
 
@@ -51,6 +53,28 @@ def plan(scenario: Path, flags: tuple[str, ...], cache: str) -> tuple[float, dic
     return seconds, document
 
 
+def price_what_if(scenario: Path, folder: Path) -> Path:
+    """The scenario with its first bought node 10% cheaper, through a user catalog laid over its own (a what-if on
+    a price: the fits and curves do not read prices, so it prices nothing again)."""
+    import yaml
+
+    from planner.catalog import load_catalog
+    from planner.scenario import scenario_catalog_dirs
+
+    document = yaml.safe_load(scenario.read_text())
+    dirs = [d.resolve() for d in scenario_catalog_dirs(scenario)]
+    node = document["sites"]["on_prem"]["systems"][0]
+    price = load_catalog(dirs).systems[node].price_usd
+    overlay = folder / "price-what-if"
+    overlay.mkdir()
+    (overlay / "systems.yaml").write_text(yaml.safe_dump({"systems": [{
+        "id": node, "price_usd": round(price * 0.9), "price_source_kind": "estimate",
+        "source": "benchmarks/whatif_speed.py: 10% below the catalog's price (a what-if)"}]}))  # fmt: skip
+    path = folder / scenario.name
+    path.write_text(yaml.safe_dump(dict(document, catalog=[str(d) for d in [*dirs, overlay]]), sort_keys=False))
+    return path
+
+
 def bare_python() -> float:
     started = time.perf_counter()
     subprocess.run([sys.executable, "-c", "pass"], check=True)
@@ -80,6 +104,9 @@ def main() -> int:
             same = "-" if flags not in documents else ("yes" if documents[flags] == document else "NO")
             documents.setdefault(flags, document)
             print(f"{label:28} {seconds:8.2f} {seconds / reference_s:17.1f}  {same}")
+        cheaper = price_what_if(args.scenario, Path(tempfile.mkdtemp(prefix="whatif-price-", dir=temporary)))
+        seconds, _ = plan(cheaper, (), cache)
+        print(f"{'first bought node -10% price':28} {seconds:8.2f} {seconds / reference_s:17.1f}  -")
         off_s, off = plan(args.scenario, (), "off")
         print(f"{'no cache (PLANNER_CACHE_DIR=off)':28} {off_s:8.2f} {off_s / reference_s:17.1f}  "
               f"{'yes' if off == documents[()] else 'NO'}")  # fmt: skip

@@ -67,6 +67,80 @@ def test_a_what_if_reprices_only_what_it_changed(tmp_path, monkeypatch):
     assert again and all((q.model, q.isl) == ("mistral-7b", 1800) for q in again)  # only what changed was priced
 
 
+LAB_SYSTEM = {"id": "lab-h100", "kind": "on-prem", "name": "our H100 server", "gpu": "H100-SXM-80GB", "gpus_per_node": 8,
+              "price_usd": 300000, "price_source_kind": "estimate", "power_kw": 10.2, "source": "our quote"}  # fmt: skip
+
+
+def test_a_price_or_node_what_if_prices_nothing_again(tmp_path, monkeypatch):
+    """A user's node and its price: changing the price, or adding a node of a GPU already priced, keeps every fit
+    and curve (the fingerprint leaves out what the performance model never reads); the plan's cost still moves."""
+    import yaml
+
+    lab = tmp_path / "lab"
+    lab.mkdir()
+    scenario = dict(SCENARIO, catalog="lab", sites={"on_prem": {"systems": ["lab-h100"]}})
+    path = write_scenario(tmp_path, scenario)
+    priced = _counting_pricing(monkeypatch)
+
+    def plan_with(*systems, scenario_path=path) -> dict:
+        (lab / "systems.yaml").write_text(yaml.safe_dump({"systems": list(systems)}))
+        return json.loads(_plan_json(scenario_path, tmp_path / "cache", monkeypatch))
+
+    first = plan_with(LAB_SYSTEM)
+    cold = len(priced)
+    quote = dict(LAB_SYSTEM, price_usd=200000, power_kw=9.0, source="a better quote")
+    cheaper = plan_with(quote)
+    both = write_scenario(tmp_path, dict(scenario, sites={"on_prem": {"systems": ["lab-h100", "lab-h100-b"]}}), "both.yaml")
+    other = dict(quote, id="lab-h100-b", name="another H100 server", price_usd=250000)
+    two = plan_with(quote, other, scenario_path=both)  # a second node of the same GPU, offered beside it
+    assert cold > 0 and len(priced) == cold  # no what-if priced a curve again
+    assert cheaper["objective_usd_per_year"] < first["objective_usd_per_year"]
+    assert two["objective_usd_per_year"] == cheaper["objective_usd_per_year"]  # the dearer twin is not bought
+
+
+def test_the_fingerprint_moves_with_what_the_model_reads_and_only_that():
+    from planner.perf.fit_cache import catalog_fingerprint
+
+    catalog = load_catalog()
+    base = catalog_fingerprint(catalog)
+
+    def changed(**update) -> str:
+        return catalog_fingerprint(catalog.model_copy(update=update))  # a fresh `derived`: fingerprinted anew
+
+    systems = {name: s.model_copy(update={"price_usd": 1.0, "power_kw": 1.0}) if s.price_usd else s
+               for name, s in catalog.systems.items()}  # fmt: skip
+    defaults = catalog.defaults
+    cost = defaults.usd_per_kwh.model_copy(update={"value": 0.5})
+    reserve = defaults.memory_reserve_fraction.model_copy(update={"value": 0.2})
+    gpus = dict(catalog.gpus)
+    gpus["H100-SXM-80GB"] = gpus["H100-SXM-80GB"].model_copy(update={"mem_bw_tb_per_s": 3.0})
+    assert changed(systems=systems) == changed(directory="/elsewhere") == changed(layers=(*catalog.layers, "lab")) == base
+    assert changed(defaults=defaults.model_copy(update={"usd_per_kwh": cost})) == base
+    assert changed(defaults=defaults.model_copy(update={"memory_reserve_fraction": reserve})) != base
+    assert changed(gpus=gpus) != base
+    assert changed(benchmarks=catalog.benchmarks[1:]) != base
+
+
+def test_the_performance_model_reads_nothing_the_fingerprint_leaves_out():
+    """The guard on the fingerprint: no module of planner/perf reads a node, the catalog's folder, its price layers,
+    a layer's name but the bottom one's or a default outside PERF_DEFAULTS (were one to, its fits and curves would
+    outlive a change of it)."""
+    import re
+    from pathlib import Path
+
+    from planner.perf import fit_cache
+
+    catalog = load_catalog()
+    left_out = fit_cache.unpriced_content(catalog)
+    names = "|".join(sorted(left_out["defaults"]))
+    pattern = re.compile(rf"\.(systems|price_layers)\b|catalog\.(directory|layers(?!\[0\]))\b|defaults\.({names})\b")
+    folder = Path(fit_cache.__file__).parent
+    modules = [path for path in sorted(folder.glob("*.py")) if path.name not in ("fit_cache.py", "curve_cache.py")]
+    readers = [f"{path.name}: {match.group(0)}" for path in modules for match in pattern.finditer(path.read_text())]
+    assert readers == []
+    assert re.compile(r"defaults\.memory_reserve_fraction\b").search((folder / "tables.py").read_text())  # the pattern bites
+
+
 HOSTILE = {"garbage": b"\x00\xff not json", "nested": b"[" * 100_000 + b"]" * 100_000}
 
 

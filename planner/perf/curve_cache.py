@@ -11,7 +11,8 @@ curve cut for one scenario's limits serves another only where it reaches a point
 
 A curve is stored under a key that is the SHA-256 of everything it depends on: the curve's own arguments (the
 candidate builder's memo key, `repr` of frozen dataclasses and numbers), the source of the whole `planner` package,
-the catalog's content (`fit_cache.catalog_fingerprint`: GPUs, systems, models, benchmark rows, step tables), the
+the catalog's content the model reads (`fit_cache.catalog_fingerprint`: GPUs, models, benchmark rows, step tables;
+not the nodes and their prices, so a price or node what-if prices nothing again), the
 shipped engine tables (`catalogs/engines/*.csv`, read by planner/perf/engines.py beside the catalog) and, where
 aiconfigurator answers, its package version. Any change is a new key, never a stale answer.
 

@@ -4,11 +4,12 @@ engine of that generation pays it again in a fresh process. Both stages are kept
 (planner/perf/kernel_fit.py, read back only where plausible) and the calibrated efficiency.
 
 A fit is stored under a key that is the SHA-256 of everything it depends on: the source of the performance model
-(planner/perf/*.py and planner/catalog/*.py), the catalog's content (GPUs, systems, models, benchmark rows, step
-tables, layers) and the fit's own arguments. A catalog or code change is a new key, never a stale answer; a file
-that cannot be read is fitted again. Files are JSON (no code runs on load), written whole (a temporary file
-renamed). `PLANNER_CACHE_DIR` names the folder (default `$XDG_CACHE_HOME/planner` or `~/.cache/planner`); `off`
-turns the cache off. Nothing is written where the folder cannot be created.
+(planner/perf/*.py and planner/catalog/*.py), the catalog's content the model reads (GPUs, models, benchmark rows,
+step tables, layers, the memory reserve; not the nodes and their prices: `unpriced_content`) and the fit's own
+arguments. A change of any of it or of the code is a new key, never a stale answer; a file that cannot be read is
+fitted again. Files are JSON (no code runs on load), written whole (a temporary file renamed). `PLANNER_CACHE_DIR`
+names the folder (default `$XDG_CACHE_HOME/planner` or `~/.cache/planner`); `off` turns the cache off. Nothing is
+written where the folder cannot be created.
 
 A cache file is untrusted input (`read_entry`): only a regular file within a size bound is read (planner/loading.py's
 bounded reader: a FIFO or a link to /dev/zero is refused at once), JSON nested within bounds, carrying its own key
@@ -51,12 +52,30 @@ def _code_digest() -> str:
     return digest.hexdigest()
 
 
+# the catalog's defaults the performance model reads (planner/perf/tables.py: the memory an engine may not use); the
+# others are the site's costs and the scenario's words per token and peak quantile, which reach a curve through its key
+PERF_DEFAULTS = ("memory_reserve_fraction",)
+
+
+def unpriced_content(catalog) -> dict:
+    """What of the catalog no fit or curve reads, left out of its fingerprint (`model_dump_json`'s exclude): where
+    the catalog lies, the names of the user layers (the model reads the bottom one's; a row carries its own), its
+    nodes (prices, power, racks: the performance model reads a GPU, never a node; a curve's key carries what a node
+    gives it, as the hop bandwidth), whose entry gave a price, the defaults other than PERF_DEFAULTS. So a what-if on
+    a price, a node or a site cost, or a user catalog of nodes alone, keeps every fit and priced curve
+    (tests/test_disk_caches.py checks that planner/perf reads none of these)."""
+    return {"steps": True, "directory": True, "systems": True, "price_layers": True,
+            "layers": set(range(1, len(catalog.layers))),
+            "defaults": {name for name in type(catalog.defaults).model_fields if name not in PERF_DEFAULTS}}
+
+
 def catalog_fingerprint(catalog) -> str:
-    """SHA-256 of the code and of the catalog's content (kept with the catalog: it does not change)."""
+    """SHA-256 of the code and of the catalog's content the performance model reads (`unpriced_content` left out;
+    kept with the catalog: it does not change)."""
     derived = catalog.derived
     if "fingerprint" not in derived:
         digest = hashlib.sha256(_code_digest().encode())
-        digest.update(catalog.model_dump_json(exclude={"steps"}).encode())
+        digest.update(catalog.model_dump_json(exclude=unpriced_content(catalog)).encode())
         for table in catalog.steps:
             digest.update(repr((table.origin, sorted(table.columns.items()))).encode())
         derived["fingerprint"] = digest.hexdigest()
