@@ -114,7 +114,9 @@ def test_the_fingerprint_moves_with_what_the_model_reads_and_only_that():
     reserve = defaults.memory_reserve_fraction.model_copy(update={"value": 0.2})
     gpus = dict(catalog.gpus)
     gpus["H100-SXM-80GB"] = gpus["H100-SXM-80GB"].model_copy(update={"mem_bw_tb_per_s": 3.0})
-    assert changed(systems=systems) == changed(directory="/elsewhere") == changed(layers=(*catalog.layers, "lab")) == base
+    moved = tuple(row.model_copy(update={"path": "/elsewhere/" + row.table}) for row in catalog.benchmarks)
+    assert changed(systems=systems) == changed(directory="/elsewhere", benchmarks=moved) == base
+    assert changed(layers=(*catalog.layers, "lab")) == base
     assert changed(defaults=defaults.model_copy(update={"usd_per_kwh": cost})) == base
     assert changed(defaults=defaults.model_copy(update={"memory_reserve_fraction": reserve})) != base
     assert changed(gpus=gpus) != base
@@ -122,8 +124,8 @@ def test_the_fingerprint_moves_with_what_the_model_reads_and_only_that():
 
 
 def test_the_performance_model_reads_nothing_the_fingerprint_leaves_out():
-    """The guard on the fingerprint: no module of planner/perf reads a node, the catalog's folder, its price layers,
-    a layer's name but the bottom one's or a default outside PERF_DEFAULTS (were one to, its fits and curves would
+    """The guard on the fingerprint: no module of planner/perf reads a node, the catalog's folder or a row's file,
+    its price layers, a layer's name but the bottom one's or a default outside PERF_DEFAULTS (were one to, its fits and curves would
     outlive a change of it)."""
     import re
     from pathlib import Path
@@ -138,6 +140,9 @@ def test_the_performance_model_reads_nothing_the_fingerprint_leaves_out():
     modules = [path for path in sorted(folder.glob("*.py")) if path.name not in ("fit_cache.py", "curve_cache.py")]
     readers = [f"{path.name}: {match.group(0)}" for path in modules for match in pattern.finditer(path.read_text())]
     assert readers == []
+    # a file's path: the step tables' (the fingerprint takes their names) and aiconfigurator's own database, no row's
+    paths = {f"{path.name}: {match.group(0)}" for path in modules for match in re.finditer(r"\w+\.path\b", path.read_text())}
+    assert paths <= {"kernel_fit.py: t.path", "aic.py: self.path", "aic.py: _CACHE.path", "aic.py: os.path"}, paths
     assert re.compile(r"defaults\.memory_reserve_fraction\b").search((folder / "tables.py").read_text())  # the pattern bites
 
 

@@ -58,13 +58,16 @@ PERF_DEFAULTS = ("memory_reserve_fraction",)
 
 
 def unpriced_content(catalog) -> dict:
-    """What of the catalog no fit or curve reads, left out of its fingerprint (`model_dump_json`'s exclude): where
-    the catalog lies, the names of the user layers (the model reads the bottom one's; a row carries its own), its
-    nodes (prices, power, racks: the performance model reads a GPU, never a node; a curve's key carries what a node
-    gives it, as the hop bandwidth), whose entry gave a price, the defaults other than PERF_DEFAULTS. So a what-if on
-    a price, a node or a site cost, or a user catalog of nodes alone, keeps every fit and priced curve
-    (tests/test_disk_caches.py checks that planner/perf reads none of these)."""
-    return {"steps": True, "directory": True, "systems": True, "price_layers": True,
+    """What of the catalog no fit or curve reads, left out of its fingerprint (`model_dump_json`'s exclude):
+    - where the catalog lies, and each row's file with it (a row is named by its table and line), so a cache
+      outlives a move or a fresh clone;
+    - the names of the user layers (the model reads the bottom one's; a row carries its own);
+    - the nodes: prices, power, racks (the model reads a GPU, never a node; a curve's key carries what a node gives
+      it, as the hop bandwidth), and whose entry gave a price;
+    - the defaults other than PERF_DEFAULTS.
+    So a what-if on a price, a node or a site cost, or a user catalog of nodes alone, keeps every fit and priced
+    curve (tests/test_disk_caches.py checks that planner/perf reads none of these)."""
+    return {"steps": True, "directory": True, "systems": True, "price_layers": True, "benchmarks": {"__all__": {"path"}},
             "layers": set(range(1, len(catalog.layers))),
             "defaults": {name for name in type(catalog.defaults).model_fields if name not in PERF_DEFAULTS}}
 
@@ -77,7 +80,7 @@ def catalog_fingerprint(catalog) -> str:
         digest = hashlib.sha256(_code_digest().encode())
         digest.update(catalog.model_dump_json(exclude=unpriced_content(catalog)).encode())
         for table in catalog.steps:
-            digest.update(repr((table.origin, sorted(table.columns.items()))).encode())
+            digest.update(repr((Path(table.path).name, table.origin, sorted(table.columns.items()))).encode())
         derived["fingerprint"] = digest.hexdigest()
     return derived["fingerprint"]
 
