@@ -1,16 +1,27 @@
 """Calibration fits kept on disk (planner/perf/fit_cache.py): the same answer as a fresh fit, a new key for any
 change of the catalog, a damaged or implausible file fitted again, nothing kept when the cache is off. Both stages
-are kept: a generation's kernel factors (planner/perf/kernel_fit.py) and its calibrated efficiency."""
+are kept: a generation's kernel factors (planner/perf/kernel_fit.py) and its calibrated efficiency. The shipped
+fits (planner/perf/ship_fits.py) are this code's fits of the shipped catalog, read as a kept fit is."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 
+import pytest
+
 from planner.catalog import load_catalog
+from planner.perf import fit_cache, ship_fits
 from planner.perf.calibration import efficiency_for, fit_architecture
 from planner.perf.fit_cache import CACHE_ENV, write_entry
 from planner.perf.kernel_fit import FITS, fit_kernels
+
+
+@pytest.fixture(autouse=True)
+def _fitted_here(request, monkeypatch):
+    """The disk cache's tests fit (the shipped fits would answer them); the shipped fits' own tests read them."""
+    if "shipped" not in request.node.name:
+        monkeypatch.setattr(fit_cache, "USE_SHIPPED", False)
 
 
 def _files(folder, stage: str = "efficiency"):
@@ -64,3 +75,51 @@ def test_a_kept_kernel_fit_is_the_fresh_fit_and_an_implausible_one_is_fitted_aga
                  {"factors": {"bandwidth": 0.5}}, {"max_tp": {"nvlink": 0}}):
         write_entry(kept, document["key"], {**document["payload"], **edit})  # sealed as the planner seals
         assert fit_kernels(load_catalog(), "hopper") == fresh, edit  # refused: fitted again (from the memo)
+
+
+def test_the_shipped_fits_are_this_codes_fits_of_the_shipped_catalog():
+    fresh = ship_fits.fresh_fits(load_catalog())
+    shipped = fit_cache.shipped_fits()
+    assert fresh and set(shipped) == set(fresh), "planner/perf/shipped_fits.json is stale: python -m planner.perf.ship_fits"
+    assert all(fit_cache._payload_text(fresh[key]) == fit_cache._payload_text(shipped[key]) for key in fresh)
+
+
+def test_with_the_shipped_fits_a_first_run_fits_nothing(tmp_path, monkeypatch):
+    from planner.perf import calibration, kernel_fit
+
+    monkeypatch.setenv(CACHE_ENV, "off")
+    hopper, blackwell = (fit_architecture(load_catalog(), a).efficiency for a in ("hopper", "blackwell"))
+    fail = lambda *a, **k: (_ for _ in ()).throw(AssertionError("fitted"))  # noqa: E731
+    monkeypatch.setattr(calibration, "fit_architecture", fail)
+    monkeypatch.setattr(kernel_fit, "_fit_kernels", fail)
+    assert efficiency_for(load_catalog(), "hopper") == hopper
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))  # with the cache on, what the shipped file gave is kept
+    assert efficiency_for(load_catalog(), "blackwell") == blackwell
+    assert len(_files(tmp_path)) == 1
+
+
+@pytest.mark.parametrize("damage", ["edited", "nan", "missing", "garbage"])
+def test_a_damaged_shipped_fit_is_fitted_again(tmp_path, monkeypatch, damage):
+    monkeypatch.setenv(CACHE_ENV, "off")
+    document = json.loads(fit_cache.SHIPPED_FITS.read_text())
+    (entry,) = [e for e in document["fits"] if e["key"].endswith("('efficiency', 'hopper', ())")]
+    if damage == "edited":  # a figure changed by hand: its seal no longer matches
+        entry["payload"]["bandwidth"] = 0.99
+    elif damage == "nan":  # sealed anew: the validation refuses it
+        entry["payload"]["bandwidth"] = float("nan")
+        entry["sha256"] = fit_cache._sealed(entry["key"], fit_cache._payload_text(entry["payload"]))
+    path = tmp_path / "shipped_fits.json"
+    if damage == "garbage":
+        path.write_bytes(b"\x00[[[ not json")
+    elif damage != "missing":
+        path.write_text(json.dumps(document))
+    monkeypatch.setattr(fit_cache, "SHIPPED_FITS", path)
+    fit_cache.shipped_fits.cache_clear()
+    try:
+        fitted = []
+        real = fit_architecture
+        monkeypatch.setattr("planner.perf.calibration.fit_architecture", lambda *a, **k: fitted.append(a) or real(*a, **k))
+        assert efficiency_for(load_catalog(), "hopper") == real(load_catalog(), "hopper").efficiency
+        assert len(fitted) == 1  # fitted again: the damaged entry was not read
+    finally:
+        fit_cache.shipped_fits.cache_clear()

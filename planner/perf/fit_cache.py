@@ -149,27 +149,66 @@ def finite_numbers(value) -> bool:
     return True
 
 
+SHIPPED_FITS = Path(__file__).with_name("shipped_fits.json")  # made by `python -m planner.perf.ship_fits`
+MAX_SHIPPED_BYTES = 4 * 1024 * 1024
+USE_SHIPPED = True  # off while the shipped fits are made (planner/perf/ship_fits.py), and in tests of fitting
+RECORDED: dict | None = None  # key text -> fit, of every fit asked for while set (planner/perf/ship_fits.py)
+
+
+@functools.cache
+def shipped_fits() -> dict:
+    """Key text -> payload of the fits shipped with the package: the shipped catalog's, made with this code, so a
+    first run fits nothing. A fit of another code or catalog has another key (not found here: fitted). Read as a
+    cache file is: within a size bound, each entry sealed (one that does not match its seal is left out); {} where
+    the file is absent or unreadable. Its payloads are validated where they are used, as a kept fit's are."""
+    try:
+        document = parse_json(read_bounded_text(SHIPPED_FITS, "the shipped calibration fits", MAX_SHIPPED_BYTES),
+                              str(SHIPPED_FITS))  # fmt: skip
+    except (PlannerInputError, OSError, ValueError, TypeError, RecursionError, MemoryError):
+        return {}
+    entries = document.get("fits") if isinstance(document, dict) else None
+    return {entry["key"]: entry["payload"] for entry in entries if isinstance(entry, dict) and isinstance(entry.get("key"), str)
+            and entry.get("sha256") == _sealed(entry["key"], _payload_text(entry.get("payload")))
+            } if isinstance(entries, list) else {}  # fmt: skip
+
+
+def shipped_document(fits: dict) -> str:
+    """The text of a shipped-fits file holding `fits` (key text -> fit), each entry sealed, in key order."""
+    entries = []
+    for key_text in sorted(fits):
+        text = _payload_text(fits[key_text])
+        entries.append(f'{{"key": {json.dumps(key_text)}, "sha256": "{_sealed(key_text, text)}", "payload": {text}}}')
+    return '{"fits": [\n' + ",\n".join(entries) + "\n]}\n"
+
+
+def _validated(payload, kind: type, valid: Callable[[object], bool]):
+    """A kept or shipped payload as a `kind` that passes `valid` with every number finite, else None."""
+    if payload is None:
+        return None
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        value = TypeAdapter(kind).validate_python(payload)
+    except (ValidationError, TypeError, ValueError):
+        return None  # a payload of other types: fit again
+    return value if finite_numbers(value) and valid(value) else None
+
+
 def cached_dataclass(catalog, name: tuple, kind: type, compute: Callable[[], object],
                      valid: Callable[[object], bool] = lambda value: True):
     """`compute()` (a dataclass of `kind` whose fields are numbers and strings), from the disk cache when a fit with
-    this catalog, code and `name` was kept (and passes `valid`: what the types alone do not say), else computed and
-    kept."""
-    directory = cache_directory()
-    if directory is None:
-        return compute()
+    this catalog, code and `name` was kept, else from the shipped fits (`shipped_fits`), else computed; either
+    passes `valid` (what the types alone do not say). Kept on disk unless the cache is off."""
     key_text = catalog_fingerprint(catalog) + repr(name)
-    path = directory / f"fit-{hashlib.sha256(key_text.encode()).hexdigest()}.json"
-    payload = read_entry(path, key_text, "a cached calibration fit")
-    if payload is not None:
-        from pydantic import TypeAdapter, ValidationError
-
-        try:
-            value = TypeAdapter(kind).validate_python(payload)
-            if finite_numbers(value) and valid(value):
-                return value
-        except (ValidationError, TypeError, ValueError):
-            pass  # a payload of other types: fit again
-    value = compute()
-    if value is not None:  # None (nothing to fit) is no answer to keep: computed again, at no cost
-        write_entry(path, key_text, value)
+    directory = cache_directory()
+    path = None if directory is None else directory / f"fit-{hashlib.sha256(key_text.encode()).hexdigest()}.json"
+    value = None if path is None else _validated(read_entry(path, key_text, "a cached calibration fit"), kind, valid)
+    if value is None:
+        value = _validated(shipped_fits().get(key_text), kind, valid) if USE_SHIPPED else None
+        if value is None:
+            value = compute()
+        if value is not None and path is not None:  # None (nothing to fit) is no answer to keep: computed again
+            write_entry(path, key_text, value)
+    if RECORDED is not None and value is not None:
+        RECORDED[key_text] = value
     return value
