@@ -22,12 +22,12 @@ from planner import deadline
 from planner.errors import PlannerInputError
 from planner.optimize import decompose, periods, yearround
 from planner.optimize.model import FleetModel
+from planner.optimize.noise import cheaper, proven
 
 SOLVERS = ("cbc", "highs", "ortools")
 
 
 CBC_THREADS = 1  # deterministic: the same inputs give the same plan
-PROVEN_TOLERANCE = 1e-9  # a plan within this (relative) of a proven bound is optimal (float noise of summed bounds)
 
 
 @dataclass(frozen=True)
@@ -75,11 +75,11 @@ def solve_model(model: FleetModel, solver: str, time_limit_s: float, warm_start:
         start = _warm_start(model, time_limit_s, started)
         if start is not None and year_round_bound:
             bound_by_year = _year_round_bound(model, start, time_limit_s, started)
-            if bound_by_year is not None and bound_by_year.plan is not None and bound_by_year.plan[0] < start.objective - _tolerance(start.objective):
+            if bound_by_year is not None and bound_by_year.plan is not None and cheaper(bound_by_year.plan[0], start.objective):
                 cost, values = bound_by_year.plan  # a closed point held a cheaper plan: the solver starts from it
                 start = dataclasses.replace(start, objective=cost, values=values)
     left = time_limit_s - (time.perf_counter() - started)
-    proven_start = bound_by_year is not None and bound_by_year.lower_bound >= start.objective - _tolerance(start.objective)
+    proven_start = bound_by_year is not None and proven(start.objective, bound_by_year.lower_bound)
     if start is not None and (left < 1.0 or proven_start):  # the stages used the budget, or proved their plan
         status, bound = "stopped", None
     elif solver == "cbc":
@@ -94,11 +94,11 @@ def solve_model(model: FleetModel, solver: str, time_limit_s: float, warm_start:
             decompose.restore(model, start)  # nothing better than the start: the start
         status = "feasible"
     if status == "feasible" and (start is not None or bound_by_period is not None):
-        proven = [b for b in (bound, start and start.lower_bound, bound_by_period and bound_by_period.lower_bound,
+        bounds = [b for b in (bound, start and start.lower_bound, bound_by_period and bound_by_period.lower_bound,
                               bound_by_year and bound_by_year.lower_bound) if b is not None]  # fmt: skip
-        bound = max(proven) if proven else None
+        bound = max(bounds) if bounds else None
         objective = pulp.value(model.problem.objective) or 0.0
-        if bound is not None and objective - bound <= _tolerance(objective):
+        if bound is not None and proven(objective, bound):
             status = "optimal"  # a decomposition bound meets the plan: proven
     gap = None
     if status == "optimal":
@@ -108,12 +108,6 @@ def solve_model(model: FleetModel, solver: str, time_limit_s: float, warm_start:
         gap = relative_gap(objective, bound)
     return SolveOutcome(status, gap, time.perf_counter() - started, bound, start.seconds if start is not None else None,
                         bound_by_period, bound_by_year)  # fmt: skip
-
-
-def _tolerance(objective: float) -> float:
-    """How far below a plan's cost a proven bound may be and the plan still be optimal (float noise of summed
-    bounds)."""
-    return PROVEN_TOLERANCE * abs(objective) + 1e-6
 
 
 def _period_bound(model: FleetModel, time_limit_s: float, started: float) -> periods.PeriodBound | None:

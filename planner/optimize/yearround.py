@@ -49,11 +49,11 @@ from dataclasses import dataclass, field
 import pulp
 
 from planner.optimize.decompose import period_problem, relax_periods
+from planner.optimize.noise import cheaper
 from planner.optimize.periods import YEAR_ROUND, Partition, clipped_dual
 from planner.optimize.variables import FleetModel
 
 BOX_SHARE = 0.5  # of the time left, at most, for one box's stage 1 (a point's programs share what is left)
-CHEAPER = 1e-9  # relative: a closed point's plan replaces the plan in hand only where it is cheaper by more (float noise)
 FLOOR_SHARE = 0.5  # of the time left, at most, for a closed point's floors (its whole program gets the rest)
 
 
@@ -235,7 +235,7 @@ def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cu
             value = point_bound(model, part, point, solve, seconds_left, solve_lp, cutoff)
         points += 1
         pieces.append(bound if value is None else max(bound, value))
-        if _below(pieces[-1], cutoff) and (value is not None or floors is not None):
+        if cheaper(pieces[-1], cutoff) and (value is not None or floors is not None):
             to_close.append((len(pieces) - 1, point, floors))
         fixed: dict = {}
         for var in variables:
@@ -258,30 +258,25 @@ def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cu
     closed, plan = 0, None
     if not any(entry[0] < cutoff for entry in heap):  # every box settled: close the points left below the cutoff
         for index, point, floors in sorted(to_close, key=lambda entry: pieces[entry[0]]):
-            if not _below(pieces[index], cutoff) or seconds_left() <= 0:
+            if not cheaper(pieces[index], cutoff) or seconds_left() <= 0:
                 continue
             if floors is None:
                 floors, value = point_floors(model, part, point, solve, seconds_left)
                 if value is not None:
                     pieces[index] = max(pieces[index], value)
-                if not _below(pieces[index], cutoff):
+                if not cheaper(pieces[index], cutoff):
                     continue
             value, found = close_point(model, part, point, floors, solve, seconds_left, box_cutoff if plan is None else plan[0])
             closed += 1
-            if found is not None and _below(found[0], cutoff):
+            if found is not None and cheaper(found[0], cutoff):
                 plan, cutoff = found, found[0]
             if value is not None:
                 pieces[index] = max(pieces[index], value)
     bounds = pieces + [entry[0] for entry in heap]
     if not bounds:
         return None
-    open_pieces = sum(1 for entry in heap if entry[0] < cutoff) + sum(1 for index, *_ in to_close if _below(pieces[index], cutoff))
+    open_pieces = sum(1 for entry in heap if entry[0] < cutoff) + sum(1 for index, *_ in to_close if cheaper(pieces[index], cutoff))
     return YearRoundBound(min(bounds), boxes, points, open_pieces, time.perf_counter() - started, closed, plan)
-
-
-def _below(value: float, cutoff: float) -> bool:
-    """Whether `value` is below the cutoff by more than float noise (CHEAPER)."""
-    return value < cutoff - CHEAPER * max(1.0, abs(cutoff)) if math.isfinite(cutoff) else True
 
 
 def point_floors(model: FleetModel, part: Partition, point: dict, solve, seconds_left) -> tuple[list, float | None]:
