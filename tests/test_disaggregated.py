@@ -207,6 +207,31 @@ def test_disaggregation_needs_a_network_in_the_catalog():
     assert any("no scale-out network" in p.reason for p in cset.pruned)
 
 
+def test_a_nodes_disaggregated_figures_are_its_own_beside_a_node_of_the_same_gpu_with_another_network():
+    """The prefill pools price their KV transfer at their own node's network: a node of the same GPU with a
+    faster one, offered beside it, must not lend it its figures (the builder's memo once keyed them by GPU)."""
+    from planner.candidates import enumerate_candidates
+
+    scenario = load_scenario(DEMO, CATALOG)
+    (fast,) = [o for o in scenario.offers if o.system == "aws-p5.48xlarge"]
+    systems = dict(CATALOG.systems)
+    systems["slow-p5"] = systems["aws-p5.48xlarge"].model_copy(update={"id": "slow-p5", "network_gbit_per_s": 100.0})
+    catalog = CATALOG.model_copy(update={"systems": systems})
+    slow = dataclasses.replace(fast, system="slow-p5")
+
+    def figures(offers, system: str = "slow-p5") -> dict:
+        """(workload, bucket, TP, precision) -> (rps per node, TTFT) of the system's prefill candidates."""
+        cset = enumerate_candidates(dataclasses.replace(scenario, offers=offers), catalog, keep_dominated=True)
+        prefill = {c.key: (c.tp, c.precision) for c in cset.candidates if c.system == system and c.stage == "prefill"}
+        return {(o.workload, o.bucket, *prefill[o.candidate]): (o.rps_per_node, o.perf.ttft_ms)
+                for o in cset.options if o.candidate in prefill}  # fmt: skip
+
+    alone, beside = figures((slow,)), figures((fast, slow))
+    assert alone and alone == beside
+    faster = figures((fast,), "aws-p5.48xlarge")  # the faster network's figures differ: the check tells them apart
+    assert faster.keys() & alone.keys() and all(faster[k] != alone[k] for k in faster.keys() & alone.keys())
+
+
 # ---------------------------------------------------------------- layouts: EP/DP, pipeline stages, NVL72
 def test_expert_parallel_weights_and_layouts():
     scenario = load_scenario(DEMO, CATALOG)

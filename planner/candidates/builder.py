@@ -377,7 +377,10 @@ class CandidateBuilder:
             hop = system.network_bytes_per_s(layout.tp * layout.dp) if layout.pp > 1 else 0.0
             for precision in self.precisions(workload, system.gpu):
                 for speculation in self.speculations:
-                    key = ("stages", query, layout, precision, workload.slo.percentile, speculation, lengths, largest)
+                    # the node's network prices the KV transfer (and a pipeline's hops): two nodes of one GPU
+                    # with other networks get figures of their own
+                    key = ("stages", query, layout, precision, workload.slo.percentile, speculation, lengths, largest,
+                           network, hop)  # fmt: skip
                     if key not in self.memo:
                         self.memo[key] = stage_points(query, self.catalog, layout, precision, network, lengths, largest,
                                                       workload.slo.percentile, speculation, hop)  # fmt: skip
