@@ -232,6 +232,36 @@ def test_a_nodes_disaggregated_figures_are_its_own_beside_a_node_of_the_same_gpu
     assert faster.keys() & alone.keys() and all(faster[k] != alone[k] for k in faster.keys() & alone.keys())
 
 
+def test_a_pipelines_figures_are_its_nodes_own_beside_a_node_of_the_same_gpu_with_another_network(tmp_path):
+    """A pipeline across nodes hops at its own node's network: the best point per batch cap is kept per curve with
+    its hops (the builder's memo once keyed it without them, lending one node's figures to the other)."""
+    from helpers import write_scenario
+
+    from planner.candidates import enumerate_candidates
+
+    document = {"name": "pipelines", "metrics_version": 2, "perf": {"source": "model"}, "deployment": "cloud",
+                "workloads": [{"name": "big", "model": "llama-3.1-405b", "isl_tokens": 2000, "osl_tokens": 200,
+                               "peak_rps": 2, "engines": ["vllm"], "slo": {"ttft_ms": 20000, "tpot_ms": 400}}],
+                "sites": {"cloud": {"systems": ["azure-nd96amsr-a100-v4"]}}}  # fmt: skip
+    scenario = load_scenario(write_scenario(tmp_path, document), CATALOG)
+    (fast,) = scenario.offers
+    systems = dict(CATALOG.systems)
+    systems["slow-a100"] = systems[fast.system].model_copy(update={"id": "slow-a100", "network_gbit_per_s": 100.0})
+    catalog = CATALOG.model_copy(update={"systems": systems})
+    slow = dataclasses.replace(fast, system="slow-a100")
+
+    def figures(offers, system: str = "slow-a100") -> dict:
+        """(TP, PP, precision) -> (rps per node, TPOT) of the system's pipelines across nodes."""
+        cset = enumerate_candidates(dataclasses.replace(scenario, offers=offers), catalog, keep_dominated=True)
+        piped = {c.key: (c.tp, c.pp, c.precision) for c in cset.candidates if c.system == system and c.pp > 1}
+        return {piped[o.candidate]: (o.rps_per_node, o.perf.tpot_ms) for o in cset.options if o.candidate in piped}
+
+    alone, beside = figures((slow,)), figures((fast, slow))
+    assert alone and alone == beside
+    faster = figures((fast,), fast.system)  # the faster network's figures differ: the check tells them apart
+    assert faster.keys() & alone.keys() and any(faster[k] != alone[k] for k in faster.keys() & alone.keys())
+
+
 # ---------------------------------------------------------------- layouts: EP/DP, pipeline stages, NVL72
 def test_expert_parallel_weights_and_layouts():
     scenario = load_scenario(DEMO, CATALOG)

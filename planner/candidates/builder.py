@@ -232,7 +232,8 @@ class CandidateBuilder:
             for lengths in engines:
                 fit = self.fit(workload.model, system.gpu, layout, precision, lengths)
                 if not isinstance(points, str) and fit.fits and best_by_cap is None:
-                    best_by_cap = self.best_by_cap(points, query, layout, precision, workload.slo.percentile, speculation)
+                    best_by_cap = self.best_by_cap(points, query, layout, precision, workload.slo.percentile, speculation,
+                                                   hop)  # fmt: skip
                 for batch in self.scenario.max_batch_ladder:
                     self.counts["generated"] += 1
                     if isinstance(points, str) or not fit.fits:
@@ -395,9 +396,11 @@ class CandidateBuilder:
                         self.add(offer, workload, bucket_index, point, point.concurrency if point.stage == "prefill" else largest,
                                  lengths, speculation is not None)  # fmt: skip
 
-    def best_by_cap(self, points, query: PerfQuery, layout: Layout, precision: str, percentile: float, speculation=None) -> dict:
-        """best_points_by_cap, once per curve and latency limits (workloads often share both)."""
-        key = ("best", query, layout, precision, percentile, speculation)
+    def best_by_cap(self, points, query: PerfQuery, layout: Layout, precision: str, percentile: float, speculation=None,
+                    hop_bytes_per_s: float = 0.0) -> dict:  # fmt: skip
+        """best_points_by_cap, once per curve and latency limits (workloads often share both): the curve's key
+        (with its hops between nodes: two nodes of one GPU with other networks have curves of their own)."""
+        key = ("best", query, layout, precision, percentile, speculation, hop_bytes_per_s)
         if key not in self.memo:
             self.memo[key] = best_points_by_cap(points, query, self.scenario.max_batch_ladder)
         return self.memo[key]
