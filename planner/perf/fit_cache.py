@@ -18,13 +18,14 @@ fit's own types with every number finite. Anything else is a miss: fitted again 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
 import json
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from planner.errors import PlannerInputError
@@ -151,8 +152,20 @@ def finite_numbers(value) -> bool:
 
 SHIPPED_FITS = Path(__file__).with_name("shipped_fits.json")  # made by `python -m planner.perf.ship_fits`
 MAX_SHIPPED_BYTES = 4 * 1024 * 1024
-USE_SHIPPED = True  # off while the shipped fits are made (planner/perf/ship_fits.py), and in tests of fitting
-RECORDED: dict | None = None  # key text -> fit, of every fit asked for while set (planner/perf/ship_fits.py)
+USE_SHIPPED = True  # off in tests of fitting and keeping fits
+_AFRESH: dict | None = None  # within `fitting_afresh`: key text -> every fit made
+
+
+@contextlib.contextmanager
+def fitting_afresh() -> Iterator[dict]:
+    """Within it every fit is made here (no kept or shipped fit read, none kept), and recorded in the dict it
+    yields (key text -> fit): how the shipped fits are made (planner/perf/ship_fits.py)."""
+    global _AFRESH
+    previous, _AFRESH = _AFRESH, {}
+    try:
+        yield _AFRESH
+    finally:
+        _AFRESH = previous
 
 
 @functools.cache
@@ -200,6 +213,11 @@ def cached_dataclass(catalog, name: tuple, kind: type, compute: Callable[[], obj
     this catalog, code and `name` was kept, else from the shipped fits (`shipped_fits`), else computed; either
     passes `valid` (what the types alone do not say). Kept on disk unless the cache is off."""
     key_text = catalog_fingerprint(catalog) + repr(name)
+    if _AFRESH is not None:
+        value = compute()
+        if value is not None:
+            _AFRESH[key_text] = value
+        return value
     directory = cache_directory()
     path = None if directory is None else directory / f"fit-{hashlib.sha256(key_text.encode()).hexdigest()}.json"
     value = None if path is None else _validated(read_entry(path, key_text, "a cached calibration fit"), kind, valid)
@@ -209,6 +227,4 @@ def cached_dataclass(catalog, name: tuple, kind: type, compute: Callable[[], obj
             value = compute()
         if value is not None and path is not None:  # None (nothing to fit) is no answer to keep: computed again
             write_entry(path, key_text, value)
-    if RECORDED is not None and value is not None:
-        RECORDED[key_text] = value
     return value

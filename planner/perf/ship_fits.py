@@ -19,20 +19,16 @@ from planner.perf import fit_cache
 
 def fresh_fits(catalog: Catalog) -> dict:
     """Key text -> fit of every generation's kernel factors and calibrated efficiency, fitted here (neither the disk
-    cache nor the shipped file read)."""
+    cache nor the shipped file read, nothing kept)."""
     from planner.perf.calibration import _architectures, efficiency_for
     from planner.perf.kernel_fit import FITS, fit_kernels
 
-    cache, shipped = fit_cache.cache_directory, fit_cache.USE_SHIPPED
-    fit_cache.cache_directory, fit_cache.USE_SHIPPED, fit_cache.RECORDED = (lambda: None), False, {}
     FITS.clear()  # the process's memo of kernel fits: each fitted here
-    try:
+    with fit_cache.fitting_afresh() as fits:
         for architecture in _architectures(catalog):
             fit_kernels(catalog, architecture)
             efficiency_for(catalog, architecture)
-        return dict(fit_cache.RECORDED)
-    finally:
-        fit_cache.cache_directory, fit_cache.USE_SHIPPED, fit_cache.RECORDED = cache, shipped, None
+    return fits
 
 
 def main() -> int:
