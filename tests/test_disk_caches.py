@@ -150,7 +150,7 @@ HOSTILE = {"garbage": b"\x00\xff not json", "nested": b"[" * 100_000 + b"]" * 10
 
 
 @pytest.mark.parametrize("damage", ["garbage", "nested", "fifo", "dev-zero", "directory", "strings", "nan",
-                                    "zeros", "edited", "another-key", "complete-as-text"])  # fmt: skip
+                                    "nan-band", "zeros", "edited", "another-key", "complete-as-text"])  # fmt: skip
 def test_a_damaged_or_hostile_cache_file_is_a_miss(tmp_path, monkeypatch, damage):
     monkeypatch.setenv("PLANNER_CACHE_DIR", str(tmp_path / "cache"))
     catalog = load_catalog()
@@ -188,13 +188,15 @@ def test_a_damaged_or_hostile_cache_file_is_a_miss(tmp_path, monkeypatch, damage
                 point["request_throughput_rps"] = "fast"
             elif damage == "nan":
                 point["ttft_ms"] = float("nan")
+            elif damage == "nan-band":  # the expected-error bands are a plain dict: checked on their own
+                point["expected_error"] = {**point["expected_error"], "ttft": float("nan")}
             else:
                 point["gpus_per_instance"] = 0
         from planner.perf.fit_cache import write_entry
 
         write_entry(path, repr(key), payload)
     assert store.get(key) is None
-    if damage in ("garbage", "nested", "edited", "another-key", "strings", "nan", "zeros", "complete-as-text"):
+    if damage in ("garbage", "nested", "edited", "another-key", "strings", "nan", "nan-band", "zeros", "complete-as-text"):
         store.put(key, points)  # a miss is priced again and written over
         assert store.get(key) == points
 

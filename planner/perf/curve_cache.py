@@ -49,7 +49,7 @@ FORMAT = 2  # the file layout; a new one is a new key (2: a curve says whether i
 class _Stored(BaseModel):
     """A kept curve as written: its points (or why none) and whether every rate of its ladder was priced."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # every typed number finite (in C, as it is read)
     points: list[PerfResult] | str
     complete: StrictBool
 
@@ -89,10 +89,11 @@ def _adapter():
 
 
 def _plausible(points: list[PerfResult]) -> bool:
-    """Every number finite, no figure a plan reads negative, at least one GPU and one sequence per point."""
-    if not finite_numbers(points):
-        return False
+    """Every number finite (the typed ones as read: `_Stored`; the expected-error bands', of no declared type,
+    here), no figure a plan reads negative, at least one GPU and one sequence per point."""
     for point in points:
+        if point.expected_error is not None and not finite_numbers(point.expected_error):
+            return False
         for name in ("ttft_ms", "itl_ms", "e2e_ms", "tpot_ms", "request_throughput_rps", "output_tokens_per_s"):
             value = getattr(point, name)
             if value is not None and value < 0:
