@@ -108,13 +108,17 @@ def _sealed(key_text: str, payload_text: str) -> str:
 
 def read_entry(path: Path, key_text: str, what: str):
     """The payload kept at `path` for `key_text`, or None: not kept, not a regular file, over the size bound, not
-    JSON, nested too deep, another key's, or its content not what was written (the seal)."""
+    laid out as `write_entry` writes it for this key, its payload's text not what was sealed, not JSON or nested too
+    deep. The seal is checked on the text as read (nothing serialized again), before the payload is parsed."""
     try:
-        document = parse_json(read_bounded_text(path, what, MAX_ENTRY_BYTES), str(path))
-        if not isinstance(document, dict) or document.get("key") != key_text:
+        text = read_bounded_text(path, what, MAX_ENTRY_BYTES)
+        head = f'{{"key": {json.dumps(key_text)}, "sha256": "'
+        if not (text.startswith(head) and text.endswith("}")):
             return None
-        payload = document.get("payload")
-        return payload if document.get("sha256") == _sealed(key_text, _payload_text(payload)) else None
+        seal, found, payload_text = text[len(head) : -1].partition('", "payload": ')
+        if not found or seal != _sealed(key_text, payload_text):
+            return None
+        return parse_json(payload_text, str(path))
     except (PlannerInputError, ValueError, TypeError, RecursionError, MemoryError):
         return None
 
