@@ -14,7 +14,10 @@ written where the folder cannot be created.
 A cache file is untrusted input (`read_entry`): only a regular file within a size bound is read (planner/loading.py's
 bounded reader: a FIFO or a link to /dev/zero is refused at once), JSON nested within bounds, carrying its own key
 and the SHA-256 of its key and content (a damaged or hand-edited file does not match), then validated into the
-fit's own types with every number finite. Anything else is a miss: fitted again and written over."""
+fit's own types with every number finite. Anything else is a miss: fitted again and written over.
+
+The shipped catalog's fits travel with the package under the same keys (`shipped_fits`, made by
+planner/perf/ship_fits.py): read where no kept fit is, with the same checks, so a first run fits nothing."""
 
 from __future__ import annotations
 
