@@ -27,11 +27,11 @@ year-round variables alone. Given Z the periods are tied only by the rentals' ro
   at z, with a *floor* row per program: for period b, sum of c_v v over the variables in b's own rows >= F_b, the
   proven lower bound of b's program with the rows tying periods dropped (every plan with Z = z satisfies b's rows,
   so none is cut off; likewise the year-round rows' program). The point of the plan in hand skips P(z), which
-  cannot reach the cutoff there: its floors, summed with c0 + c_Z z, bound it until it is closed. Branch and bound then starts where each period's
-  rounding is already closed and has only the rows tying periods left to settle: at 20 x 24 it proves the start's
-  point in about 40 s, where the program without the floors had not in 200 s (docs/optimizer.md). Solved with the
-  cutoff: its bound is the optimum at z, or the cutoff where nothing at z is cheaper; a plan below the cutoff is
-  kept (`YearRoundBound.plan`) and lowers the cutoff.
+  cannot reach the cutoff there: its floors, summed with c0 + c_Z z, bound it until it is closed. Branch and bound
+  then starts where each period's rounding is already closed and has only the rows tying periods left to settle: at
+  20 x 24 it proves the start's point in about 40 s, where the program without the floors had not in 200 s
+  (docs/optimizer.md). Solved with the cutoff: its bound is the optimum at z, or the cutoff where nothing at z is
+  cheaper; a plan below the cutoff is kept (`YearRoundBound.plan`) and lowers the cutoff.
 
 The pieces (points, and boxes not split) cover every value of Z, so the lowest of their bounds is a proven lower
 bound on the program's optimum whenever the search stops. A box whose solve proves nothing keeps its parent's bound,

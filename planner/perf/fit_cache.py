@@ -109,16 +109,29 @@ def _sealed(key_text: str, payload_text: str) -> str:
     return hashlib.sha256((key_text + "\0" + payload_text).encode()).hexdigest()
 
 
+def _entry_head(key_text: str) -> str:
+    """How an entry's text begins: its key, then its seal (`_entry_text`)."""
+    return f'{{"key": {json.dumps(key_text)}, "sha256": "'
+
+
+_PAYLOAD_MARK = '", "payload": '  # between an entry's seal and its payload's text
+
+
+def _entry_text(key_text: str, payload_text: str) -> str:
+    """One entry as written, in a cache file or a line of the shipped fits: key, seal, payload."""
+    return _entry_head(key_text) + _sealed(key_text, payload_text) + _PAYLOAD_MARK + payload_text + "}"
+
+
 def read_entry(path: Path, key_text: str, what: str):
     """The payload kept at `path` for `key_text`, or None: not kept, not a regular file, over the size bound, not
     laid out as `write_entry` writes it for this key, its payload's text not what was sealed, not JSON or nested too
     deep. The seal is checked on the text as read (nothing serialized again), before the payload is parsed."""
     try:
         text = read_bounded_text(path, what, MAX_ENTRY_BYTES)
-        head = f'{{"key": {json.dumps(key_text)}, "sha256": "'
+        head = _entry_head(key_text)
         if not (text.startswith(head) and text.endswith("}")):
             return None
-        seal, found, payload_text = text[len(head) : -1].partition('", "payload": ')
+        seal, found, payload_text = text[len(head) : -1].partition(_PAYLOAD_MARK)
         if not found or seal != _sealed(key_text, payload_text):
             return None
         return parse_json(payload_text, str(path))
@@ -132,9 +145,7 @@ def write_entry(path: Path, key_text: str, payload) -> bool:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        text = _payload_text(payload)
-        document = f'{{"key": {json.dumps(key_text)}, "sha256": "{_sealed(key_text, text)}", "payload": {text}}}'
-        temporary.write_text(document, encoding="utf-8")
+        temporary.write_text(_entry_text(key_text, _payload_text(payload)), encoding="utf-8")
         os.replace(temporary, path)
         return True
     except (OSError, ValueError):
@@ -194,10 +205,7 @@ def shipped_fits() -> dict:
 
 def shipped_document(fits: dict) -> str:
     """The text of a shipped-fits file holding `fits` (key text -> fit), each entry sealed, in key order."""
-    entries = []
-    for key_text in sorted(fits):
-        text = _payload_text(fits[key_text])
-        entries.append(f'{{"key": {json.dumps(key_text)}, "sha256": "{_sealed(key_text, text)}", "payload": {text}}}')
+    entries = [_entry_text(key_text, _payload_text(fits[key_text])) for key_text in sorted(fits)]
     return '{"fits": [\n' + ",\n".join(entries) + "\n]}\n"
 
 
