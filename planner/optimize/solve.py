@@ -21,6 +21,7 @@ import pulp
 from planner import deadline
 from planner.errors import PlannerInputError
 from planner.optimize import decompose, periods, yearround
+from planner.optimize.highs import BulkHiGHS
 from planner.optimize.model import FleetModel
 from planner.optimize.noise import cheaper, proven
 
@@ -231,8 +232,8 @@ def quiet_stdout():
         os.close(saved)
 
 
-class _HiGHSFrom(pulp.HiGHS):
-    """PuLP's HiGHS, handed a starting plan (variable name -> value) before it runs."""
+class _HiGHSFrom(BulkHiGHS):
+    """HiGHS handed a starting plan (variable name -> value) before it runs."""
 
     def __init__(self, start: dict[str, float], **options):
         super().__init__(**options)
@@ -242,10 +243,7 @@ class _HiGHSFrom(pulp.HiGHS):
         import highspy
 
         solution = highspy.HighsSolution()
-        values = [0.0] * len(lp.variables())
-        for var in lp.variables():
-            values[var.index] = float(self.start.get(var.name, 0.0))
-        solution.col_value = values
+        solution.col_value = [float(self.start.get(var.name, 0.0)) for var in self.columns]  # in column order
         solution.value_valid = True
         lp.solverModel.setSolution(solution)
         super().callSolver(lp)
@@ -254,7 +252,7 @@ class _HiGHSFrom(pulp.HiGHS):
 def _solve_highs(problem: pulp.LpProblem, time_limit_s: float, start: dict[str, float] | None = None) -> tuple[str, float | None]:
     options = dict(msg=False, timeLimit=time_limit_s, threads=1, gapRel=0.0)
     with quiet_stdout():
-        problem.solve(pulp.HiGHS(**options) if start is None else _HiGHSFrom(start, **options))
+        problem.solve(BulkHiGHS(**options) if start is None else _HiGHSFrom(start, **options))
     status = _pulp_status(problem)
     highs = getattr(problem, "solverModel", None)
     bound = None
@@ -290,7 +288,7 @@ def _solve_ortools(problem: pulp.LpProblem, time_limit_s: float) -> tuple[str, f
 def _highs_lp(problem: pulp.LpProblem) -> str:
     """The LP relaxation by HiGHS (integrality ignored, the categories kept), with its row duals in constraint.pi."""
     with quiet_stdout():
-        problem.solve(pulp.HiGHS(msg=False, mip=False, threads=1))
+        problem.solve(BulkHiGHS(msg=False, mip=False, threads=1))
     return "optimal" if problem.status == pulp.LpStatusOptimal else "stopped"
 
 
@@ -305,15 +303,16 @@ def _highs_proven(problem: pulp.LpProblem, time_limit_s: float, cutoff: float | 
     `cutoff`: only a plan below it is sought (HiGHS' objective bound: the branches above it pruned at once); where
     there is none the status is 'cut off' and the bound the cutoff itself (no plan of the problem costs less)."""
     options = {} if cutoff is None else {"objective_bound": cutoff + CUTOFF_SLACK * max(1.0, abs(cutoff))}
+    solver = BulkHiGHS(msg=False, timeLimit=max(time_limit_s, 0.1), threads=1, gapRel=0.0, **options)
     with quiet_stdout():
-        problem.solve(pulp.HiGHS(msg=False, timeLimit=max(time_limit_s, 0.1), threads=1, gapRel=0.0, **options))
+        problem.solve(solver)
     highs = getattr(problem, "solverModel", None)
     if highs is None:
         return "stopped", None
     status = highs.getModelStatus()
     if cutoff is not None and status in (highspy_status("kInfeasible"), highspy_status("kObjectiveBound")):
         return "cut off", cutoff  # nothing below the cutoff (an empty problem included: it holds no plan either)
-    integer = any(v.cat == pulp.LpInteger for v in problem.variables())
+    integer = any(v.cat == pulp.LpInteger for v in solver.columns)
     dual = highs.getInfo().mip_dual_bound if integer else -math.inf
     if status == highspy_status("kOptimal"):
         value = pulp.value(problem.objective) or 0.0
