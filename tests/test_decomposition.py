@@ -190,3 +190,35 @@ def test_the_year_round_bound_never_exceeds_the_brute_force_optimum_and_proves_i
                 assert pulp.value(model.problem.objective) == pytest.approx(expected, abs=slack)
                 if outcome.year_round_bound is not None:
                     assert outcome.year_round_bound.lower_bound <= expected + slack
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=cases())
+def test_the_year_round_search_on_forked_workers_ends_as_it_does_in_one_process(case):
+    """The search's bounds of a split (the point's and the children boxes') solved side by side on two forked
+    workers: each task's result is the one solved here, to the last bit, in the tasks' order (each is a pure function
+    of its box or point), and the whole search ends with the same bound, boxes, points and closings."""
+    def highs(p, share=1.0, cutoff=None):
+        return solve._highs_proven(p, 30.0, cutoff)
+
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(decompose, "DECOMPOSE_MIN_INTEGERS", 0):
+        for (reconfigure, share), market in itertools.product(itertools.product((True, False), repeat=2), (True, False)):
+            model, expected = _fleet(Path(tmp), case, reconfigure, share, market)
+            if model is None or expected is None or not periods.partition(model).blocks:
+                continue
+            part = periods.partition(model)
+            variables = yearround.branching_variables(model, part)
+            whole = {var.name: (var.lowBound, var.upBound) for var in variables}
+            _, _, point = yearround.box_bound(model, part, variables, whole, highs)
+            tasks = [("point", point), ("box", whole)]
+            tasks += [("box", whole | {var.name: (point[var.name] + 1, var.upBound)}) for var in variables]
+            arguments = (model, part, variables, highs, lambda: 30.0, solve._highs_lp, expected * 1.05, None)
+            with yearround._Tasks(arguments, 1) as here, yearround._Tasks(arguments, 2) as forked:
+                assert forked.pool is not None
+                assert forked.start(tasks)() == here.start(tasks)()
+            found = [yearround.year_round_bound(model, part, highs, lambda: 30.0, cutoff=expected * 1.05 + 0.01,
+                                                solve_lp=solve._highs_lp, workers=workers) for workers in (1, 2)]  # fmt: skip
+            alone, on_two = found
+            assert alone is not None and on_two is not None
+            assert (on_two.lower_bound, on_two.boxes, on_two.points, on_two.open, on_two.closed) == \
+                (alone.lower_bound, alone.boxes, alone.points, alone.open, alone.closed)  # fmt: skip

@@ -24,6 +24,7 @@ from planner.optimize import decompose, periods, yearround
 from planner.optimize.highs import BulkHiGHS
 from planner.optimize.model import FleetModel
 from planner.optimize.noise import cheaper, proven
+from planner.workers import worker_count
 
 SOLVERS = ("cbc", "highs", "ortools")
 
@@ -143,7 +144,7 @@ def _year_round_bound(model: FleetModel, start: decompose.WarmStart, time_limit_
         root = (start.lower_bound, {name: round(value) for name, value in start.values.items() if name not in part.block_of})
     try:
         return yearround.year_round_bound(model, part, solve, seconds_left, start.objective, root, _highs_lp,
-                                          root_is_plan=root is not None)
+                                          root_is_plan=root is not None, workers=worker_count())
     finally:
         decompose.restore(model, start)
 

@@ -39,9 +39,11 @@ which holds for it too; an empty box (stage 1 infeasible in it) holds no plan an
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import math
+import multiprocessing
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -55,6 +57,7 @@ from planner.optimize.variables import FleetModel
 
 BOX_SHARE = 0.5  # of the time left, at most, for one box's stage 1 (a point's programs share what is left)
 FLOOR_SHARE = 0.5  # of the time left, at most, for a closed point's floors (its whole program gets the rest)
+_FORKED = None  # the search's arguments, which forked workers inherit (never pickled): see `_Tasks`
 
 
 @dataclass(frozen=True)
@@ -194,7 +197,8 @@ def _price_linking_rows(model: FleetModel, part: Partition, point: dict, solve_l
 
 
 def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cutoff: float = math.inf,
-                     root: tuple[float, dict] | None = None, solve_lp=None, root_is_plan: bool = False) -> YearRoundBound | None:
+                     root: tuple[float, dict] | None = None, solve_lp=None, root_is_plan: bool = False,
+                     workers: int = 1) -> YearRoundBound | None:
     """The search of the module docstring, lowest box first, until every box left is at or above `cutoff` or the
     time runs out, then the points left below it closed; None where Z is not all integer or the whole box proves
     nothing. `solve(problem, share, cutoff)` solves a PuLP problem within `share` of the time left and returns
@@ -203,7 +207,9 @@ def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cu
     once); `root`: stage 1's optimum over the whole box and its point, where already solved (the warm start's);
     `solve_lp`: points price the rows tying periods by their LP duals (`point_bound`) rather than drop them;
     `root_is_plan`: root's point is that of the plan in hand, whose P(z) cannot reach the cutoff (that plan is one of
-    the point's), so it is bounded by its floors alone (`point_floors`) and closed with them."""
+    the point's), so it is bounded by its floors alone (`point_floors`) and closed with them; `workers`: processes
+    that bound a split box's point and children side by side (forked; 1: all here). The search is the same whatever
+    their number but for where the time runs out: each bound is a pure function of its box or point."""
     started = time.perf_counter()
     variables = branching_variables(model, part)
     if variables is None or not part.blocks:
@@ -223,38 +229,43 @@ def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cu
     heap = [(root[0], next(order), whole, point)]
     pieces: list[float] = []  # bounds of the pieces no longer split
     to_close: list[tuple[int, dict, list | None]] = []  # (index in pieces, point, its floors) below the cutoff
-    while heap and heap[0][0] < cutoff and seconds_left() > 0:
-        bound, _, box, point = heapq.heappop(heap)
-        if point is None:  # nothing to split it at
-            pieces.append(bound)
-            continue
-        floors = None
-        if point == plan_point:
-            floors, value = point_floors(model, part, point, solve, seconds_left)
-        else:
-            value = point_bound(model, part, point, solve, seconds_left, solve_lp, cutoff)
-        points += 1
-        pieces.append(bound if value is None else max(bound, value))
-        if cheaper(pieces[-1], cutoff) and (value is not None or floors is not None):
-            to_close.append((len(pieces) - 1, point, floors))
-        fixed: dict = {}
-        for var in variables:
-            low, up = box[var.name]
-            z = point[var.name]
-            for child_range in ((low, z - 1), (z + 1, up)):
-                if None not in child_range and child_range[0] > child_range[1]:
-                    continue
-                child = box | fixed | {var.name: child_range}
-                if seconds_left() <= 0:
+    with _Tasks((model, part, variables, solve, seconds_left, solve_lp, cutoff, box_cutoff), workers) as tasks:
+        while heap and heap[0][0] < cutoff and seconds_left() > 0:
+            bound, _, box, point = heapq.heappop(heap)
+            if point is None:  # nothing to split it at
+                pieces.append(bound)
+                continue
+            children, fixed = [], {}
+            for var in variables:
+                low, up = box[var.name]
+                z = point[var.name]
+                for child_range in ((low, z - 1), (z + 1, up)):
+                    if None not in child_range and child_range[0] > child_range[1]:
+                        continue
+                    children.append(box | fixed | {var.name: child_range})
+                fixed[var.name] = (z, z)
+            # the point's bound and the children's stage 1, on the workers where there are several (the same results in
+            # the same order as one after the other: each is a pure function of its box or point, within the time left)
+            floors = None
+            pending = tasks.start(([] if point == plan_point else [("point", point)]) + [("box", child) for child in children])
+            if point == plan_point:
+                floors, value = point_floors(model, part, point, solve, seconds_left)
+            results = pending()
+            if point != plan_point:
+                value = results.pop(0)
+            points += 1
+            pieces.append(bound if value is None else max(bound, value))
+            if cheaper(pieces[-1], cutoff) and (value is not None or floors is not None):
+                to_close.append((len(pieces) - 1, point, floors))
+            for child, found in zip(children, results):
+                if found is None:  # no time left to solve it
                     heapq.heappush(heap, (bound, next(order), child, None))
                     continue
-                status, child_bound, child_point = box_bound(model, part, variables, child,
-                                                             lambda p: solve(p, BOX_SHARE, cutoff=box_cutoff))
+                status, child_bound, child_point = found
                 boxes += 1
                 if status == "infeasible":
                     continue
                 heapq.heappush(heap, (bound if child_bound is None else max(bound, child_bound), next(order), child, child_point))
-            fixed[var.name] = (z, z)
     closed, plan = 0, None
     if not any(entry[0] < cutoff for entry in heap):  # every box settled: close the points left below the cutoff
         for index, point, floors in sorted(to_close, key=lambda entry: pieces[entry[0]]):
@@ -344,3 +355,71 @@ def close_point(model: FleetModel, part: Partition, point: dict, floors: list, s
     if status == "infeasible":
         return math.inf, None
     return bound, found
+
+
+class _Tasks:
+    """The bounds of one split (module docstring, "search"): each child box's stage 1 ("box", its box) and the
+    point's P(z) ("point", z), solved here one after the other, or on `workers` forked processes that inherit the
+    search's arguments (`_FORKED`; nothing but the tasks and their small results is pickled). `start(tasks)` hands
+    them out and returns a call that waits for their results, in the tasks' order (a box's: None where no time was
+    left to solve it), so the caller can work meanwhile."""
+
+    def __init__(self, arguments: tuple, workers: int):
+        self.arguments, self.pool = arguments, None
+        if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+            global _FORKED
+            _FORKED = arguments
+            _quiet_solver_threads()
+            from concurrent.futures import ProcessPoolExecutor
+
+            self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+
+    def __enter__(self) -> _Tasks:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        global _FORKED
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            _FORKED = None
+
+    def start(self, tasks: list[tuple[str, dict]]):
+        if self.pool is None:
+            return lambda: [_bound(task, self.arguments) for task in tasks]
+        futures = [self.pool.submit(_forked_bound, task) for task in tasks]
+
+        def results() -> list:
+            from concurrent.futures.process import BrokenProcessPool
+
+            out = []
+            for task, future in zip(tasks, futures):
+                try:
+                    out.append(future.result())
+                except BrokenProcessPool:  # a worker killed (memory): the rest here
+                    out.append(_bound(task, self.arguments))
+            return out
+
+        return results
+
+
+def _forked_bound(task: tuple[str, dict]):
+    return _bound(task, _FORKED)
+
+
+def _bound(task: tuple[str, dict], arguments: tuple):
+    """One task of `_Tasks`: a box's (status, bound, point) by stage 1 (None: no time left), or a point's P(z)."""
+    model, part, variables, solve, seconds_left, solve_lp, cutoff, box_cutoff = arguments
+    kind, values = task
+    if kind == "point":
+        return point_bound(model, part, values, solve, seconds_left, solve_lp, cutoff)
+    if seconds_left() <= 0:
+        return None
+    return box_bound(model, part, variables, values, lambda problem: solve(problem, BOX_SHARE, cutoff=box_cutoff))
+
+
+def _quiet_solver_threads() -> None:
+    """HiGHS' worker threads stopped before a fork (a forked child would inherit a scheduler whose threads it lacks)."""
+    with contextlib.suppress(ImportError):
+        import highspy
+
+        highspy.Highs.resetGlobalScheduler(True)
