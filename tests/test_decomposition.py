@@ -201,6 +201,8 @@ def test_the_year_round_search_on_forked_workers_ends_as_it_does_in_one_process(
     def highs(p, share=1.0, cutoff=None):
         return solve._highs_proven(p, 30.0, cutoff)
 
+    closings = []
+
     with tempfile.TemporaryDirectory() as tmp, mock.patch.object(decompose, "DECOMPOSE_MIN_INTEGERS", 0):
         for (reconfigure, share), market in itertools.product(itertools.product((True, False), repeat=2), (True, False)):
             model, expected = _fleet(Path(tmp), case, reconfigure, share, market)
@@ -222,3 +224,26 @@ def test_the_year_round_search_on_forked_workers_ends_as_it_does_in_one_process(
             assert alone is not None and on_two is not None
             assert (on_two.lower_bound, on_two.boxes, on_two.points, on_two.open, on_two.closed) == \
                 (alone.lower_bound, alone.boxes, alone.points, alone.open, alone.closed)  # fmt: skip
+            # from the start (its point the root, a plan in hand 5% dearer at it, so there is a point to close), whose
+            # point is floored and closed on a worker while the boxes are bounded
+            start = decompose.warm_start(model, lambda p, share=1.0: solve._solve_highs(p, 30.0), lambda: 30.0)
+            if start is None or start.lower_bound is None:
+                continue
+            root = (start.lower_bound, {name: round(value) for name, value in start.values.items() if name not in part.block_of})
+            found = [yearround.year_round_bound(model, part, highs, lambda: 30.0, start.objective * 1.05 + 0.01, root,
+                                                solve._highs_lp, root_is_plan=True, workers=workers) for workers in (1, 2)]  # fmt: skip
+            decompose.restore(model, start)
+            alone, on_two = found
+            if alone is None:
+                continue
+            closings.append(on_two.closed)
+            # the same boxes and points; the plan's point closed at once on a worker, not after the boxes, so at most
+            # one closing more (the plan it finds lowers the cutoff before the other points are closed), the same
+            # plan, and the same bound to within the closings' tolerance
+            assert (on_two.boxes, on_two.points, on_two.open) == (alone.boxes, alone.points, alone.open)
+            assert alone.closed <= on_two.closed <= alone.closed + 1
+            assert (on_two.plan is None) == (alone.plan is None)
+            if alone.plan is not None:
+                assert on_two.plan[0] == pytest.approx(alone.plan[0], rel=1e-9)
+            assert on_two.lower_bound == pytest.approx(alone.lower_bound, rel=1e-6)
+        assert not closings or any(closings)  # a plan's point was closed (on a worker) in some fleet

@@ -129,7 +129,8 @@ def _period_bound(model: FleetModel, time_limit_s: float, started: float) -> per
 def _year_round_bound(model: FleetModel, start: decompose.WarmStart, time_limit_s: float,
                       started: float) -> yearround.YearRoundBound | None:
     """optimize/yearround.py's bound, until YEAR_ROUND_SHARE of the solve's budget, cut off at the start's cost and
-    begun from its stage 1 (the start's year-round decisions); the start's plan is put back afterwards."""
+    begun from its stage 1 (the start's year-round decisions), a split's bounds on as many forked workers as
+    planner.workers.worker_count (PLANNER_WORKERS); the start's plan is put back afterwards."""
     budget_end = started + time_limit_s * YEAR_ROUND_SHARE
 
     def seconds_left() -> float:

@@ -208,8 +208,10 @@ def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cu
     `solve_lp`: points price the rows tying periods by their LP duals (`point_bound`) rather than drop them;
     `root_is_plan`: root's point is that of the plan in hand, whose P(z) cannot reach the cutoff (that plan is one of
     the point's), so it is bounded by its floors alone (`point_floors`) and closed with them; `workers`: processes
-    that bound a split box's point and children side by side (forked; 1: all here). The search is the same whatever
-    their number but for where the time runs out: each bound is a pure function of its box or point."""
+    that bound a split box's point and children side by side (forked; 1: all here), one of them flooring and closing
+    the plan in hand's point meanwhile, from its first split, rather than after the boxes. The boxes and points are
+    the same whatever their number but for where the time runs out (each bound is a pure function of its box or
+    point); the plan's point closed first can find a plan that spares another point's closing, or make one more."""
     started = time.perf_counter()
     variables = branching_variables(model, part)
     if variables is None or not part.blocks:
@@ -229,6 +231,7 @@ def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cu
     heap = [(root[0], next(order), whole, point)]
     pieces: list[float] = []  # bounds of the pieces no longer split
     to_close: list[tuple[int, dict, list | None]] = []  # (index in pieces, point, its floors) below the cutoff
+    closed, plan, closing = 0, None, None  # closing: (index in pieces, its result) of the plan's point on a worker
     with _Tasks((model, part, variables, solve, seconds_left, solve_lp, cutoff, box_cutoff), workers) as tasks:
         while heap and heap[0][0] < cutoff and seconds_left() > 0:
             bound, _, box, point = heapq.heappop(heap)
@@ -246,9 +249,11 @@ def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cu
                 fixed[var.name] = (z, z)
             # the point's bound and the children's stage 1, on the workers where there are several (the same results in
             # the same order as one after the other: each is a pure function of its box or point, within the time left)
-            floors = None
+            floors, value = None, None
+            if point == plan_point and tasks.pool is not None:  # its floors and closing on a worker, from now on
+                closing = (len(pieces), tasks.start([("close", point)]))
             pending = tasks.start(([] if point == plan_point else [("point", point)]) + [("box", child) for child in children])
-            if point == plan_point:
+            if point == plan_point and tasks.pool is None:
                 floors, value = point_floors(model, part, point, solve, seconds_left)
             results = pending()
             if point != plan_point:
@@ -266,7 +271,12 @@ def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cu
                 if status == "infeasible":
                     continue
                 heapq.heappush(heap, (bound if child_bound is None else max(bound, child_bound), next(order), child, child_point))
-    closed, plan = 0, None
+        if closing is not None:  # the plan in hand's point, floored and closed on a worker meanwhile (as below)
+            floored, proven_at, cheaper_plan, tried = closing[1]()[0]
+            closed += tried
+            if cheaper_plan is not None and cheaper(cheaper_plan[0], cutoff):
+                plan, cutoff = cheaper_plan, cheaper_plan[0]
+            pieces[closing[0]] = max([pieces[closing[0]]] + [b for b in (floored, proven_at) if b is not None])
     if not any(entry[0] < cutoff for entry in heap):  # every box settled: close the points left below the cutoff
         for index, point, floors in sorted(to_close, key=lambda entry: pieces[entry[0]]):
             if not cheaper(pieces[index], cutoff) or seconds_left() <= 0:
@@ -287,6 +297,7 @@ def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cu
     if not bounds:
         return None
     open_pieces = sum(1 for entry in heap if entry[0] < cutoff) + sum(1 for index, *_ in to_close if cheaper(pieces[index], cutoff))
+    open_pieces += closing is not None and cheaper(pieces[closing[0]], cutoff)
     return YearRoundBound(min(bounds), boxes, points, open_pieces, time.perf_counter() - started, closed, plan)
 
 
@@ -359,7 +370,8 @@ def close_point(model: FleetModel, part: Partition, point: dict, floors: list, s
 
 class _Tasks:
     """The bounds of one split (module docstring, "search"): each child box's stage 1 ("box", its box) and the
-    point's P(z) ("point", z), solved here one after the other, or on `workers` forked processes that inherit the
+    point's P(z) ("point", z), and on workers the plan in hand's point floored and closed ("close", z), solved here
+    one after the other, or on `workers` forked processes that inherit the
     search's arguments (`_FORKED`; nothing but the tasks and their small results is pickled). `start(tasks)` hands
     them out and returns a call that waits for their results, in the tasks' order (a box's: None where no time was
     left to solve it), so the caller can work meanwhile."""
@@ -412,6 +424,11 @@ def _bound(task: tuple[str, dict], arguments: tuple):
     kind, values = task
     if kind == "point":
         return point_bound(model, part, values, solve, seconds_left, solve_lp, cutoff)
+    if kind == "close":  # the plan in hand's point: its floors' bound, its closing's, a cheaper plan, whether closed
+        floors, value = point_floors(model, part, values, solve, seconds_left)
+        if (value is not None and not cheaper(value, cutoff)) or seconds_left() <= 0:
+            return value, None, None, False
+        return (value, *close_point(model, part, values, floors, solve, seconds_left, box_cutoff), True)
     if seconds_left() <= 0:
         return None
     return box_bound(model, part, variables, values, lambda problem: solve(problem, BOX_SHARE, cutoff=box_cutoff))
