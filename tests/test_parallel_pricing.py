@@ -86,6 +86,29 @@ def test_a_broken_worker_pool_falls_back_to_pricing_here(tmp_path, monkeypatch):
     assert broken.candidates == serial.candidates and broken.options == serial.options
 
 
+def test_curves_priced_on_workers_are_kept_on_disk(tmp_path, monkeypatch):
+    """Each forked worker keeps the curves it prices in the curve cache (the parent does not write them again): a
+    second run in one process finds every one of them there and prices nothing."""
+    import planner.candidates.builder as builder_module
+
+    path = write_scenario(tmp_path, SCENARIO)
+    stages = []
+    monkeypatch.setenv("PLANNER_WORKERS", "2")
+    monkeypatch.setenv("PLANNER_CACHE_DIR", str(tmp_path / "cache"))
+    catalog = load_catalog()
+    first = enumerate_candidates(load_scenario(path, catalog), catalog, lambda *args: stages.append(args), False)
+    assert any(len(s) == 3 and "engine curves on 2 processes" in s[2] for s in stages), stages  # it did fork
+
+    def priced_again(*args, **kwargs):
+        raise AssertionError("a curve priced on a worker was not kept")
+
+    monkeypatch.setattr(builder_module, "price_curve", priced_again)
+    monkeypatch.setenv("PLANNER_WORKERS", "1")
+    catalog = load_catalog()
+    again = enumerate_candidates(load_scenario(path, catalog), catalog, bound_pruning=False)
+    assert again.candidates == first.candidates and again.options == first.options
+
+
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="the optional ray extra is not installed")
 def test_pricing_on_ray_changes_nothing(tmp_path, monkeypatch):
     """`--executor ray`: every curve a Ray task (a local Ray here), the same candidates and plan as one process."""

@@ -4,6 +4,7 @@ the most routed tokens."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -66,3 +67,17 @@ def test_exact_and_normal_laws_meet_at_the_handover():
     for experts, top_k, ranks in ((256, 8, 8), (256, 8, 64), (128, 4, 32), (8, 2, 4)):
         exact, normal = busiest_rank_load(experts, top_k, ranks, [1024, 1025])
         assert exact == pytest.approx(normal, rel=0.03)
+
+
+def test_one_engine_law_is_the_broadcast_law_to_the_bit():
+    """busiest_rank_load with the engine's E, k and R as numbers (its fast path, every decode step) gives the same
+    floats as with them broadcast to the tokens' shape, exact table and normal law alike, over more ranks than
+    experts too."""
+    rng = np.random.default_rng(7)
+    token_sets = (rng.uniform(0, 3000, 40), np.array([0.0, 0.5, 1.0, 1.5, 1024.0, 1024.5, 1e6]), np.array(7.3),
+                  rng.uniform(0, 5, (3, 4)))  # fmt: skip
+    for experts, top_k, ranks in itertools.product((8, 60, 128, 256), (1, 2, 8), (1, 2, 8, 16, 32, 72)):
+        for tokens in token_sets:
+            fast = busiest_rank_load(experts, top_k, ranks, tokens)
+            broadcast = busiest_rank_load(*(np.full(np.shape(tokens), float(v)) for v in (experts, top_k, ranks)), tokens)
+            assert fast.shape == np.shape(tokens) and np.array_equal(fast, broadcast), (experts, top_k, ranks)

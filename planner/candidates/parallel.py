@@ -31,7 +31,8 @@ def _price_on_ray(context: tuple[Catalog, bool, bool], item: tuple) -> PricedCur
 
 
 def _price_curve(key: tuple) -> tuple:
-    """In a forked worker: one engine curve (the builder's memo key) and its points (none past the deadline)."""
+    """In a forked worker: one engine curve (the builder's memo key) and its points (none past the deadline), kept in
+    the curve cache from here (`CandidateBuilder.priced`): the parent does not write it again."""
     deadline.check(CANDIDATE_STAGE)
     return key, _FORKED.priced(key)
 
@@ -140,8 +141,7 @@ def prefetch_curves(builder, progress: Callable[..., None] | None = None, which:
                 if deadline.remaining_s() is not None and deadline.remaining_s() <= 0:
                     pool.shutdown(wait=False, cancel_futures=True)  # the workers stop at their next curve
                     deadline.check(CANDIDATE_STAGE)
-                builder.curves[key] = points
-                builder.keep_curve(key)
+                builder.curves[key] = points  # kept on disk by the worker that priced it (builder.priced)
                 if progress is not None:
                     progress(done, len(rest))
     except (BrokenProcessPool, OSError):  # a worker killed (memory) or no process to start: price the rest here
