@@ -111,3 +111,46 @@ def test_plan_with_the_model_alone_does_not_anchor(tmp_path, cli_json):
     assert sources and not any("anchored on" in s for s in sources)
     anchored = cli_json("plan", _rag(tmp_path))
     assert any("anchored on" in a["source"] for w in anchored["workloads"] for a in w["assignments"])
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "llama-3.3-70b", "mixtral-8x7b", "qwen3-235b-a22b", "deepseek-r1",
+                                   "gpt-oss-120b", "llama-4-scout"])  # fmt: skip
+def test_the_decode_step_of_one_engine_is_step_ms_to_the_bit(catalog, model):
+    """step.decode_step (the open loop's decode step, its batch-free numbers worked out once) gives the floats
+    step_ms gives, over dense and MoE models, TP, DP and EP, a link domain crossed (GB200: NVL72 against 8-GPU
+    boards), every precision the GPU runs, a step scale from measured rows, and the shapes it hands to step_ms
+    (pipeline stages, speculation)."""
+    import dataclasses
+    import itertools
+
+    import numpy as np
+
+    from planner.perf.engines import calibrated
+    from planner.perf.shapes import Speculation
+    from planner.perf.step import decode_step, step_ms
+
+    batches = np.concatenate([[0.0, 0.5, 1.0, 1.5, 3.0], np.geomspace(1.0, 4096.0, 37), [1024.0, 1024.5, 1e5]])
+    layouts = [Layout(1), Layout(2), Layout(8), Layout(1, 8, 8), Layout(2, 4, 8), Layout(8, 1, 8), Layout(4, 2, 8),
+               Layout(8, 9, 72), Layout(2, 1, 1, 2)]  # fmt: skip
+    checked = 0
+    for gpu, layout in itertools.product(("H100-SXM-80GB", "B200-SXM-180GB", "GB200-186GB", "MI355X-288GB"), layouts):
+        arch = catalog.models[model]
+        if layout.ep > 1 and arch.moe is None:
+            continue
+        found = calibrated(catalog, model, gpu)
+        if isinstance(found, str):
+            continue
+        eff = found[0]
+        for precision, scale in itertools.product(catalog.gpus[gpu].precisions, (1.0, 1.137)):
+            shape = engine_shape(catalog, arch, catalog.gpus[gpu], layout, precision)
+            scaled = dataclasses.replace(eff, step_scale=scale)
+            for context in (1200.0, 16250.0):
+                fast = decode_step(shape, scaled, context)(batches)
+                assert np.array_equal(fast, step_ms(shape, scaled, batches, context)), (gpu, layout, precision, scale)
+                assert float(decode_step(shape, scaled, context)(7.0)) == float(step_ms(shape, scaled, 7.0, context))
+                checked += 1
+    speculative = engine_shape(catalog, catalog.models[model], catalog.gpus["H100-SXM-80GB"], Layout(2), "fp8",
+                               Speculation("mtp", 3, 0.7))  # fmt: skip
+    eff = calibrated(catalog, model, "H100-SXM-80GB")[0]
+    assert np.array_equal(decode_step(speculative, eff, 900.0)(batches), step_ms(speculative, eff, batches, 900.0))
+    assert checked >= 40

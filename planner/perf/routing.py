@@ -126,22 +126,24 @@ def busiest_rank_load(experts, top_k, ranks, tokens):
 
 def _one_engine_busiest(experts: float, top_k: float, ranks: float, tokens: np.ndarray) -> np.ndarray:
     """`busiest_rank_load` of one engine (E, k and R numbers) over an array of token counts: the same arithmetic,
-    element for element, without broadcasting the engine's numbers to the tokens' shape (a decode step asks for it
-    thousands of times a curve)."""
+    element for element, without broadcasting the engine's numbers to the tokens' shape, and the normal law only
+    where the exact one does not answer (a decode step asks for it thousands of times a curve)."""
     ranks = min(ranks, experts)
     factor = np.ones(tokens.shape)
     if not (ranks > 1 and experts > top_k):
         return factor
     spread = tokens > 0
-    # _normal_busiest's arithmetic, in its order, on numbers
-    ceiling = max(ranks * min(top_k, experts / max(ranks, 1.0)) / top_k, 1.0)
-    width = np.sqrt(ranks * max(experts - top_k, 0.0) / (np.maximum(tokens[spread], 1e-12) * top_k * max(experts - 1.0, 1.0)))
-    factor[spread] = np.minimum(1.0 + expected_max_of_normals(int(np.rint(ranks))) * width, ceiling)
-    if experts % max(ranks, 1.0) != 0 or not np.any(exact := spread & (tokens <= EXACT_TOKENS)):
-        return factor
-    t = tokens[exact]
-    low, high = np.maximum(1.0, np.floor(t)), np.maximum(1.0, np.ceil(t))
-    table = _exact_busiest_table(int(experts), int(top_k), int(ranks))
-    at_low, at_high = table[low.astype(int) - 1], table[high.astype(int) - 1]
-    factor[exact] = np.where(high > low, at_low + (t - low) * (at_high - at_low), at_low)
+    exact = spread & (tokens <= EXACT_TOKENS) if experts % max(ranks, 1.0) == 0 else np.zeros(tokens.shape, dtype=bool)
+    normal = spread & ~exact
+    if normal.any():  # _normal_busiest's arithmetic, in its order, on numbers
+        ceiling = max(ranks * min(top_k, experts / max(ranks, 1.0)) / top_k, 1.0)
+        width = np.sqrt(ranks * max(experts - top_k, 0.0)
+                        / (np.maximum(tokens[normal], 1e-12) * top_k * max(experts - 1.0, 1.0)))  # fmt: skip
+        factor[normal] = np.minimum(1.0 + expected_max_of_normals(int(np.rint(ranks))) * width, ceiling)
+    if exact.any():  # linear between whole token counts of the exact table
+        t = tokens[exact]
+        low, high = np.maximum(1.0, np.floor(t)), np.maximum(1.0, np.ceil(t))
+        table = _exact_busiest_table(int(experts), int(top_k), int(ranks))
+        at_low, at_high = table[low.astype(int) - 1], table[high.astype(int) - 1]
+        factor[exact] = np.where(high > low, at_low + (t - low) * (at_high - at_low), at_low)
     return factor

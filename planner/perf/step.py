@@ -191,6 +191,72 @@ def _unscaled_step_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, decode_b
     return total
 
 
+def decode_step(shape: EngineShape, eff: Efficiency, decode_context: float):
+    """`step_ms(shape, eff, batch, decode_context)` as a function of the batch alone (the open loop asks for an
+    engine's decode step tens of times a solve): one stage, no speculation, no prompt in the step, with every number
+    that does not depend on the batch worked out once and each array operation the one `_stage_ms` and
+    `allreduce_ms` do, in their order (the same floats: tests/test_one_step_cost.py). Other engines: `step_ms`."""
+    if not isinstance(shape, EngineShape) or shape.speculation is not None or shape.pp != 1 or shape.hop_bytes_per_s:
+        return lambda batch: step_ms(shape, eff, batch, decode_context)
+    a, precision = shape.arch, shape.precision
+    tp, dp, ep = float(shape.tp), float(shape.dp), float(shape.ep)
+    stage_gpus, layers, routed = tp * dp, a.layers / 1.0, float(a.experts) > 1
+    bandwidth = shape.bandwidth_bytes_per_s * eff.bandwidth
+    moe_bandwidth, moe_gemm = (eff.moe_bandwidth, eff.moe_gemm(precision)) if routed else (1.0, 1.0)
+    split = ep if ep > 1 else tp
+    attention_bytes = a.attention_params / tp * shape.layer_bytes_per_param
+    expert_bytes = shape.expert_bytes_per_param
+    head_bytes = a.lm_head_params * LM_HEAD_BYTES / (tp * 1.0)
+    depth = a.hidden / (a.hidden + eff.gemm_depth_half)
+    expert_params = a.experts_per_token * a.mlp_params
+    twice_layers, gemm_flops = 2 * layers, shape.peak_flops * eff.gemm(precision)
+    twice_head, head_gpus, head_flops = 2 * a.lm_head_params, dp * tp * 1.0, shape.bf16_flops * eff.gemm_bf16
+    k = eff.sharpness
+    kv_per_seq = np.asarray(decode_context, dtype=float)
+    kv_bytes, kv_rate = shape.kv_bytes_per_token_per_gpu, shape.bandwidth_bytes_per_s * eff.kv_bandwidth
+    fixed = layers * _layer_latency_us(a, eff, precision) * 1e-3
+    # allreduce_ms's numbers
+    link = shape.link_bytes_per_s * eff.link
+    latency_s = eff.allreduce_latency_us * 1e-6
+    domain = shape.domain_gpus
+    scale_out = max(shape.scale_out_bytes_per_s * eff.scale_out, 1e-9)
+    scale_out_latency_s = eff.scale_out_latency_us * 1e-6
+    ring = np.minimum(link, scale_out) if tp > domain else link
+    ring_share = 2 * (tp - 1) / np.maximum(tp, 1)
+    ring_latency = scale_out_latency_s if tp > domain else 0.0
+    reduce_layers = (1.0 if ep > 1 else 2.0) * layers
+    within, ranks = np.minimum(ep, domain) - 1, np.maximum(ep, 1)
+    off_domain = 1 - np.minimum(domain, ep) / np.maximum(ep, 1)
+    across_latency = np.where(ep > domain, 2 * scale_out_latency_s, 0.0)
+    overhead, scale = eff.step_overhead_ms, eff.step_scale
+
+    def decode(batch):
+        tokens = np.asarray(batch, dtype=float)
+        rank_tokens = tokens / dp
+        expert_reads = a.mlp_params_read(tokens) / split
+        busiest = 1.0 if ep <= 1 else busiest_rank_load(a.experts, a.experts_per_token, ep, tokens)
+        weights = layers * (attention_bytes + expert_reads * expert_bytes / moe_bandwidth) + head_bytes
+        compute_s = (twice_layers * (a.attention_params * rank_tokens / tp + expert_params * tokens * busiest / stage_gpus
+                                     / moe_gemm) / gemm_flops
+                     + twice_head * tokens / head_gpus / head_flops) / depth  # fmt: skip
+        linear_s = ((weights / bandwidth) ** k + compute_s**k) ** (1.0 / k)
+        elementwise_s = (layers * (rank_tokens * NORM_PASSES * a.hidden + tokens * busiest * 3 * a.active_mlp_width
+                                   / stage_gpus) * ACTIVATION_BYTES / bandwidth)  # fmt: skip
+        attention_s = tokens / dp * kv_per_seq * kv_bytes / 1.0 / kv_rate
+        wire_s = ring_share * rank_tokens * a.hidden * ACTIVATION_BYTES / ring + ring_latency
+        reduce_ms = reduce_layers * (latency_s + wire_s) * 1e3 if tp > 1 else 0.0
+        if ep <= 1:
+            link_ms = reduce_ms + np.zeros_like(rank_tokens)
+        else:
+            dispatch_bytes = 2 * tokens * busiest / (tp * dp) * a.experts_per_token * a.hidden * ACTIVATION_BYTES
+            across_s = across_latency + dispatch_bytes * off_domain / scale_out
+            link_ms = reduce_ms + layers * (2 * latency_s + dispatch_bytes * within / ranks / link + across_s) * 1e3
+        total = (linear_s + elementwise_s + attention_s) * 1e3 + link_ms + fixed + overhead
+        return total * scale if scale != 1.0 else total
+
+    return decode
+
+
 def _stage_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, decode_tokens, decode_seqs, decode_context, prompts, isl):
     """One pipeline stage (layers / PP) of tp x dp GPUs on one micro-batch, per GPU of the busiest rank.
     Attention runs on DP ranks of TP GPUs, each with its share of the sequences; experts split by TP (EP 1) or
