@@ -137,3 +137,32 @@ def test_a_kept_ceiling_that_is_not_one_is_a_miss(tmp_path, payload):
     assert store.get_ceiling(key) == (False, None)
     store._path(ceiling_key).write_text("not json")
     assert store.get_ceiling(key) == (False, None)
+
+
+def test_a_kept_ladder_is_the_one_computed_afresh(catalog):
+    """modeled_engine.open_loop_rates keeps an unanchored engine's ladder (the bound reads it before its curve is
+    priced): each kept ladder is the one computed with nothing kept, for engines that differ in each thing it reads
+    (lengths, prefix cache, precision, layout, GPU)."""
+    import planner.perf.modeled_engine as modeled
+    from planner.perf import PerfQuery
+    from planner.perf.types import Layout, PrefixCache
+
+    variants = []
+    for (isl, osl), cache, precision, layout, gpu in (
+        ((2000, 300), None, "fp8", Layout(2), "H200-SXM-141GB"), ((4000, 300), None, "fp8", Layout(2), "H200-SXM-141GB"),
+        ((2000, 600), None, "fp8", Layout(2), "H200-SXM-141GB"),
+        ((2000, 300), PrefixCache(1500, 0.6), "fp8", Layout(2), "H200-SXM-141GB"),
+        ((2000, 300), None, "bf16", Layout(2), "H200-SXM-141GB"), ((2000, 300), None, "fp8", Layout(4), "H200-SXM-141GB"),
+        ((2000, 300), None, "fp8", Layout(2), "H100-SXM-80GB"),
+    ):  # fmt: skip
+        query = PerfQuery("qwen3-30b-a3b", gpu, isl, osl, layout.tp, precision, arrivals="poisson", prefix_cache=cache)
+        engine = modeled.modeled_engine(query, catalog, layout.tp, precision, None, True, layout)
+        assert not isinstance(engine, str) and engine.anchors is None
+        variants.append((query, engine))
+    modeled._LADDERS.clear()
+    kept = [modeled.open_loop_rates(q, e) for q, e in variants]
+    assert [modeled.open_loop_rates(q, e) for q, e in variants] == kept  # read back
+    assert len(modeled._LADDERS) == len(variants) and len({tuple(k) for k in kept}) == len(variants)
+    for (query, engine), ladder in zip(variants, kept):
+        modeled._LADDERS.clear()
+        assert modeled.open_loop_rates(query, engine) == ladder
