@@ -65,7 +65,7 @@ from planner.perf.open_loop_laws import (
 )
 from planner.perf.serving import instance_budget
 from planner.perf.shapes import EngineShape
-from planner.perf.step import COMPUTE_BOUND_TOKENS, Efficiency, decode_step, fixed_ms, step_ms
+from planner.perf.step import COMPUTE_BOUND_TOKENS, Efficiency, fixed_ms, step_ms
 from planner.perf.step_chain import (
     batch_given_state,
     chain_gap_means,
@@ -143,7 +143,9 @@ class StepCosts:
 def roofline_costs(shape: EngineShape, eff: Efficiency, isl: int, osl: int, token_budget: int, cache=None) -> StepCosts:
     """The roofline's step costs of one engine at these lengths (planner/perf/step.py)."""
     context = isl + osl / 2
-    decode = decode_step(shape, eff, context)  # step_ms at this context, its batch-free numbers worked out once
+
+    def decode(batch):
+        return step_ms(shape, eff, batch, context)
 
     def throughput(limit: int) -> np.ndarray:
         return rate_free(repr(("slots", shape, eff, isl, osl, limit, cache, token_budget)), lambda: closed_loop_throughput(
