@@ -97,10 +97,9 @@ def busiest_rank_load(experts, top_k, ranks, tokens):
         return np.ones(np.broadcast_shapes(*(np.shape(v) for v in (experts, top_k, ranks, tokens))))
     if np.ndim(experts) == np.ndim(top_k) == np.ndim(ranks) == 0:  # one engine's steps (the common case)
         return _one_engine_busiest(float(experts), float(top_k), float(ranks), np.asarray(tokens, dtype=float))
-    else:
-        arrays = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (experts, top_k, ranks, tokens)))
-        shape = arrays[0].shape
-        experts, top_k, ranks, tokens = (a.ravel() for a in arrays)
+    arrays = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (experts, top_k, ranks, tokens)))
+    shape = arrays[0].shape
+    experts, top_k, ranks, tokens = (a.ravel() for a in arrays)
     ranks = np.minimum(ranks, experts)  # more ranks than experts: each expert's tokens shared by R / E ranks
     factor = np.ones(tokens.size)
     spread = (ranks > 1) & (tokens > 0) & (experts > top_k)
@@ -116,12 +115,16 @@ def busiest_rank_load(experts, top_k, ranks, tokens):
             combos = np.unique(combos, axis=0)
         for e, k, r in combos.astype(int).tolist():
             rows = exact[(experts[exact] == e) & (top_k[exact] == k) & (ranks[exact] == r)]
-            t = tokens[rows]
-            low, high = np.maximum(1.0, np.floor(t)), np.maximum(1.0, np.ceil(t))
-            table = _exact_busiest_table(e, k, r)
-            at_low, at_high = table[low.astype(int) - 1], table[high.astype(int) - 1]
-            factor[rows] = np.where(high > low, at_low + (t - low) * (at_high - at_low), at_low)
+            factor[rows] = _exact_between(e, k, r, tokens[rows])
     return factor.reshape(shape)
+
+
+def _exact_between(experts: int, top_k: int, ranks: int, tokens: np.ndarray) -> np.ndarray:
+    """The exact law (`_exact_busiest_table`) at token counts of 0 < T <= EXACT_TOKENS: linear between whole counts."""
+    low, high = np.maximum(1.0, np.floor(tokens)), np.maximum(1.0, np.ceil(tokens))
+    table = _exact_busiest_table(experts, top_k, ranks)
+    at_low, at_high = table[low.astype(int) - 1], table[high.astype(int) - 1]
+    return np.where(high > low, at_low + (tokens - low) * (at_high - at_low), at_low)
 
 
 def _one_engine_busiest(experts: float, top_k: float, ranks: float, tokens: np.ndarray) -> np.ndarray:
@@ -135,15 +138,8 @@ def _one_engine_busiest(experts: float, top_k: float, ranks: float, tokens: np.n
     spread = tokens > 0
     exact = spread & (tokens <= EXACT_TOKENS) if experts % max(ranks, 1.0) == 0 else np.zeros(tokens.shape, dtype=bool)
     normal = spread & ~exact
-    if normal.any():  # _normal_busiest's arithmetic, in its order, on numbers
-        ceiling = max(ranks * min(top_k, experts / max(ranks, 1.0)) / top_k, 1.0)
-        width = np.sqrt(ranks * max(experts - top_k, 0.0)
-                        / (np.maximum(tokens[normal], 1e-12) * top_k * max(experts - 1.0, 1.0)))  # fmt: skip
-        factor[normal] = np.minimum(1.0 + expected_max_of_normals(int(np.rint(ranks))) * width, ceiling)
-    if exact.any():  # linear between whole token counts of the exact table
-        t = tokens[exact]
-        low, high = np.maximum(1.0, np.floor(t)), np.maximum(1.0, np.ceil(t))
-        table = _exact_busiest_table(int(experts), int(top_k), int(ranks))
-        at_low, at_high = table[low.astype(int) - 1], table[high.astype(int) - 1]
-        factor[exact] = np.where(high > low, at_low + (t - low) * (at_high - at_low), at_low)
+    if normal.any():
+        factor[normal] = _normal_busiest(experts, top_k, ranks, tokens[normal])
+    if exact.any():
+        factor[exact] = _exact_between(int(experts), int(top_k), int(ranks), tokens[exact])
     return factor
