@@ -29,7 +29,6 @@ benchmark's view, planner/perf/layers.py) takes the factors on its means instead
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -151,24 +150,18 @@ def little_scale(mean, ttft_factor: float, tpot_factor: float, osl: int) -> floa
     return modeled_ms / (engine_ttft * ttft_factor + decode_tokens * mean.tpot_ms * tpot_factor)
 
 
-_LADDERS: OrderedDict[str, list[float]] = OrderedDict()
-LADDERS_KEPT = 4096  # ladders of unanchored engines kept in this process (a few hundred floats each)
-
-
 def open_loop_rates(query: PerfQuery, engine: ModeledEngine) -> list[float]:
     """An open-loop curve's ladder of rates, ascending: the closed loop's throughputs below the KV capacity and
     fractions of its highest (as the rows scale them, where rows anchor the engine). An unanchored engine's ladder
-    is kept (the last LADDERS_KEPT, keyed by everything it reads): the bound that leaves curves unpriced reads each
-    curve's ladder before the curve is priced, on workers forked after it (planner/candidates/bounds.py)."""
+    is kept with the open loop's rate-free arrays (open_loop_laws.rate_free, keyed by everything it reads): the
+    bound that leaves curves unpriced reads each curve's ladder before the curve is priced, on workers forked after
+    it (planner/candidates/bounds.py)."""
     if engine.anchors is not None:
         return _open_loop_rates(query, engine)
-    key = repr((query.isl, query.osl, query.prefix_cache, engine.shape, engine.eff, engine.capacity))
-    kept = _LADDERS.get(key)
-    if kept is None:
-        kept = _LADDERS[key] = _open_loop_rates(query, engine)
-        if len(_LADDERS) > LADDERS_KEPT:
-            _LADDERS.popitem(last=False)
-    return list(kept)
+    from planner.perf.open_loop_laws import rate_free  # scipy: imported where the model runs
+
+    key = repr(("ladder", query.isl, query.osl, query.prefix_cache, engine.shape, engine.eff, engine.capacity))
+    return rate_free(key, lambda: _open_loop_rates(query, engine)).tolist()
 
 
 def _open_loop_rates(query: PerfQuery, engine: ModeledEngine) -> list[float]:
