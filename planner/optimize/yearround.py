@@ -209,7 +209,8 @@ def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cu
     `root_is_plan`: root's point is that of the plan in hand, whose P(z) cannot reach the cutoff (that plan is one of
     the point's), so it is bounded by its floors alone (`point_floors`) and closed with them; `workers`: processes
     that bound a split box's point and children side by side (forked; 1: all here), one of them flooring and closing
-    the plan in hand's point meanwhile, from its first split, rather than after the boxes. The boxes and points are
+    the plan in hand's point meanwhile, from its first split, rather than after the boxes; the next split waits for
+    the children alone, a point's P(z) being needed only once every box is settled. The boxes and points are
     the same whatever their number but for where the time runs out (each bound is a pure function of its box or
     point); the plan's point closed first can find a plan that spares another point's closing, or make one more."""
     started = time.perf_counter()
@@ -231,6 +232,7 @@ def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cu
     heap = [(root[0], next(order), whole, point)]
     pieces: list[float] = []  # bounds of the pieces no longer split
     to_close: list[tuple[int, dict, list | None]] = []  # (index in pieces, point, its floors) below the cutoff
+    settling: list[tuple] = []  # (index in pieces, point, its floors, its P(z), the call that waits for it) per split
     closed, plan, closing = 0, None, None  # closing: (index in pieces, its result) of the plan's point on a worker
     with _Tasks((model, part, variables, solve, seconds_left, solve_lp, cutoff, box_cutoff), workers) as tasks:
         while heap and heap[0][0] < cutoff and seconds_left() > 0:
@@ -247,21 +249,23 @@ def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cu
                         continue
                     children.append(box | fixed | {var.name: child_range})
                 fixed[var.name] = (z, z)
-            # the point's bound and the children's stage 1, on the workers where there are several (the same results in
-            # the same order as one after the other: each is a pure function of its box or point, within the time left)
+            # the children's stage 1 and the point's bound, on the workers where there are several (the same results as
+            # one after the other: each is a pure function of its box or point, within the time left). Only the boxes
+            # decide the next split, so the search waits for them alone; the point's P(z) is taken when every box is
+            # settled (one process: here, before the boxes, in the order it always had)
             floors, value = None, None
             if point == plan_point and tasks.pool is not None:  # its floors and closing on a worker, from now on
                 closing = (len(pieces), tasks.start([("close", point)]))
-            pending = tasks.start(([] if point == plan_point else [("point", point)]) + [("box", child) for child in children])
+            pending = tasks.start([("box", child) for child in children])
+            bounding = None if point == plan_point else tasks.start([("point", point)])
             if point == plan_point and tasks.pool is None:
                 floors, value = point_floors(model, part, point, solve, seconds_left)
+            if bounding is not None and tasks.pool is None:
+                value, bounding = bounding()[0], None
             results = pending()
-            if point != plan_point:
-                value = results.pop(0)
             points += 1
-            pieces.append(bound if value is None else max(bound, value))
-            if cheaper(pieces[-1], cutoff) and (value is not None or floors is not None):
-                to_close.append((len(pieces) - 1, point, floors))
+            pieces.append(bound)
+            settling.append((len(pieces) - 1, point, floors, value, bounding))
             for child, found in zip(children, results):
                 if found is None:  # no time left to solve it
                     heapq.heappush(heap, (bound, next(order), child, None))
@@ -271,6 +275,12 @@ def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cu
                 if status == "infeasible":
                     continue
                 heapq.heappush(heap, (bound if child_bound is None else max(bound, child_bound), next(order), child, child_point))
+        for index, point, floors, value, bounding in settling:  # each point's bound: P(z) where it was solved
+            if bounding is not None:
+                value = bounding()[0]
+            pieces[index] = pieces[index] if value is None else max(pieces[index], value)
+            if cheaper(pieces[index], cutoff) and (value is not None or floors is not None):
+                to_close.append((index, point, floors))
         if closing is not None:  # the plan in hand's point, floored and closed on a worker meanwhile (as below)
             floored, proven_at, cheaper_plan, tried = closing[1]()[0]
             closed += tried
@@ -423,6 +433,8 @@ def _bound(task: tuple[str, dict], arguments: tuple):
     model, part, variables, solve, seconds_left, solve_lp, cutoff, box_cutoff = arguments
     kind, values = task
     if kind == "point":
+        if seconds_left() <= 0:
+            return None
         return point_bound(model, part, values, solve, seconds_left, solve_lp, cutoff)
     if kind == "close":  # the plan in hand's point: its floors' bound, its closing's, a cheaper plan, whether closed
         floors, value = point_floors(model, part, values, solve, seconds_left)
