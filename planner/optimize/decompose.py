@@ -85,12 +85,14 @@ def period_problem(name: str, constraints: list, objective: list, fixed: dict[st
     return problem
 
 
-def warm_start(model: FleetModel, solve, seconds_left) -> WarmStart | None:
+def warm_start(model: FleetModel, solve, seconds_left, after_stage_one=None) -> WarmStart | None:
     """The two-stage plan (module docstring), or None where the program does not split by period, a stage finds
     no plan, or the time runs out. `solve(problem, share)` solves a PuLP problem within `share` of the time left and
     returns (status, bound); `seconds_left()` is what remains of the budget. Periods tied by rentals (a start
     s[h,t] >= M[h,t] - M[h,t-1], minimum billing) are solved in day order, each with the rows that tie it to the
-    periods already solved, at their values: every row is in the program of the last of its periods."""
+    periods already solved, at their values: every row is in the program of the last of its periods.
+    `after_stage_one(fixed)`: called with the year-round values once stage 1 has fixed them, before the periods are
+    solved (optimize/yearround.py's EarlyFloors)."""
     started = time.perf_counter()
     part = periods.partition(model)
     if not part.disjoint:  # a unit held all year: no split by period is exact
@@ -104,6 +106,8 @@ def warm_start(model: FleetModel, solve, seconds_left) -> WarmStart | None:
         if var.name not in period_of:
             value = var.varValue or 0.0
             fixed[var.name] = float(round(value)) if var.cat == pulp.LpInteger else value
+    if after_stage_one is not None:
+        after_stage_one(dict(fixed))
     linking: dict[frozenset[str], list] = defaultdict(list)  # each linking row with the last of its blocks
     position = {block: index for index, block in enumerate(part.blocks)}
     decided = dict(period_of)  # the block whose program decides each period variable

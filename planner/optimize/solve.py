@@ -74,9 +74,17 @@ def solve_model(model: FleetModel, solver: str, time_limit_s: float, warm_start:
     if warm_start and solver in ("cbc", "highs") and decompose.worth_decomposing(model):
         if period_bound:
             bound_by_period = _period_bound(model, time_limit_s, started)
-        start = _warm_start(model, time_limit_s, started)
-        if start is not None and year_round_bound:
-            bound_by_year = _year_round_bound(model, start, time_limit_s, started)
+        # with workers, the start's point is floored on one while the start's periods are solved (yearround.EarlyFloors)
+        part = periods.partition(model) if year_round_bound else None
+        early = yearround.EarlyFloors(model, part, *_year_round_solve(time_limit_s, started)) \
+            if year_round_bound and worker_count() > 1 else None  # fmt: skip
+        try:
+            start = _warm_start(model, time_limit_s, started, None if early is None else early.begin)
+            if start is not None and year_round_bound:
+                bound_by_year = _year_round_bound(model, part, start, time_limit_s, started, early and early.result())
+        finally:
+            if early is not None:
+                early.close()
             if bound_by_year is not None and bound_by_year.plan is not None and cheaper(bound_by_year.plan[0], start.objective):
                 cost, values = bound_by_year.plan  # a closed point held a cheaper plan: the solver starts from it
                 start = dataclasses.replace(start, objective=cost, values=values)
@@ -126,11 +134,9 @@ def _period_bound(model: FleetModel, time_limit_s: float, started: float) -> per
     return periods.lagrangian_bound(model, periods.partition(model), _highs_lp, solve_block, seconds_left)
 
 
-def _year_round_bound(model: FleetModel, start: decompose.WarmStart, time_limit_s: float,
-                      started: float) -> yearround.YearRoundBound | None:
-    """optimize/yearround.py's bound, until YEAR_ROUND_SHARE of the solve's budget, cut off at the start's cost and
-    begun from its stage 1 (the start's year-round decisions), a split's bounds on as many forked workers as
-    planner.workers.worker_count (PLANNER_WORKERS); the start's plan is put back afterwards."""
+def _year_round_solve(time_limit_s: float, started: float):
+    """The year-round search's (solve, seconds_left): HiGHS with a proven bound, until YEAR_ROUND_SHARE of the
+    solve's budget."""
     budget_end = started + time_limit_s * YEAR_ROUND_SHARE
 
     def seconds_left() -> float:
@@ -139,18 +145,28 @@ def _year_round_bound(model: FleetModel, start: decompose.WarmStart, time_limit_
     def solve(problem: pulp.LpProblem, share: float = 1.0, cutoff: float | None = None) -> tuple[str, float | None]:
         return _highs_proven(problem, max(seconds_left() * share, 0.1), cutoff)
 
-    part = periods.partition(model)
+    return solve, seconds_left
+
+
+def _year_round_bound(model: FleetModel, part: periods.Partition, start: decompose.WarmStart, time_limit_s: float,
+                      started: float, plan_floors: tuple | None = None) -> yearround.YearRoundBound | None:
+    """optimize/yearround.py's bound, until YEAR_ROUND_SHARE of the solve's budget, cut off at the start's cost and
+    begun from its stage 1 (the start's year-round decisions), a split's bounds on as many forked workers as
+    planner.workers.worker_count (PLANNER_WORKERS); `plan_floors`: the start's point's floor bounds, made early
+    (yearround.EarlyFloors). The start's plan is put back afterwards."""
+    solve, seconds_left = _year_round_solve(time_limit_s, started)
     root = None
     if start.lower_bound is not None:
         root = (start.lower_bound, {name: round(value) for name, value in start.values.items() if name not in part.block_of})
     try:
         return yearround.year_round_bound(model, part, solve, seconds_left, start.objective, root, _highs_lp,
-                                          root_is_plan=root is not None, workers=worker_count())
+                                          root_is_plan=root is not None, workers=worker_count(), plan_floors=plan_floors)
     finally:
         decompose.restore(model, start)
 
 
-def _warm_start(model: FleetModel, time_limit_s: float, started: float) -> decompose.WarmStart | None:
+def _warm_start(model: FleetModel, time_limit_s: float, started: float,
+                after_stage_one=None) -> decompose.WarmStart | None:
     """optimize/decompose.py's plan within half the solve's budget. Its stages are solved by HiGHS whatever the
     chosen solver (a period's program that HiGHS closes in a second can hold CBC a minute: measured on
     benchmarks/solver_scale.py); the chosen solver then starts from the plan they make."""
@@ -162,7 +178,7 @@ def _warm_start(model: FleetModel, time_limit_s: float, started: float) -> decom
     def solve(problem: pulp.LpProblem, share: float = 1.0) -> tuple[str, float | None]:
         return _solve_highs(problem, max(seconds_left() * share, 0.1))
 
-    return decompose.warm_start(model, solve, seconds_left)
+    return decompose.warm_start(model, solve, seconds_left, after_stage_one)
 
 
 def relative_gap(objective: float, bound: float) -> float:

@@ -58,6 +58,7 @@ from planner.optimize.variables import FleetModel
 BOX_SHARE = 0.5  # of the time left, at most, for one box's stage 1 (a point's programs share what is left)
 FLOOR_SHARE = 0.5  # of the time left, at most, for a closed point's floors (its whole program gets the rest)
 _FORKED = None  # the search's arguments, which forked workers inherit (never pickled): see `_Tasks`
+_EARLY = None  # the arguments of the plan in hand's floors made early, which its forked worker inherits: `EarlyFloors`
 
 
 @dataclass(frozen=True)
@@ -198,7 +199,7 @@ def _price_linking_rows(model: FleetModel, part: Partition, point: dict, solve_l
 
 def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cutoff: float = math.inf,
                      root: tuple[float, dict] | None = None, solve_lp=None, root_is_plan: bool = False,
-                     workers: int = 1) -> YearRoundBound | None:
+                     workers: int = 1, plan_floors: tuple[dict, list | float] | None = None) -> YearRoundBound | None:
     """The search of the module docstring, lowest box first, until every box left is at or above `cutoff` or the
     time runs out, then the points left below it closed; None where Z is not all integer or the whole box proves
     nothing. `solve(problem, share, cutoff)` solves a PuLP problem within `share` of the time left and returns
@@ -212,7 +213,9 @@ def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cu
     the plan in hand's point meanwhile, from its first split, rather than after the boxes; the next split waits for
     the children alone, a point's P(z) being needed only once every box is settled. The boxes and points are
     the same whatever their number but for where the time runs out (each bound is a pure function of its box or
-    point); the plan's point closed first can find a plan that spares another point's closing, or make one more."""
+    point); the plan's point closed first can find a plan that spares another point's closing, or make one more.
+    `plan_floors`: (point, `floor_bounds` at it), made while the start was (`EarlyFloors`), used where the point is
+    the plan in hand's."""
     started = time.perf_counter()
     variables = branching_variables(model, part)
     if variables is None or not part.blocks:
@@ -254,12 +257,13 @@ def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cu
             # decide the next split, so the search waits for them alone; the point's P(z) is taken when every box is
             # settled (one process: here, before the boxes, in the order it always had)
             floors, value = None, None
+            known = (plan_floors[1],) if plan_floors is not None and plan_floors[0] == point else ()  # its floor bounds
             if point == plan_point and tasks.pool is not None:  # its floors and closing on a worker, from now on
-                closing = (len(pieces), tasks.start([("close", point)]))
+                closing = (len(pieces), tasks.start([("close", point, *known)]))
             pending = tasks.start([("box", child) for child in children])
             bounding = None if point == plan_point else tasks.start([("point", point)])
             if point == plan_point and tasks.pool is None:
-                floors, value = point_floors(model, part, point, solve, seconds_left)
+                floors, value = point_floors(model, part, point, solve, seconds_left, *known)
             if bounding is not None and tasks.pool is None:
                 value, bounding = bounding()[0], None
             results = pending()
@@ -311,37 +315,62 @@ def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cu
     return YearRoundBound(min(bounds), boxes, points, open_pieces, time.perf_counter() - started, closed, plan)
 
 
-def point_floors(model: FleetModel, part: Partition, point: dict, solve, seconds_left) -> tuple[list, float | None]:
+def point_floors(model: FleetModel, part: Partition, point: dict, solve, seconds_left,
+                 bounds: list | None = None) -> tuple[list, float | None]:
     """The floor rows of a point (module docstring, "closing a point"), one per program with a proven bound, and
     the lower bound they make on every plan with Z = point: c0 + c_Z z + the floors (the rows tying periods dropped;
-    math.inf where a program has no plan; None where a program proves nothing or the time runs out)."""
-    variables = {var.name: var for var in model.problem.variables()}
-    cost = {var.name: coefficient for var, coefficient in model.problem.objective.items()}
-    keys = [YEAR_ROUND, *part.blocks]
+    math.inf where a program has no plan; None where a program proves nothing or the time runs out). `bounds`: the
+    programs' bounds where `floor_bounds` already has them (a worker's, while the start was being made)."""
+    programs, total, outside = _floor_programs(model, part, point)
+    if bounds is None:
+        bounds = floor_bounds(model, part, point, solve, seconds_left)
+    if bounds == math.inf:
+        return [], math.inf
     floors = []
-    total = model.problem.objective.constant + sum(cost.get(name, 0.0) * value for name, value in point.items())
-    covered = set(point)
-    for index, key in enumerate(keys):
-        own = sorted({var.name for row in part.rows[key] for var in row
-                      if var.name not in point and part.block_of.get(var.name) == key and cost.get(var.name)})  # fmt: skip
-        covered.update(own)
-        if not own:
-            continue
-        if seconds_left() <= 0:
-            return floors, None
-        terms = [(variables[name], cost[name]) for name in own]
-        status, bound = solve(period_problem(f"floor_{index}", part.rows[key], terms, point), FLOOR_SHARE / (len(keys) - index))
-        if status == "infeasible":
-            return [], math.inf
+    for (_, _, terms), bound in zip(programs, bounds):
         if bound is None or not math.isfinite(bound):
             total = None
             continue
         floors.append(pulp.LpAffineExpression(terms) >= bound)
         if total is not None:
             total += bound
-    if any(coefficient < 0 for name, coefficient in cost.items() if name not in covered):
-        total = None  # a cost outside the floors that could be negative: they bound nothing alone
+    if len(bounds) < len(programs) or outside:  # the time ran out; a cost outside the floors could be negative
+        total = None
     return floors, total
+
+
+def floor_bounds(model: FleetModel, part: Partition, point: dict, solve, seconds_left) -> list | float:
+    """The proven bound of each of a point's floor programs (`_floor_programs`, in their order; None where one proves
+    nothing), cut short where the time runs out; math.inf where one has no plan. Numbers alone: a forked worker hands
+    them back."""
+    programs, _, _ = _floor_programs(model, part, point)
+    count = 1 + len(part.blocks)
+    bounds = []
+    for index, key, terms in programs:
+        if seconds_left() <= 0:
+            break
+        status, bound = solve(period_problem(f"floor_{index}", part.rows[key], terms, point), FLOOR_SHARE / (count - index))
+        if status == "infeasible":
+            return math.inf
+        bounds.append(bound)
+    return bounds
+
+
+def _floor_programs(model: FleetModel, part: Partition, point: dict) -> tuple[list, float, bool]:
+    """A point's floor programs: (index, key, cost terms) of each program (the year-round rows', then each
+    period's) with costed variables of its own; c0 + c_Z z; and whether a cost no program covers could be negative."""
+    variables = {var.name: var for var in model.problem.variables()}
+    cost = {var.name: coefficient for var, coefficient in model.problem.objective.items()}
+    programs = []
+    covered = set(point)
+    for index, key in enumerate([YEAR_ROUND, *part.blocks]):
+        own = sorted({var.name for row in part.rows[key] for var in row
+                      if var.name not in point and part.block_of.get(var.name) == key and cost.get(var.name)})  # fmt: skip
+        covered.update(own)
+        if own:
+            programs.append((index, key, [(variables[name], cost[name]) for name in own]))
+    constant = model.problem.objective.constant + sum(cost.get(name, 0.0) * value for name, value in point.items())
+    return programs, constant, any(coefficient < 0 for name, coefficient in cost.items() if name not in covered)
 
 
 def close_point(model: FleetModel, part: Partition, point: dict, floors: list, solve, seconds_left,
@@ -376,6 +405,54 @@ def close_point(model: FleetModel, part: Partition, point: dict, floors: list, s
     if status == "infeasible":
         return math.inf, None
     return bound, found
+
+
+class EarlyFloors:
+    """The plan in hand's floor bounds (`floor_bounds`), made on a forked worker while the start's periods are solved:
+    the start's year-round point is stage 1's, known before its period stage, which runs on one core and leaves the
+    other idle (at 20 x 24 the floors and that stage take about 6 s each). `begin(fixed)`, decompose.warm_start's
+    call once stage 1 has fixed the year-round values, forks the worker; `result()` waits for (point, bounds), None
+    where none was begun or the worker failed, and `close()` ends the worker (both any number of times)."""
+
+    def __init__(self, model: FleetModel, part: Partition, solve, seconds_left):
+        self.arguments = (model, part, solve, seconds_left)
+        self.pool, self.future, self.point = None, None, None
+
+    def begin(self, fixed: dict[str, float]) -> None:
+        variables = branching_variables(*self.arguments[:2])
+        if variables is None or "fork" not in multiprocessing.get_all_start_methods():
+            return
+        global _EARLY
+        self.point = {var.name: round(fixed[var.name]) for var in variables}
+        _EARLY = (*self.arguments, self.point)
+        _quiet_solver_threads()
+        from concurrent.futures import ProcessPoolExecutor
+
+        self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
+        self.future = self.pool.submit(_early_floor_bounds)
+
+    def result(self) -> tuple[dict, list | float] | None:
+        from concurrent.futures.process import BrokenProcessPool
+
+        if self.future is None:
+            return None
+        try:
+            return self.point, self.future.result()
+        except BrokenProcessPool:  # a worker killed (memory): the search floors the point itself
+            return None
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        global _EARLY
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool, self.future, _EARLY = None, None, None
+
+
+def _early_floor_bounds() -> list | float:
+    model, part, solve, seconds_left, point = _EARLY
+    return floor_bounds(model, part, point, solve, seconds_left)
 
 
 class _Tasks:
@@ -431,13 +508,13 @@ def _forked_bound(task: tuple[str, dict]):
 def _bound(task: tuple[str, dict], arguments: tuple):
     """One task of `_Tasks`: a box's (status, bound, point) by stage 1 (None: no time left), or a point's P(z)."""
     model, part, variables, solve, seconds_left, solve_lp, cutoff, box_cutoff = arguments
-    kind, values = task
+    kind, values, *known = task  # known: a closing's floor bounds, where made before
     if kind == "point":
         if seconds_left() <= 0:
             return None
         return point_bound(model, part, values, solve, seconds_left, solve_lp, cutoff)
     if kind == "close":  # the plan in hand's point: its floors' bound, its closing's, a cheaper plan, whether closed
-        floors, value = point_floors(model, part, values, solve, seconds_left)
+        floors, value = point_floors(model, part, values, solve, seconds_left, *known)
         if (value is not None and not cheaper(value, cutoff)) or seconds_left() <= 0:
             return value, None, None, False
         return (value, *close_point(model, part, values, floors, solve, seconds_left, box_cutoff), True)
