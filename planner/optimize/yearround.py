@@ -260,8 +260,9 @@ def year_round_bound(model: FleetModel, part: Partition, solve, seconds_left, cu
             known = (plan_floors[1],) if plan_floors is not None and plan_floors[0] == point else ()  # its floor bounds
             if point == plan_point and tasks.pool is not None:  # its floors and closing on a worker, from now on
                 closing = (len(pieces), tasks.start([("close", point, *known)]))
-            pending = tasks.start([("box", child) for child in children])
+            # the point first: the longer task, it runs beside the boxes, and the search's last one is then a short box
             bounding = None if point == plan_point else tasks.start([("point", point)])
+            pending = tasks.start([("box", child) for child in children])
             if point == plan_point and tasks.pool is None:
                 floors, value = point_floors(model, part, point, solve, seconds_left, *known)
             if bounding is not None and tasks.pool is None:
