@@ -104,3 +104,35 @@ def test_a_program_stopped_by_a_limit_with_a_plan_reads_as_a_plan_not_proven():
     assert (problem.status, problem.sol_status) == (pulp.LpStatusOptimal, pulp.LpSolutionIntegerFeasible)
     assert pulp.value(problem.objective) == pytest.approx(-problem.solverModel.getObjectiveValue())
     assert all(row.valid(1e-9) for row in problem.constraints.values())
+
+
+def _changes():
+    """Ways a program solved once changes before its next solve: (name, change(problem, new variable))."""
+    def row_added(problem, new):
+        problem += pulp.lpSum(problem.variables()[:2]) + new <= 9, "added"
+
+    def row_changed_in_place(problem, new):  # PuLP registers nothing: the kept columns lack `new`
+        next(iter(problem.constraints.values())).addInPlace(1.5 * new)
+
+    def objective_replaced(problem, new):  # nor here
+        problem.setObjective(problem.objective + 0.5 * new)
+
+    def bounds_only(problem, new):  # the kept columns hold: only a bound moved
+        problem.variables()[0].upBound = 1.0
+
+    return [row_added, row_changed_in_place, objective_replaced, bounds_only]
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 10**6), st.booleans(), st.booleans())
+def test_a_program_solved_again_after_a_change_is_handed_over_as_pulps_own(seed, integer, maximize):
+    """The columns kept on a problem between solves (highs._columns) never hand over a stale model: after each change
+    a program solved once can meet before its next solve, the bulk hand-over builds and reads what PuLP's does."""
+    for change in _changes():
+        found = []
+        for solver in (BulkHiGHS(msg=False, threads=1), pulp.HiGHS(msg=False, threads=1)):
+            problem = _program(seed, integer, maximize)
+            _solve(problem, solver)
+            change(problem, pulp.LpVariable("new", 0, 4))
+            found.append(_solve(problem, solver))
+        assert found[0] == found[1], change.__name__

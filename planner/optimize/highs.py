@@ -29,6 +29,23 @@ _STATUS = {
 _LIMITS = ("kTimeLimit", "kIterationLimit", "kSolutionLimit", "kMemoryLimit", "kHighsInterrupt")  # no plan: not solved
 
 
+class _StaleColumns(Exception):
+    """The kept columns of a problem lack a variable its objective or rows name."""
+
+
+def _columns(lp: pulp.LpProblem) -> list:
+    """The problem's variables in PuLP's order (`lp.variables()`), kept on the problem between solves: PuLP collects
+    them by walking every row, 0.1 s a solve at 20 x 24, where the large-fleet search solves the same program some
+    fifty times with other bounds. The kept list is used while PuLP has registered no variable since (it registers a
+    row's variables as the row is added) and is checked against every variable the objective and rows name as they
+    are handed over (`BulkHiGHS.buildSolverModel`); where one is missing it is collected again."""
+    kept = getattr(lp, "_bulk_columns", None)
+    if kept is not None and len(getattr(lp, "_variables", ())) == len(kept):
+        return kept
+    lp._bulk_columns = list(lp.variables())
+    return lp._bulk_columns
+
+
 class BulkHiGHS(pulp.HiGHS):
     """pulp.HiGHS with the model handed over in arrays (module docstring); every option as pulp.HiGHS'. `columns`:
     the problem's variables in HiGHS' column order, once built (a subclass's callSolver may read it)."""
@@ -37,8 +54,14 @@ class BulkHiGHS(pulp.HiGHS):
 
     def actualSolve(self, lp: pulp.LpProblem, callback=None):
         self.createAndConfigureSolver(lp)
-        self.columns = lp.variables()
-        self.buildSolverModel(lp)
+        self.columns = _columns(lp)
+        try:
+            self.buildSolverModel(lp)
+        except _StaleColumns:  # a variable the kept columns lack: PuLP's own collection, and the model built again
+            lp._bulk_columns = None
+            self.createAndConfigureSolver(lp)
+            self.columns = _columns(lp)
+            self.buildSolverModel(lp)
         self.callSolver(lp)
         status, solution_status = self.findSolutionValues(lp)
         for var in self.columns:
@@ -58,19 +81,26 @@ class BulkHiGHS(pulp.HiGHS):
         count = len(variables)
         sign = -1.0 if lp.sense == constants.LpMaximize else 1.0
         cost = np.zeros(count)
-        for var, coefficient in lp.objective.items():
-            cost[var.index] = sign * coefficient
-        starts, columns, values, row_lower, row_upper = [], [], [], [], []
-        for index, constraint in enumerate(lp._constraints.values()):
-            constraint.index = index
-            starts.append(len(columns))
-            for var, coefficient in constraint.items():
-                if coefficient != 0:
-                    columns.append(var.index)
-                    values.append(coefficient)
-            low, up = constraint.getLb(), constraint.getUb()
-            row_lower.append(-inf if low is None else low)
-            row_upper.append(inf if up is None else up)
+        try:  # every variable named is one of the columns (kept ones are checked here, before HiGHS gets anything)
+            for var, coefficient in lp.objective.items():
+                if variables[var.index] is not var:
+                    raise _StaleColumns
+                cost[var.index] = sign * coefficient
+            starts, columns, values, row_lower, row_upper = [], [], [], [], []
+            for index, constraint in enumerate(lp._constraints.values()):
+                constraint.index = index
+                starts.append(len(columns))
+                for var, coefficient in constraint.items():
+                    if variables[var.index] is not var:
+                        raise _StaleColumns
+                    if coefficient != 0:
+                        columns.append(var.index)
+                        values.append(coefficient)
+                low, up = constraint.getLb(), constraint.getUb()
+                row_lower.append(-inf if low is None else low)
+                row_upper.append(inf if up is None else up)
+        except (AttributeError, IndexError) as unknown:  # a variable never given an index, or another problem's
+            raise _StaleColumns from unknown
         if count:
             highs.addVars(count, np.array([-inf if v.lowBound is None else v.lowBound for v in variables], dtype=float),
                           np.array([inf if v.upBound is None else v.upBound for v in variables], dtype=float))  # fmt: skip
