@@ -85,9 +85,9 @@ def solve_model(model: FleetModel, solver: str, time_limit_s: float, warm_start:
         finally:
             if early is not None:
                 early.close()
-            if bound_by_year is not None and bound_by_year.plan is not None and cheaper(bound_by_year.plan[0], start.objective):
-                cost, values = bound_by_year.plan  # a closed point held a cheaper plan: the solver starts from it
-                start = dataclasses.replace(start, objective=cost, values=values)
+        if bound_by_year is not None and bound_by_year.plan is not None and cheaper(bound_by_year.plan[0], start.objective):
+            cost, values = bound_by_year.plan  # a closed point held a cheaper plan: the solver starts from it
+            start = dataclasses.replace(start, objective=cost, values=values)
     left = time_limit_s - (time.perf_counter() - started)
     proven_start = bound_by_year is not None and proven(start.objective, bound_by_year.lower_bound)
     if start is not None and (left < 1.0 or proven_start):  # the stages used the budget, or proved their plan
