@@ -55,6 +55,19 @@ def _fleet(tmp: Path, case, reconfigure: bool, share: bool, market: bool = False
     return model, brute_force(systems, engines, demand, limits, reconfigure, share, catalog.defaults, rentals)
 
 
+def _proven(problem, share: float = 1.0, cutoff: float | None = None):
+    return solve._highs_proven(problem, 30.0, cutoff)
+
+
+def _fleets_by_period(tmp: Path, case):
+    """(model, brute-force optimum, partition) of each of the case's fleets (both switches, with and without the
+    market's rentals) whose program splits by period."""
+    for (reconfigure, share), market in itertools.product(itertools.product((True, False), repeat=2), (True, False)):
+        model, expected = _fleet(tmp, case, reconfigure, share, market)
+        if model is not None and expected is not None and periods.partition(model).blocks:
+            yield model, expected, periods.partition(model)
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=cases())
 def test_the_two_stage_plan_holds_and_the_started_solve_proves_the_brute_force_optimum(case):
@@ -198,17 +211,11 @@ def test_the_year_round_search_on_forked_workers_ends_as_it_does_in_one_process(
     """The search's bounds of a split (the point's and the children boxes') solved side by side on two forked
     workers: each task's result is the one solved here, to the last bit, in the tasks' order (each is a pure function
     of its box or point), and the whole search ends with the same bound, boxes, points and closings."""
-    def highs(p, share=1.0, cutoff=None):
-        return solve._highs_proven(p, 30.0, cutoff)
-
+    highs = _proven
     closings = []
 
     with tempfile.TemporaryDirectory() as tmp, mock.patch.object(decompose, "DECOMPOSE_MIN_INTEGERS", 0):
-        for (reconfigure, share), market in itertools.product(itertools.product((True, False), repeat=2), (True, False)):
-            model, expected = _fleet(Path(tmp), case, reconfigure, share, market)
-            if model is None or expected is None or not periods.partition(model).blocks:
-                continue
-            part = periods.partition(model)
+        for model, expected, part in _fleets_by_period(Path(tmp), case):
             variables = yearround.branching_variables(model, part)
             whole = {var.name: (var.lowBound, var.upBound) for var in variables}
             _, _, point = yearround.box_bound(model, part, variables, whole, highs)
@@ -255,16 +262,10 @@ def test_floors_made_on_a_worker_during_the_start_are_the_search_s_own(case):
     """yearround.EarlyFloors, begun by the warm start once stage 1 has fixed the year-round values, floors the start's
     point on a forked worker while the periods are solved: its point is the one the search starts from, its bounds
     are those the search makes itself, and the search handed them ends as it does without them."""
-    def highs(p, share=1.0, cutoff=None):
-        return solve._highs_proven(p, 30.0, cutoff)
-
+    highs = _proven
     made = 0
     with tempfile.TemporaryDirectory() as tmp, mock.patch.object(decompose, "DECOMPOSE_MIN_INTEGERS", 0):
-        for (reconfigure, share), market in itertools.product(itertools.product((True, False), repeat=2), (True, False)):
-            model, expected = _fleet(Path(tmp), case, reconfigure, share, market)
-            if model is None or expected is None or not periods.partition(model).blocks:
-                continue
-            part = periods.partition(model)
+        for model, _, part in _fleets_by_period(Path(tmp), case):
             early = yearround.EarlyFloors(model, part, highs, lambda: 30.0)
             try:
                 start = decompose.warm_start(model, lambda p, share=1.0: solve._solve_highs(p, 30.0), lambda: 30.0,

@@ -78,14 +78,17 @@ def test_a_kept_kernel_fit_is_the_fresh_fit_and_an_implausible_one_is_fitted_aga
 
 
 def _same(a, b) -> bool:
-    """JSON values equal, numbers to 1e-9 (a fit's errors are taken from unrounded factors: the last bits may follow
-    the machine's BLAS; its factors are rounded)."""
+    """JSON values equal, numbers to 1e-6 relative. A fit's factors are rounded and come out equal on every machine,
+    but its error statistics are taken from the unrounded factors, which follow the machine's floating point: on
+    2026-12-04's machine every factor of the 11 shipped fits was equal and the errors moved by up to 3.0e-7 relative
+    (a median error of 0.04020424 against 0.04020423), where 1e-9 had held on the machine that shipped them. A fit
+    gone stale moves far more than that, or its key."""
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     if isinstance(a, float) or isinstance(b, float):
-        return isinstance(a, (int, float)) and isinstance(b, (int, float)) and abs(a - b) <= 1e-9 * max(abs(a), abs(b), 1.0)
+        return isinstance(a, (int, float)) and isinstance(b, (int, float)) and abs(a - b) <= 1e-6 * max(abs(a), abs(b), 1.0)
     return a == b
 
 
