@@ -10,6 +10,7 @@ nothing better than the start leaves the start, 'feasible', with the gap to the 
 from __future__ import annotations
 
 import itertools
+import math
 import tempfile
 from pathlib import Path
 from unittest import mock
@@ -290,3 +291,41 @@ def test_floors_made_on_a_worker_during_the_start_are_the_search_s_own(case):
                 (without.boxes, without.points, without.open, without.closed)  # fmt: skip
             assert handed.lower_bound == pytest.approx(without.lower_bound, rel=1e-9)
     assume(made > 0)  # a draw whose start has no bound checks nothing: hypothesis fails where every draw is such
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(case=cases())
+def test_a_point_s_programs_cut_off_at_what_is_left_of_the_cutoff_bound_it_as_when_solved_whole(case):
+    """yearround.point_bound with a plan in hand: each period's program is cut off at what the cutoff leaves it (the
+    programs solved and the others' relaxations taken off). Below the cutoff its P(z) is the one of the programs
+    solved whole; at or above it, a bound between the cutoff and that P(z); and a program is cut off in some fleet
+    (the path is taken)."""
+    cut_off = 0
+
+    def counted(problem, share: float = 1.0, cutoff: float | None = None):
+        nonlocal cut_off
+        status, bound = _proven(problem, share, cutoff)
+        cut_off += status == "cut off"
+        return status, bound
+
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(decompose, "DECOMPOSE_MIN_INTEGERS", 0):
+        for model, _, part in _fleets_by_period(Path(tmp), case):
+            variables = yearround.branching_variables(model, part)
+            whole = {var.name: (var.lowBound, var.upBound) for var in variables}
+            _, _, point = yearround.box_bound(model, part, variables, whole, _proven)
+            if point is None:
+                continue
+            whole_programs = yearround.point_bound(model, part, point, _proven, lambda: 30.0, solve._highs_lp)
+            assert whole_programs is not None
+            # Z's variables handed over (as the search does) rather than found by PuLP's walk: the same P(z), to the bit
+            assert yearround.point_bound(model, part, point, _proven, lambda: 30.0, solve._highs_lp,
+                                         fixed=variables) == whole_programs  # fmt: skip
+            for scale in (0.9, 0.99, 0.999, 1.01):
+                cutoff = whole_programs * scale if math.isfinite(whole_programs) else 1e6
+                found = yearround.point_bound(model, part, point, counted, lambda: 30.0, solve._highs_lp, cutoff)
+                noise = 1e-6 * abs(whole_programs) + 1e-6 if math.isfinite(whole_programs) else 0.0
+                if whole_programs < cutoff:
+                    assert found == pytest.approx(whole_programs, rel=1e-9, abs=1e-6)
+                else:
+                    assert cutoff - noise <= found <= whole_programs + noise
+    assume(cut_off > 0)

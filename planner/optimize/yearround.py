@@ -108,7 +108,7 @@ def box_bound(model: FleetModel, part: Partition, variables: list, box: dict, so
 
 
 def point_bound(model: FleetModel, part: Partition, point: dict, solve, seconds_left, solve_lp=None,
-                cutoff: float = math.inf) -> float | None:
+                cutoff: float = math.inf, fixed: list | None = None) -> float | None:
     """P(z) of the module docstring for z = point (math.inf where no plan has it), or None where a program proves
     no bound or the time runs out. With `solve_lp` (the LP relaxation with its row duals in constraint.pi, as
     optimize/periods.py's), the rows tying periods are not dropped but priced: with Z fixed at z, their LP duals pi_r
@@ -117,25 +117,28 @@ def point_bound(model: FleetModel, part: Partition, point: dict, solve, seconds_
     With `solve_lp` and a finite `cutoff` the programs' LP relaxations are solved first (each a lower bound on its
     program), the programs then in order of falling LP value, and the sum stops as soon as the programs solved and
     the others' relaxations reach the cutoff: that partial sum is a lower bound on every plan with Z = z, and at the
-    cutoff it is all the search needs (a point above the plan in hand holds nothing cheaper)."""
-    variables = {var.name: var for var in model.problem.variables()}
-    cost = {var.name: coefficient for var, coefficient in model.problem.objective.items()}
+    cutoff it is all the search needs (a point above the plan in hand holds nothing cheaper). Each program is then
+    solved with the cutoff that is left to it (the cutoff less the programs solved and the others' relaxations):
+    where it is cut off (`solve`'s status 'cut off', its bound that cutoff: nothing cheaper) the sum reaches the
+    cutoff, proven without the program's optimum. `fixed`: the variables of Z (`branching_variables`), where known."""
+    cost = dict(model.problem.objective.items())  # variable -> cost (c', once the rows tying periods are priced)
     total = model.problem.objective.constant
     if solve_lp is not None:
-        total += _price_linking_rows(model, part, point, solve_lp, cost)
+        total += _price_linking_rows(model, part, point, solve_lp, cost, fixed)
     by_block: dict[frozenset[str], list] = defaultdict(list)
     year_round = []
-    for name, coefficient in cost.items():
-        if name in part.block_of:
-            by_block[part.block_of[name]].append((variables[name], coefficient))
-        elif name in point:
-            total += coefficient * point[name]
+    for var, coefficient in cost.items():
+        if var.name in part.block_of:
+            by_block[part.block_of[var.name]].append((var, coefficient))
+        elif var.name in point:
+            total += coefficient * point[var.name]
         else:
-            year_round.append((variables[name], coefficient))
+            year_round.append((var, coefficient))
     programs = [period_problem("year_round", part.rows[YEAR_ROUND], year_round, point)]
     programs += [period_problem(f"period_{i}", part.rows[b], by_block[b], point) for i, b in enumerate(part.blocks)]
     relaxed = [-math.inf] * len(programs)
-    if solve_lp is not None and math.isfinite(cutoff):
+    by_cutoff = solve_lp is not None and math.isfinite(cutoff)
+    if by_cutoff:
         for index, problem in enumerate(programs):
             value = _relaxation(problem, solve_lp)
             if value == math.inf:
@@ -143,12 +146,20 @@ def point_bound(model: FleetModel, part: Partition, point: dict, solve, seconds_
             relaxed[index] = value
         order = sorted(range(len(programs)), key=lambda i: -relaxed[i])
         programs, relaxed = [programs[i] for i in order], [relaxed[i] for i in order]
+        if (reached := total + sum(relaxed)) >= cutoff:
+            return reached  # the relaxations alone reach the cutoff
     for index, problem in enumerate(programs):
         if seconds_left() <= 0:
             return None
-        status, bound = solve(problem, 1.0 / (len(programs) - index))
+        share = 1.0 / (len(programs) - index)
+        if by_cutoff:  # only a value that keeps the sum below the cutoff is sought: its program is cut off above it
+            status, bound = solve(problem, share, cutoff=cutoff - total - sum(relaxed[index + 1:]))
+        else:
+            status, bound = solve(problem, share)
         if status == "infeasible":
             return math.inf
+        if status == "cut off":  # nothing at or below its cutoff: P(z) >= the cutoff (said so, whatever the float noise)
+            return max(cutoff, total + bound + sum(relaxed[index + 1:]))
         if bound is None:
             return None
         total += max(bound, relaxed[index])
@@ -173,10 +184,11 @@ def _relaxation(problem: pulp.LpProblem, solve_lp) -> float:
     return math.inf if problem.status == pulp.LpStatusInfeasible else -math.inf
 
 
-def _price_linking_rows(model: FleetModel, part: Partition, point: dict, solve_lp, cost: dict) -> float:
+def _price_linking_rows(model: FleetModel, part: Partition, point: dict, solve_lp, cost: dict,
+                        fixed: list | None = None) -> float:
     """The LP relaxation with Z fixed at the point; each linking row's dual pi_r (0 where the LP has no optimum)
-    taken off the costs (cost[name] -= pi_r a_{r,v}); returns sum_r pi_r b_r."""
-    variables = [var for var in model.problem.variables() if var.name in point]
+    taken off the costs (cost[var] -= pi_r a_{r,v}); returns sum_r pi_r b_r. `fixed`: Z's variables, where known."""
+    variables = fixed if fixed is not None else [var for var in model.problem.variables() if var.name in point]
     saved = [(var.lowBound, var.upBound) for var in variables]
     try:
         for var in variables:
@@ -193,7 +205,7 @@ def _price_linking_rows(model: FleetModel, part: Partition, point: dict, solve_l
             continue
         constant += pi * -constraint.constant
         for var, coefficient in constraint.items():
-            cost[var.name] = cost.get(var.name, 0.0) - pi * coefficient
+            cost[var] = cost.get(var, 0.0) - pi * coefficient
     return constant
 
 
@@ -513,7 +525,7 @@ def _bound(task: tuple[str, dict], arguments: tuple):
     if kind == "point":
         if seconds_left() <= 0:
             return None
-        return point_bound(model, part, values, solve, seconds_left, solve_lp, cutoff)
+        return point_bound(model, part, values, solve, seconds_left, solve_lp, cutoff, variables)
     if kind == "close":  # the plan in hand's point: its floors' bound, its closing's, a cheaper plan, whether closed
         floors, value = point_floors(model, part, values, solve, seconds_left, *known)
         if (value is not None and not cheaper(value, cutoff)) or seconds_left() <= 0:
