@@ -158,22 +158,24 @@ def _priced_curve(
     complete = True
     if query.open_loop:  # the ladder in chunks of ascending rate, until a point the reach refuses (module reach.py)
         chunks = rate_chunks(rates) if query.rate_rps is None else [rates]  # the same pieces, stopped or not
+        modeled: list[PerfResult] = []
         for index, chunk in enumerate(chunks):
             more_states, more_means, more_scales = open_loop_points(query, engine, percentile, chunk)
             states, means, scales = states + more_states, means + more_means, scales + more_scales
+            modeled += results(more_states, more_means, more_scales)  # a point's figures are its own (reach.py)
             if stop is None or not more_states:
                 continue
-            modeled = results(states, means, scales)  # a point's figures are its own (reach.py)
             first = next((i for i in range(len(states) - len(more_states), len(states)) if stop.refuses(modeled[i])), None)
             if first is not None:
                 complete = first == len(states) - 1 and index == len(chunks) - 1
-                states, means, scales = states[: first + 1], means[: first + 1], scales[: first + 1]
+                modeled = modeled[: first + 1]
                 break
-        if not states:
+        if not modeled:
             what = f"{query.rate_rps:g} requests/s is" if query.rate_rps is not None else "every rate is"
             return PricedCurve(f"{layout.label} {precision}: {what} beyond what the engine serves under Poisson "
                                f"arrivals with its batch within the KV cache ({capacity} sequences) 99% of the time")  # fmt: skip
-    modeled = results(states, means, scales)
+    else:
+        modeled = results(states, means, scales)
     if query.open_loop:  # rows are closed-loop measurements: they stand beside the open-loop points, not for them
         rows = [] if query.rate_rps is not None else [
             _row_point(row, min(modeled, key=lambda p: abs(p.concurrency - row.concurrency)), catalog)

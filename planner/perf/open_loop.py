@@ -140,12 +140,30 @@ class StepCosts:
     seat_wait: Callable | None = None
 
 
+DECODE_MEMO = 4  # decode steps a solve keeps (roofline_costs)
+
+
 def roofline_costs(shape: EngineShape, eff: Efficiency, isl: int, osl: int, token_budget: int, cache=None) -> StepCosts:
     """The roofline's step costs of one engine at these lengths (planner/perf/step.py)."""
     context = isl + osl / 2
+    recent: OrderedDict = OrderedDict()  # one solve's last decode steps: its laws ask for the same batches again
 
     def decode(batch):
-        return step_ms(shape, eff, batch, context)
+        """D(batch), the last DECODE_MEMO arrays asked for answered again (the same array, read-only): a solve asks
+        for a quarter of its steps a second time (the pace's step for the chain and for its grid, the root's step for
+        the fluid TPOT), at about 90 us a call."""
+        batches = np.asarray(batch, dtype=float)
+        if batches.ndim == 0:
+            return step_ms(shape, eff, batches, context)
+        key = (batches.shape, batches.tobytes())
+        found = recent.get(key)
+        if found is None:
+            found = np.asarray(step_ms(shape, eff, batches, context), dtype=float)
+            found.flags.writeable = False
+            recent[key] = found
+            if len(recent) > DECODE_MEMO:
+                recent.popitem(last=False)
+        return found
 
     def throughput(limit: int) -> np.ndarray:
         return rate_free(repr(("slots", shape, eff, isl, osl, limit, cache, token_budget)), lambda: closed_loop_throughput(
@@ -164,8 +182,28 @@ def roofline_costs(shape: EngineShape, eff: Efficiency, isl: int, osl: int, toke
     )  # fmt: skip
 
 
+_COSTS: OrderedDict[tuple, tuple] = OrderedDict()  # the last DECODE_MEMO engines' step costs, by identity (_costs_of)
+
+
+def _costs_of(shape: EngineShape, eff: Efficiency, isl: int, osl: int, token_budget: int, cache=None) -> StepCosts:
+    """`roofline_costs`, kept for the same engine objects: a curve is solved a few rates at a time (modeled_engine.
+    rate_chunks), each piece with the engine its curve holds, and its costs (three steps and two reprs) and decode
+    memo need not be made again. Keyed by the objects' identity, each kept beside its costs (so no other object
+    takes its id while they are kept): an equal engine in other objects is a miss, and is costed afresh."""
+    key = (id(shape), id(eff), isl, osl, token_budget, id(cache))
+    found = _COSTS.get(key)
+    if found is not None and found[0] is shape and found[1] is eff and found[2] is cache:
+        _COSTS.move_to_end(key)
+        return found[3]
+    costs = roofline_costs(shape, eff, isl, osl, token_budget, cache)
+    _COSTS[key] = (shape, eff, cache, costs)
+    if len(_COSTS) > DECODE_MEMO:
+        _COSTS.popitem(last=False)
+    return costs
+
+
 def _open_loop(shape, eff, isl, osl, rates_rps, max_running, percentile, token_budget, cache=None):
-    return solve_open_loop(roofline_costs(shape, eff, isl, osl, token_budget, cache), osl, rates_rps, max_running,
+    return solve_open_loop(_costs_of(shape, eff, isl, osl, token_budget, cache), osl, rates_rps, max_running,
                            percentile, token_budget)  # fmt: skip
 
 
