@@ -96,6 +96,11 @@ class KernelFit:
 
 
 def _kernel_frame(catalog: Catalog, architecture: str):
+    """The timed iterations of one generation (of models the roofline runs) as one frame, None without any."""
+    timed = {(gpu, model) for table in catalog.steps for gpu, model in zip(table.columns["gpu"], table.columns["model"])}
+    if not any(catalog.gpus[gpu].architecture == architecture and supports_roofline(catalog.models[model])
+               for gpu, model in timed):  # fmt: skip
+        return None  # said without pandas, slow to import (0.17 s of a plan on a generation none timed: AMD's)
     import pandas as pd
 
     frames = [t.frame.assign(table=Path(t.path).name) for t in catalog.steps]
