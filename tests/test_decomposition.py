@@ -169,6 +169,24 @@ def test_the_period_bound_and_the_large_fleet_strategy_give_the_brute_force_opti
                 assert pulp.value(model.problem.objective) == pytest.approx(expected, abs=slack)
 
 
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=cases())
+def test_a_partition_holds_each_variable_of_its_blocks_once_the_model_s_own(case):
+    """periods.partition's `variables` (what stage 1 relaxes) are the program's variables that `block_of` names,
+    each once, the very objects of the program: as PuLP's walk of every row finds them."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for (reconfigure, share), market in itertools.product(itertools.product((True, False), repeat=2), (True, False)):
+            model, _ = _fleet(Path(tmp), case, reconfigure, share, market)
+            if model is None:
+                continue
+            part = periods.partition(model)
+            walked = {var.name: var for var in model.problem.variables()}
+            names = [var.name for var in part.variables]
+            assert len(names) == len(set(names))
+            assert set(names) == set(part.block_of)
+            assert all(walked.get(var.name) is var for var in part.variables)
+
+
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=cases())
 def test_the_year_round_bound_never_exceeds_the_brute_force_optimum_and_proves_it(case):
@@ -184,7 +202,7 @@ def test_the_year_round_bound_never_exceeds_the_brute_force_optimum_and_proves_i
             if not part.blocks:  # no demand: nothing to split
                 continue
             slack = 0.01 * (1 + len(model.hardware)) + 1e-6 * expected
-            stage_one = decompose.relax_periods(model, part.block_of, _highs)[1]
+            stage_one = decompose.relax_periods(model, part, _highs)[1]
             bound = yearround.year_round_bound(model, part, lambda p, share=1.0, cutoff=None: solve._highs_proven(p, 30.0, cutoff),
                                                lambda: 30.0, cutoff=expected + slack, solve_lp=solve._highs_lp)  # fmt: skip
             dropped = yearround.year_round_bound(model, part, lambda p, share=1.0, cutoff=None: solve._highs_proven(p, 30.0, cutoff),

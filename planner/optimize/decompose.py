@@ -59,10 +59,12 @@ def worth_decomposing(model: FleetModel) -> bool:
     return len(set(period_of_variables(model).values())) > 1 and bool(model.fixed_nodes)
 
 
-def relax_periods(model: FleetModel, period_of: dict, solve) -> tuple[str, float | None, float | None]:
-    """Stage 1: every period integer relaxed, solved; the categories are restored whatever happens. Returns the
-    status, the objective at the solution found (None: none) and the bound `solve` returned."""
-    relaxed = [v for v in _period_variables(model) if v.name in period_of and v.cat == pulp.LpInteger]
+def relax_periods(model: FleetModel, part: periods.Partition, solve) -> tuple[str, float | None, float | None]:
+    """Stage 1: every integer of a period's block relaxed (`part.variables`: U, M, x and the rentals' s, y, read off
+    the model's tables by periods.partition, not by PuLP's walk of every row: 0.1 s at 20 x 24, where the year-round
+    search relaxes the periods for each of its boxes), solved; the categories are restored whatever happens.
+    Returns the status, the objective at the solution found (None: none) and the bound `solve` returned."""
+    relaxed = [v for v in part.variables if v.cat == pulp.LpInteger]
     for var in relaxed:
         var.cat = pulp.LpContinuous
     try:
@@ -72,14 +74,6 @@ def relax_periods(model: FleetModel, period_of: dict, solve) -> tuple[str, float
             var.cat = pulp.LpInteger
     value = pulp.value(model.problem.objective) if status in ("optimal", "feasible") else None
     return status, value, bound
-
-
-def _period_variables(model: FleetModel) -> list[pulp.LpVariable]:
-    """Every variable a period's block can hold (periods.partition's: U, M, x and the rentals' s, y), each once:
-    read off the model's own tables, not by PuLP's walk of every row for its variables (0.1 s at 20 x 24, where the
-    year-round search relaxes the periods for each of its boxes)."""
-    tables = (model.units, model.period_nodes, model.routed, model.starts, model.stops_short)
-    return list({id(var): var for table in tables for var in table.values()}.values())
 
 
 def period_problem(name: str, constraints: list, objective: list, fixed: dict[str, float]) -> pulp.LpProblem:
@@ -106,7 +100,7 @@ def warm_start(model: FleetModel, solve, seconds_left, after_stage_one=None) -> 
     if not part.disjoint:  # a unit held all year: no split by period is exact
         return None
     period_of = part.block_of
-    stage_status, lower_bound, _ = relax_periods(model, period_of, solve)
+    stage_status, lower_bound, _ = relax_periods(model, part, solve)
     if stage_status not in ("optimal", "feasible") or seconds_left() <= 0:
         return None
     fixed = {}

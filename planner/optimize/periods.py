@@ -45,12 +45,15 @@ YEAR_ROUND = None  # the block key of the year-round variables and rows
 class Partition:
     """The program's variables and rows by block (module docstring): `block_of` maps a period variable's name to
     its block (a frozenset of period names; absent: year-round), `rows` the rows of each block (YEAR_ROUND: rows of
-    year-round variables alone), `linking` the rows that tie two or more period blocks, `blocks` in day order."""
+    year-round variables alone), `linking` the rows that tie two or more period blocks, `blocks` in day order,
+    `variables` the variables `block_of` names, each once (what a relaxation of the periods relaxes:
+    decompose.relax_periods)."""
 
     block_of: dict[str, frozenset[str]]
     blocks: list[frozenset[str]]
     rows: dict[frozenset[str] | None, list] = field(default_factory=dict)
     linking: list = field(default_factory=list)
+    variables: list[pulp.LpVariable] = field(default_factory=list)
 
     @property
     def disjoint(self) -> bool:
@@ -76,8 +79,10 @@ def partition(model: FleetModel) -> Partition:
     """Blocks of U, M, x by the period(s) each variable stands for (merged periods carry all their names), and the
     rentals' s[h,t], y[h,t] in the block of t; then every row by the blocks of its period variables."""
     order: dict[str, int] = {}
-    for (*_, period), _ in _indexed_by_period(model):
+    held: dict[str, pulp.LpVariable] = {}
+    for (*_, period), var in _indexed_by_period(model):
         order.setdefault(period, len(order))
+        held.setdefault(var.name, var)
     block_of = period_of_variables(model)
     blocks = sorted(set(block_of.values()), key=lambda b: (min(order[p] for p in b), sorted(b)))
     block_with = {p: b for b in blocks for p in b}
@@ -85,7 +90,8 @@ def partition(model: FleetModel) -> Partition:
         for (_, period), var in variables.items():
             if period in block_with:
                 block_of[var.name] = block_with[period]
-    part = Partition(block_of, blocks, {b: [] for b in [YEAR_ROUND, *blocks]})
+                held.setdefault(var.name, var)
+    part = Partition(block_of, blocks, {b: [] for b in [YEAR_ROUND, *blocks]}, variables=list(held.values()))
     for constraint in model.problem.constraints.values():
         touched = {block_of[v.name] for v in constraint if v.name in block_of}
         if len(touched) > 1:

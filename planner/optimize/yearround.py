@@ -96,7 +96,7 @@ def box_bound(model: FleetModel, part: Partition, variables: list, box: dict, so
     try:
         for var in variables:
             var.lowBound, var.upBound = box[var.name]
-        status, value, bound = relax_periods(model, part.block_of, solve)
+        status, value, bound = relax_periods(model, part, solve)
         if bound is None and status == "optimal":
             bound = value
         found = status in ("optimal", "feasible") and all(var.varValue is not None for var in variables)
