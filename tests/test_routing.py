@@ -81,3 +81,23 @@ def test_one_engine_law_is_the_broadcast_law_to_the_bit():
             fast = busiest_rank_load(experts, top_k, ranks, tokens)
             broadcast = busiest_rank_load(*(np.full(np.shape(tokens), float(v)) for v in (experts, top_k, ranks)), tokens)
             assert fast.shape == np.shape(tokens) and np.array_equal(fast, broadcast), (experts, top_k, ranks)
+
+
+@pytest.mark.parametrize(("experts", "top_k", "ranks"), [(128, 8, 8), (128, 8, 2), (16, 1, 8), (256, 8, 32), (8, 2, 4)])
+def test_the_exact_table_trimmed_to_its_mass_is_the_whole_law_s(experts, top_k, ranks):
+    """`_exact_busiest_table` keeps each load law where it holds more than LAW_FLOOR; the law convolved whole over
+    its full support (here, independently, with 1 - F(x)^R taken from the survival summed from the top, so that F
+    never sticks a rounding unit below 1 in the far tail) gives the same table to 1e-11 (the trimmed table's own top
+    edge rounds so, about R x 1e-16 a value)."""
+    from planner.perf.routing import EXACT_TOKENS, _exact_busiest_table
+
+    per_rank = experts // ranks
+    token = np.array([math.comb(per_rank, j) * math.comb(experts - per_rank, top_k - j)
+                      for j in range(min(top_k, per_rank) + 1)]) / math.comb(experts, top_k)  # fmt: skip
+    law, whole = np.ones(1), []
+    for count in range(1, EXACT_TOKENS + 1):
+        law = np.convolve(law, token)
+        above = np.cumsum(law[::-1])[::-1][1:]  # P(load > x) for x = 0 .. top - 1; 0 at the top
+        with np.errstate(divide="ignore"):  # log1p(-1) = -inf where no load is at or below x: 1 - F^R = 1
+            whole.append(np.sum(-np.expm1(ranks * np.log1p(-np.minimum(above, 1.0)))) / (count * top_k / ranks))
+    np.testing.assert_allclose(_exact_busiest_table(experts, top_k, ranks), whole, rtol=1e-11, atol=0)

@@ -55,6 +55,7 @@ def _m(ranks) -> np.ndarray:
 
 
 EXACT_TOKENS = 1024  # up to this many tokens the busiest rank's load is summed exactly; beyond, the normal law
+LAW_FLOOR = 1e-40  # a rank's load law is kept where it holds more than this (`_exact_busiest_table`)
 
 
 def _exact_busiest(experts: int, top_k: int, ranks: int, tokens: int) -> float:
@@ -68,15 +69,25 @@ def _exact_busiest_table(experts: int, top_k: int, ranks: int) -> np.ndarray:
     hypergeometric law C(E/R, j) C(E - E/R, k - j) / C(E, k); a rank's load is the sum over T tokens (the law convolved
     T times, one token at a time: every T in one pass, 0.06 s for DeepSeek's 256 experts over 8 ranks, where each T
     by repeated squaring took 1.6 ms), and E[max of R] = sum over x >= 0 of 1 - F(x)^R, the ranks taken as
-    independent (they sum to T k: a slight excess)."""
+    independent (they sum to T k: a slight excess).
+
+    The law is kept only where it holds more than LAW_FLOOR: below, F(x)^R is under 1e-280 and each x counts 1;
+    above, F(x) is 1 to within the floor and counts 0. Kept whole, its support grows to T min(k, E/R) + 1 (8,193
+    values for Qwen3's 128 experts over 8 ranks) where the mass sits within some 30 standard deviations of T k / R,
+    and the far tail's F only adds rounding (F stuck a unit below 1, about R x 1e-16 each): trimmed, the tables move
+    by at most 5e-13 relative up to 16 ranks (4e-11 at 32, where the whole tail's rounding was largest; against a
+    sum that takes 1 - F from the top, tests/test_routing.py, the trimmed table is within 1e-11) and take a quarter
+    of the time (0.06 s to 0.015 s each)."""
     per_rank = experts // ranks
     token = np.array([math.comb(per_rank, j) * math.comb(experts - per_rank, top_k - j)
                       for j in range(min(top_k, per_rank) + 1)], dtype=float) / math.comb(experts, top_k)  # fmt: skip
-    law, out = np.ones(1), np.empty(EXACT_TOKENS)
+    law, first, out = np.ones(1), 0, np.empty(EXACT_TOKENS)  # law[i] is P(load = first + i)
     for count in range(1, EXACT_TOKENS + 1):
         law = np.convolve(law, token)
+        held = np.flatnonzero(law > LAW_FLOOR)
+        first, law = first + int(held[0]), law[held[0] : held[-1] + 1]
         below = np.minimum(np.cumsum(law), 1.0)
-        out[count - 1] = np.sum(1.0 - below**ranks) / (count * top_k / ranks)
+        out[count - 1] = (first + np.sum(1.0 - below**ranks)) / (count * top_k / ranks)
     return out
 
 
