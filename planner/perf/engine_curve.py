@@ -116,7 +116,6 @@ def _priced_curve(
     if query.open_loop:
         rates = [query.rate_rps] if query.rate_rps is not None else open_loop_rates(query, engine)
         stop = reach if query.rate_rps is None and not exact else None
-        states, means, scales = [], [], []
     else:
         top = 2 * capacity if (beyond_capacity and capacity) else capacity
         ladder = [query.concurrency] if query.concurrency else sorted(set(concurrency_ladder(top)) | set(exact))
@@ -160,14 +159,13 @@ def _priced_curve(
         chunks = rate_chunks(rates) if query.rate_rps is None else [rates]  # the same pieces, stopped or not
         modeled: list[PerfResult] = []
         for index, chunk in enumerate(chunks):
-            more_states, more_means, more_scales = open_loop_points(query, engine, percentile, chunk)
-            states, means, scales = states + more_states, means + more_means, scales + more_scales
-            modeled += results(more_states, more_means, more_scales)  # a point's figures are its own (reach.py)
-            if stop is None or not more_states:
+            more = results(*open_loop_points(query, engine, percentile, chunk))  # a point's figures are its own (reach.py)
+            modeled += more
+            if stop is None or not more:
                 continue
-            first = next((i for i in range(len(states) - len(more_states), len(states)) if stop.refuses(modeled[i])), None)
+            first = next((i for i in range(len(modeled) - len(more), len(modeled)) if stop.refuses(modeled[i])), None)
             if first is not None:
-                complete = first == len(states) - 1 and index == len(chunks) - 1
+                complete = first == len(modeled) - 1 and index == len(chunks) - 1
                 modeled = modeled[: first + 1]
                 break
         if not modeled:

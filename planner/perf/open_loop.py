@@ -182,7 +182,8 @@ def roofline_costs(shape: EngineShape, eff: Efficiency, isl: int, osl: int, toke
     )  # fmt: skip
 
 
-_COSTS: OrderedDict[tuple, tuple] = OrderedDict()  # the last DECODE_MEMO engines' step costs, by identity (_costs_of)
+COSTS_KEPT = 4  # engines whose step costs are kept (_costs_of)
+_COSTS: OrderedDict[tuple, tuple] = OrderedDict()  # the last COSTS_KEPT engines' step costs, by identity
 
 
 def _costs_of(shape: EngineShape, eff: Efficiency, isl: int, osl: int, token_budget: int, cache=None) -> StepCosts:
@@ -197,7 +198,7 @@ def _costs_of(shape: EngineShape, eff: Efficiency, isl: int, osl: int, token_bud
         return found[3]
     costs = roofline_costs(shape, eff, isl, osl, token_budget, cache)
     _COSTS[key] = (shape, eff, cache, costs)
-    if len(_COSTS) > DECODE_MEMO:
+    if len(_COSTS) > COSTS_KEPT:
         _COSTS.popitem(last=False)
     return costs
 
