@@ -170,3 +170,34 @@ def test_a_kept_ladder_is_the_one_computed_afresh(catalog):
     for (query, engine), ladder in zip(variants, kept):
         _RATE_FREE.clear()
         assert modeled.open_loop_rates(query, engine) == ladder
+
+
+def test_ceilings_solved_on_a_forked_worker_are_those_solved_here(tmp_path, monkeypatch):
+    """bounds._ceilings solves every other ceiling on a forked worker: the same ceilings as one process solves, and
+    this process then holds the same ladders (the rate-free arrays the pricing workers it forks next read)."""
+    from planner.perf.open_loop_laws import _RATE_FREE
+    from planner.workers import can_fork
+
+    if not can_fork():
+        pytest.skip("no fork on this platform")
+    catalog = load_catalog()
+    scenario = load_scenario(write_scenario(tmp_path, _document()), catalog)
+    builder = CandidateBuilder(scenario, catalog)
+    keys = list(dict.fromkeys(ask.key for ask in curve_asks(builder)))
+    assert len(keys) >= 8
+    monkeypatch.setattr(bounds, "CEILING_FORK_MIN", 2)
+    monkeypatch.setenv("PLANNER_WORKERS", "1")
+    _RATE_FREE.clear()
+    alone = bounds._ceilings(builder.context, keys)
+    held_alone = dict(_RATE_FREE)
+    monkeypatch.setenv("PLANNER_WORKERS", "2")
+    _RATE_FREE.clear()
+    import planner.perf.open_loop_laws as laws
+
+    handed, keep = [], laws.keep_rate_free
+    monkeypatch.setattr(laws, "keep_rate_free", lambda found: (handed.append(len(found)), keep(found)))
+    forked = bounds._ceilings(builder.context, keys)
+    assert handed and handed[0] > 0  # the worker solved its half and handed its ladders back
+    assert forked == alone and any(value is not None for value in alone)
+    assert set(_RATE_FREE) == set(held_alone)
+    assert all((_RATE_FREE[key] == array).all() and not _RATE_FREE[key].flags.writeable for key, array in held_alone.items())

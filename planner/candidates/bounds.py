@@ -27,6 +27,7 @@ No ceiling (the curve is priced): a closed-loop sizing (perf.sizing: closed-loop
 from __future__ import annotations
 
 import math
+import multiprocessing
 from collections import defaultdict
 
 from planner.candidates.curves import CurveAsk
@@ -34,8 +35,11 @@ from planner.candidates.offers import unit_shape
 from planner.candidates.types import unit_rate
 from planner.perf.modeled_engine import modeled_engine, open_loop_rates
 from planner.perf.types import Layout
+from planner.workers import can_fork, executor, worker_count
 
 LEADERS = 2  # curves per bucket, offer and engine priced first, of the highest ceiling per GPU
+CEILING_FORK_MIN = 64  # from this many ceilings to solve on, half are solved on a forked worker (`_ceilings`)
+_FORKED = None  # (builder context, keys) the forked worker solves ceilings of (inherited by fork, never pickled)
 BOUND_SLACK = 1e-9  # a ceiling is raised by this share: a candidate's rate is its point's, rounded on the way
 
 
@@ -59,16 +63,61 @@ def curve_ceilings(builder, keys) -> dict[tuple, float | None]:
     plan's fp4 and cold-prefix re-plans) and between runs in the builder's curve cache."""
     store = builder.store
     known = builder.catalog.derived.setdefault(("curve ceilings", *builder.context[1:]), {})
-    out = {}
-    for key in keys:
+    missing = []
+    for key in dict.fromkeys(keys):
         if key not in known:
             found, value = store.get_ceiling(key) if store is not None else (False, None)
-            if not found:
-                value = curve_ceiling(builder.context, key)
-                if store is not None:
-                    store.put_ceiling(key, value)
-            known[key] = value
-        out[key] = known[key]
+            if found:
+                known[key] = value
+            else:
+                missing.append(key)
+    for key, value in zip(missing, _ceilings(builder.context, missing)):
+        if store is not None:
+            store.put_ceiling(key, value)
+        known[key] = value
+    return {key: known[key] for key in keys}
+
+
+def _forked_ceilings(indices: list[int]) -> tuple[list, dict]:
+    """On the forked worker: the ceilings of the inherited keys at `indices`, and the rate-free arrays (the ladders)
+    solved for them, for the parent to keep (the pricing workers it forks next then find them)."""
+    from planner.perf.open_loop_laws import rate_free_keys, rate_free_since
+
+    context, keys = _FORKED
+    before = rate_free_keys()
+    return [curve_ceiling(context, keys[i]) for i in indices], rate_free_since(before)
+
+
+def _ceilings(context: tuple, keys: list[tuple]) -> list[float | None]:
+    """`curve_ceiling` of each key. From CEILING_FORK_MIN keys on, every other one on one forked worker while this
+    process solves the rest (a ceiling is a closed loop over the concurrency ladder: 2-3 ms, 360 of them in the
+    AMD what-if case, on one core before pricing starts); the ladders it solved are kept here as if solved here, so
+    every figure is the same whichever process solved it. Here alone with one process (PLANNER_WORKERS=1), on Ray,
+    or where no process can be forked."""
+    global _FORKED
+    if len(keys) < CEILING_FORK_MIN or worker_count() < 2 or executor() == "ray" or not can_fork():
+        return [curve_ceiling(context, key) for key in keys]
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    from planner.perf.open_loop_laws import keep_rate_free
+
+    theirs = list(range(1, len(keys), 2))
+    out: list[float | None] = [None] * len(keys)
+    _FORKED = (context, keys)
+    try:
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+            handed = pool.submit(_forked_ceilings, theirs)
+            for i in range(0, len(keys), 2):
+                out[i] = curve_ceiling(context, keys[i])
+            values, ladders = handed.result()
+        keep_rate_free(ladders)
+    except (BrokenProcessPool, OSError):  # the worker killed (memory), or no process to start: solved here
+        values = [curve_ceiling(context, keys[i]) for i in theirs]
+    finally:
+        _FORKED = None
+    for i, value in zip(theirs, values):
+        out[i] = value
     return out
 
 

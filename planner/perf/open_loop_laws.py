@@ -34,6 +34,25 @@ def rate_free(key: str, compute) -> np.ndarray:
     else:
         _RATE_FREE.move_to_end(key)
     return found
+
+
+def rate_free_keys() -> set[str]:
+    """The keys of the rate-free arrays kept now (`rate_free_since`)."""
+    return set(_RATE_FREE)
+
+
+def rate_free_since(before: set[str]) -> dict[str, np.ndarray]:
+    """The rate-free arrays kept since `before` (rate_free_keys): what a forked worker computed, for its parent to
+    keep as if computed there (`keep_rate_free`)."""
+    return {key: array for key, array in _RATE_FREE.items() if key not in before}
+
+
+def keep_rate_free(found: dict[str, np.ndarray]) -> None:
+    """Keep arrays another process computed under their keys (`rate_free`: read-only, the last CACHE_SIZE)."""
+    for key, array in found.items():
+        rate_free(key, lambda array=array: array)
+
+
 _U_NODES, _U_WEIGHTS = np.polynomial.legendre.leggauss(4)
 _U_NODES, _U_WEIGHTS = (_U_NODES + 1) / 2, _U_WEIGHTS / 2  # Gauss-Legendre on [0, 1]
 
