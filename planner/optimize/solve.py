@@ -31,8 +31,9 @@ SOLVERS = ("cbc", "highs", "ortools")
 
 # CBC without `-threads`: its serial search, deterministic (the same inputs give the same plan). `-threads 1` made the
 # CBC 2.10.3 that PuLP ships start one search thread whose hand-back sometimes waits out a 10 s timed wait (a
-# futex, both threads asleep): 3 of 300 solves of one 5-candidate program took 10.0 s instead of 0.01 s, and the
-# first solve of `plan scenarios/moe-engines.yaml` 1 run in 5; without it none of 300 (benchmarks/cbc_stalls.py),
+# futex, both threads asleep): 3 and 20 of 300 solves of moe-engines.yaml's 5-candidate program, in two runs, took
+# 10 s instead of 0.01 s, and the first solve of `plan scenarios/moe-engines.yaml` 1 run in 5; without it none of
+# 300 either run (benchmarks/cbc_stalls.py),
 # and the same solutions on every program of the shipped scenarios and the what-if cases
 CBC_THREADS = None
 
