@@ -89,6 +89,34 @@ def test_a_kept_curve_serves_the_limits_its_points_reach_and_no_looser_ones(cata
     assert PricedCurve(whole).serves(loose) and PricedCurve("does not fit").serves(loose)
 
 
+# a KV cache of a few 16,000-token sequences: the ladder's upper rates all find the cache full
+SMALL_CACHE = (PerfQuery("llama-4-scout", "H200-SXM-141GB", 16000, 500, arrivals="poisson", engine="sglang"), Layout(1), "fp8", 90.0)
+
+
+@pytest.mark.parametrize("engine", [*ENGINES, SMALL_CACHE], ids=lambda e: f"{e[0].model}-{e[0].gpu}-{e[1].label}-{e[0].engine}")
+def test_a_ladder_ends_at_its_first_rate_the_engine_cannot_serve_and_no_later_rate_is_served(catalog, engine, monkeypatch):
+    """Each rate of the ladder solved on its own: those the engine serves within its KV capacity come first, none
+    after one it does not (so ending the ladder there leaves out no point), and the curve is exactly those, priced
+    in no more pieces than reach the first rate it does not serve."""
+    from planner.perf import engine_curve, modeled_engine
+
+    query, layout, precision, percentile = engine
+    model = modeled_engine.modeled_engine(query, catalog, layout.tp, precision, None, True, layout)
+    rates = modeled_engine.open_loop_rates(query, model)
+    served = [bool(modeled_engine.open_loop_points(query, model, percentile, [rate])[0]) for rate in rates]
+    assert served == sorted(served, reverse=True), "no rate served after one that is not"
+    pieces = []
+    solve = modeled_engine.open_loop_points
+    monkeypatch.setattr(engine_curve, "open_loop_points", lambda q, e, p, at: pieces.append(at) or solve(q, e, p, at))
+    points = layers.modeled_points(query, catalog, layout.tp, precision, percentile, layout=layout)
+    assert [p.request_throughput_rps for p in points] == pytest.approx([r for r, ok in zip(rates, served) if ok], rel=1e-12)
+    chunks = modeled_engine.rate_chunks(rates)
+    ends = next((i for i, chunk in enumerate(chunks) if not all(served[rates.index(r)] for r in chunk)), len(chunks) - 1)
+    assert pieces == chunks[: ends + 1]
+    if engine is SMALL_CACHE:
+        assert 0 < served.count(True) < len(rates) // 2 and len(pieces) < len(chunks) // 2
+
+
 def _options(scenario, catalog) -> dict:
     found = candidates.enumerate_candidates(scenario, catalog)
     return {(o.workload, o.bucket, o.candidate): (o.rps_per_node, o.perf) for o in found.options}, found.stats

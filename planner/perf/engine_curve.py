@@ -102,7 +102,8 @@ def _priced_curve(
     lengths stands in for the model at its concurrency. An open-loop point runs the engine's step as its rows scale
     it (planner/perf/modeled_engine.py); a closed-loop point takes the rows' factors on its means (exact at them).
     An open-loop rate ladder is priced in ascending rate up to the first point `reach` refuses (all of it without a
-    reach, at one rate, or where measured rows stand among the points)."""
+    reach, at one rate, or where measured rows stand among the points), and never past its first rate the engine
+    cannot serve within its KV capacity: the ladder ends there (`open_loop_points`)."""
     engine = modeled_engine(query, catalog, tp, precision, engine_lengths, anchored, layout, speculation, hop_bytes_per_s)
     if isinstance(engine, str):
         return PricedCurve(engine)
@@ -161,12 +162,13 @@ def _priced_curve(
         for index, chunk in enumerate(chunks):
             more = results(*open_loop_points(query, engine, percentile, chunk))  # a point's figures are its own (reach.py)
             modeled += more
-            if stop is None or not more:
-                continue
-            first = next((i for i in range(len(modeled) - len(more), len(modeled)) if stop.refuses(modeled[i])), None)
+            ended = index == len(chunks) - 1 or len(more) < len(chunk)  # the ladder's last rate the engine serves
+            first = None if stop is None else next(
+                (i for i in range(len(modeled) - len(more), len(modeled)) if stop.refuses(modeled[i])), None)
             if first is not None:
-                complete = first == len(modeled) - 1 and index == len(chunks) - 1
+                complete = first == len(modeled) - 1 and ended
                 modeled = modeled[: first + 1]
+            if first is not None or ended:
                 break
         if not modeled:
             what = f"{query.rate_rps:g} requests/s is" if query.rate_rps is not None else "every rate is"

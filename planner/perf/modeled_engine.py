@@ -204,10 +204,12 @@ class Anchoring:
 
 def open_loop_points(query: PerfQuery, engine: ModeledEngine, percentile: float | None,
                      rates: list[float]) -> tuple[list, list, list]:  # fmt: skip
-    """Open-loop states of the engine at `rates`: (states at the percentile, means, the `Anchoring` of each, None
-    where no rows anchor it). Rates the engine cannot serve are left out, and on a ladder (the query states no rate)
-    also those whose batch reaches the KV capacity: beyond, sequences wait for memory in bursts the model does not
-    follow (benchmarks/model_vs_sim.py), and a plan does not size an engine there."""
+    """Open-loop states of the engine at `rates` (ascending): (states at the percentile, means, the `Anchoring` of
+    each, None where no rows anchor it). A rate the engine cannot serve is left out. On a ladder (the query states no
+    rate) the ladder ends at the first rate the engine cannot serve or whose batch reaches the KV capacity (beyond,
+    sequences wait for memory in bursts the model does not follow, benchmarks/model_vs_sim.py, and a plan does not
+    size an engine there): the states are of the rates before it, so fewer states than rates says the ladder ended
+    (`engine_curve._priced_curve` prices no more of it)."""
     from planner.perf.open_loop import open_loop_states  # scipy.stats/sparse: imported where the model runs
 
     shape, eff, capacity = engine.shape, engine.eff, engine.capacity
@@ -228,8 +230,10 @@ def open_loop_points(query: PerfQuery, engine: ModeledEngine, percentile: float 
             states.append(state)
             means.append(mean)
             anchorings.append(anchoring)
-    kept = [i for i, s in enumerate(states) if math.isfinite(s.e2e_ms) and math.isfinite(means[i].e2e_ms)
-            and (query.rate_rps is not None or s.concurrency < capacity)]  # fmt: skip
+    served = [math.isfinite(s.e2e_ms) and math.isfinite(means[i].e2e_ms)
+              and (query.rate_rps is not None or s.concurrency < capacity) for i, s in enumerate(states)]  # fmt: skip
+    kept = (range(served.index(False)) if query.rate_rps is None and not all(served)
+            else [i for i, ok in enumerate(served) if ok])  # fmt: skip
     return [states[i] for i in kept], [means[i] for i in kept], [anchorings[i] for i in kept]
 
 
