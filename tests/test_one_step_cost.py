@@ -111,3 +111,44 @@ def test_plan_with_the_model_alone_does_not_anchor(tmp_path, cli_json):
     assert sources and not any("anchored on" in s for s in sources)
     anchored = cli_json("plan", _rag(tmp_path))
     assert any("anchored on" in a["source"] for w in anchored["workloads"] for a in w["assignments"])
+
+
+# engines over the step's cases: dense and MoE, TP over a board and beyond its link domain of 8 GPUs,
+# expert-parallel all-to-alls, every compute precision, anchored (a step scale) and not; PP and speculation take
+# the general step
+DECODE_ENGINES = [
+    ("llama-3.1-8b", "H100-SXM-80GB", Layout(1), "fp8"),
+    ("llama-3.1-70b", "H200-SXM-141GB", Layout(4), "bf16"),
+    ("llama-3.1-70b", "B200-SXM-180GB", Layout(2), "fp4"),
+    ("llama-3.1-70b", "MI300X-192GB", Layout(8), "fp8"),
+    ("llama-3.1-70b", "H100-SXM-80GB", Layout(16), "fp8"),  # a ring beyond the board of 8
+    ("mixtral-8x7b", "H100-SXM-80GB", Layout(2), "bf16"),
+    ("qwen3-235b-a22b", "H200-SXM-141GB", Layout(1, 4, 4), "fp8"),
+    ("qwen3-235b-a22b", "MI355X-288GB", Layout(8), "fp4"),
+    ("deepseek-v3", "H100-SXM-80GB", Layout(1, 16, 16), "fp8"),  # an all-to-all beyond it
+    ("gpt-oss-120b", "B200-SXM-180GB", Layout(1, 2, 2), "fp4"),
+    ("llama-3.1-70b", "H100-SXM-80GB", Layout(4, 1, 1, 2), "fp8"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("engine", DECODE_ENGINES, ids=lambda e: f"{e[0]}-{e[1]}-{e[2].label}-{e[3]}")
+@pytest.mark.parametrize(("step_scale", "overhead_ms"), [(1.0, None), (1.37, 0.731)])
+def test_the_open_loops_decode_step_is_the_steps_own_to_the_bit(catalog, engine, step_scale, overhead_ms):
+    """planner/perf/step.decode_steps (the open loop's D(b), its batch-free terms computed once) against step_ms,
+    element for element, over batches from none to a million and contexts short and long."""
+    import dataclasses
+
+    import numpy as np
+
+    from planner.perf.engines import calibrated
+    from planner.perf.step import decode_steps, step_ms
+
+    model, gpu, layout, precision = engine
+    shape = engine_shape(catalog, catalog.models[model], catalog.gpus[gpu], layout, precision)
+    eff = calibrated(catalog, model, gpu, "vllm", None)[0]
+    eff = dataclasses.replace(eff, step_scale=step_scale, step_overhead_ms=overhead_ms or eff.step_overhead_ms)
+    batches = np.concatenate([[0.0, 0.5, 1.0, 1.75, 2.0], np.geomspace(1.0, 1e6, 97), np.arange(3.0, 300.0, 7.0)])
+    for context in (150.0, 8250.0):
+        steps = decode_steps(shape, eff, context)
+        for batch in (batches, batches.reshape(-1, 1)[:40], batches[7:8]):
+            assert np.array_equal(steps(batch), step_ms(shape, eff, batch, context))

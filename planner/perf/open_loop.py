@@ -65,7 +65,7 @@ from planner.perf.open_loop_laws import (
 )
 from planner.perf.serving import instance_budget
 from planner.perf.shapes import EngineShape
-from planner.perf.step import COMPUTE_BOUND_TOKENS, Efficiency, fixed_ms, step_ms
+from planner.perf.step import COMPUTE_BOUND_TOKENS, Efficiency, decode_steps, fixed_ms, step_ms
 from planner.perf.step_chain import (
     batch_given_state,
     chain_gap_means,
@@ -147,6 +147,7 @@ def roofline_costs(shape: EngineShape, eff: Efficiency, isl: int, osl: int, toke
     """The roofline's step costs of one engine at these lengths (planner/perf/step.py)."""
     context = isl + osl / 2
     recent: OrderedDict = OrderedDict()  # one solve's last decode steps: its laws ask for the same batches again
+    steps = decode_steps(shape, eff, context)  # the same floats as step_ms, its batch-free terms computed once
 
     def decode(batch):
         """D(batch), the last DECODE_MEMO arrays asked for answered again (the same array, read-only): a solve asks
@@ -158,7 +159,7 @@ def roofline_costs(shape: EngineShape, eff: Efficiency, isl: int, osl: int, toke
         key = (batches.shape, batches.tobytes())
         found = recent.get(key)
         if found is None:
-            found = np.asarray(step_ms(shape, eff, batches, context), dtype=float)
+            found = np.asarray(steps(batches), dtype=float)
             found.flags.writeable = False
             recent[key] = found
             if len(recent) > DECODE_MEMO:

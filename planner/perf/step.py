@@ -191,6 +191,68 @@ def _unscaled_step_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, decode_b
     return total
 
 
+def decode_steps(shape: EngineShape, eff: Efficiency, decode_context: float):
+    """batch -> `step_ms(shape, eff, batch, decode_context)` for one engine's decode steps (no prompt in them), an
+    array of batches in, an array out: the open loop asks for some 25 of them a solve, 80 us each through the general
+    step. The batch-free terms are computed once, and the operations on the batch are the general step's, in its
+    order, less those that change nothing with no prompt (adding 0, x 1): the same floats, to the bit (tested against
+    `step_ms` over engines and batches). Engines of several pipeline stages, with speculative decoding or an
+    inter-stage hop take the general step."""
+    if shape.pp != 1 or shape.speculation is not None or shape.hop_bytes_per_s:
+        return lambda batch: step_ms(shape, eff, batch, decode_context)
+    a, precision = shape.arch, shape.precision
+    tp, dp, ep, pp = float(shape.tp), float(shape.dp), float(shape.ep), 1.0
+    stage_gpus = tp * dp
+    layers = a.layers / pp
+    bandwidth = shape.bandwidth_bytes_per_s * eff.bandwidth
+    routed = float(a.experts) > 1
+    moe_bandwidth, moe_gemm = (eff.moe_bandwidth, eff.moe_gemm(precision)) if routed else (1.0, 1.0)
+    spread_by = ep if ep > 1 else tp
+    attention_weights = a.attention_params / tp * shape.layer_bytes_per_param
+    head_weights = a.lm_head_params * LM_HEAD_BYTES / (tp * pp)
+    twice_layers, expert_params = 2 * layers, a.experts_per_token * a.mlp_params
+    linear_flops = shape.peak_flops * eff.gemm(precision)
+    twice_head, head_ranks, head_flops = 2 * a.lm_head_params, dp * tp * pp, shape.bf16_flops * eff.gemm_bf16
+    depth = a.hidden / (a.hidden + eff.gemm_depth_half)
+    k = eff.sharpness
+    mlp_width = a.active_mlp_width
+    kv_bytes, kv_rate = shape.kv_bytes_per_token_per_gpu, shape.bandwidth_bytes_per_s * eff.kv_bandwidth
+    context = float(np.asarray(decode_context, dtype=float))
+    fixed = layers * _layer_latency_us(a, eff, precision) * 1e-3
+    # the all-reduces of an engine split by TP alone (`allreduce_ms`): none at TP 1; with expert parallelism the
+    # general all-reduce and all-to-all
+    ring = min(shape.link_bytes_per_s * eff.link, max(shape.scale_out_bytes_per_s * eff.scale_out, 1e-9)) \
+        if tp > shape.domain_gpus else shape.link_bytes_per_s * eff.link
+    wire_share = 2 * (tp - 1) / np.maximum(tp, 1)
+    wire_latency_s = eff.scale_out_latency_us * 1e-6 if tp > shape.domain_gpus else 0.0
+    reduce_scale, latency_s = 2.0 * layers, eff.allreduce_latency_us * 1e-6
+    overhead, scale = eff.step_overhead_ms, eff.step_scale
+
+    def steps(batch):
+        tokens = np.asarray(batch, dtype=float)
+        rank_tokens = tokens / dp
+        expert_reads = a.mlp_params_read(tokens) / spread_by
+        busiest = 1.0 if ep <= 1 else busiest_rank_load(a.experts, a.experts_per_token, ep, tokens)
+        weights = layers * (attention_weights + expert_reads * shape.expert_bytes_per_param / moe_bandwidth) + head_weights
+        routed_flops = expert_params * tokens if ep <= 1 else expert_params * tokens * busiest
+        compute_s = (twice_layers * (a.attention_params * rank_tokens / tp + routed_flops / stage_gpus / moe_gemm)
+                     / linear_flops + twice_head * tokens / head_ranks / head_flops) / depth  # fmt: skip
+        linear_s = ((weights / bandwidth) ** k + compute_s**k) ** (1.0 / k)
+        routed_tokens = tokens if ep <= 1 else tokens * busiest
+        elementwise_s = layers * (rank_tokens * NORM_PASSES * a.hidden + routed_tokens * 3 * mlp_width / stage_gpus) * ACTIVATION_BYTES / bandwidth
+        kv_s = tokens / dp * context * kv_bytes / kv_rate
+        total = (linear_s + elementwise_s + kv_s) * 1e3
+        if ep > 1:
+            total = total + allreduce_ms(shape, eff, tokens, busiest)
+        elif tp > 1:
+            wire_s = wire_share * rank_tokens * a.hidden * ACTIVATION_BYTES / ring + wire_latency_s
+            total = total + reduce_scale * (latency_s + wire_s) * 1e3
+        total = total + fixed + overhead
+        return total * scale if scale != 1.0 else total
+
+    return steps
+
+
 def _stage_ms(shape: EngineShape | ShapeBatch, eff: Efficiency, decode_tokens, decode_seqs, decode_context, prompts, isl):
     """One pipeline stage (layers / PP) of tp x dp GPUs on one micro-batch, per GPU of the busiest rank.
     Attention runs on DP ranks of TP GPUs, each with its share of the sequences; experts split by TP (EP 1) or
