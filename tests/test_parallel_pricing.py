@@ -141,3 +141,54 @@ def test_an_unknown_executor_is_refused_by_name(value, monkeypatch, cli, tmp_pat
     monkeypatch.delenv("PLANNER_EXECUTOR")
     code, _, err = cli("plan", str(write_scenario(tmp_path, SCENARIO)), "--executor", value)
     assert code == 2 and "allowed: process, ray" in err
+
+
+def plan_with(workers: int, path, monkeypatch) -> dict:
+    from planner.optimize import plan
+
+    monkeypatch.setenv("PLANNER_WORKERS", str(workers))
+    monkeypatch.setenv("PLANNER_CACHE_DIR", "off")
+    catalog = load_catalog()
+    document = json.loads(json_out.dumps(json_out.plan_document(plan(load_scenario(path, catalog), catalog))))
+    document.pop("solve_seconds")
+    return document
+
+
+# both engines on three NVIDIA systems, one of them with fp4: enough curves for the comparison's leading pass
+FP4_SCENARIO = dict(SCENARIO, workloads=[dict(w, engines=["vllm", "sglang"]) for w in SCENARIO["workloads"]],
+                    sites={"on_prem": {"systems": ["dgx-b200", "dgx-h200", "dgx-h100"]}}, deployment="on-prem")  # fmt: skip
+
+
+def test_the_fp4_comparisons_curves_priced_during_the_solve_change_nothing(tmp_path, monkeypatch):
+    """A plan starts pricing its fp4 comparison's leading curves on the workers while its own solve runs
+    (planner.candidates.price_leading_ahead): the plan, its comparison's note included, is one process's."""
+    from planner.candidates import parallel
+
+    path = write_scenario(tmp_path, FP4_SCENARIO)
+    kept = []
+    finish = parallel.PricingAhead.finish
+    monkeypatch.setattr(parallel.PricingAhead, "finish", lambda self: kept.append(finish(self)) or kept[-1])
+    ahead = plan_with(2, path, monkeypatch)
+    assert kept and kept[0] > 0, "nothing was priced ahead"
+    assert ahead == plan_with(1, path, monkeypatch)
+
+
+def test_a_failed_solve_drops_the_curves_priced_ahead(tmp_path, monkeypatch):
+    """The plan's solve raising (here: no plan within the limits) cancels what was being priced ahead, and the
+    error is the plan's."""
+    from planner import optimize
+    from planner.candidates import parallel
+    from planner.errors import InfeasiblePlanError
+
+    path = write_scenario(tmp_path, FP4_SCENARIO)
+    cancelled = []
+    cancel = parallel.PricingAhead.cancel
+    monkeypatch.setattr(parallel.PricingAhead, "cancel", lambda self: cancelled.append(cancel(self)))
+
+    def infeasible(*args, **kwargs):
+        raise InfeasiblePlanError(["no plan (a test)"])
+
+    monkeypatch.setattr(optimize, "solve_candidates", infeasible)
+    with pytest.raises(InfeasiblePlanError, match="a test"):
+        plan_with(2, path, monkeypatch)
+    assert cancelled

@@ -123,6 +123,31 @@ def _enumerate(builder: CandidateBuilder, progress: Callable[..., None] | None) 
                 progress(done, total)
 
 
+def price_leading_ahead(scenario: Scenario, catalog: Catalog):
+    """Start pricing, on forked workers, the leading curves an enumeration of `scenario` will price first (its
+    `_dominated_curves` pass): a plan starts its fp4 comparison's while its own solve runs. The handle's `finish`
+    keeps them in the catalog's memo, where that enumeration finds them; None where there is nothing to start."""
+    from planner.candidates import bounds
+    from planner.workers import can_fork, executor
+
+    if ("modeled" not in scenario.perf_sources or scenario.sizing == "closed-loop" or executor() == "ray"
+            or worker_count() < 2 or not can_fork()):  # fmt: skip
+        return None
+    first = CandidateBuilder(scenario, catalog)
+    asks = list(curve_asks(first))
+    keys = list(dict.fromkeys(ask.key for ask in asks))
+    if len(keys) < PARALLEL_MIN_CURVES:
+        return None
+    ceilings = bounds.curve_ceilings(first, keys)
+    first.only = bounds.leading_curves(first, asks, ceilings)
+    pending = [key for key in prefetched_curves(first) if first.wanted(key) and not first.has_curve(key)]
+    if len(pending) < 4:
+        return None
+    from planner.candidates.parallel import PricingAhead
+
+    return PricingAhead(first, pending)
+
+
 def _dominated_curves(scenario: Scenario, catalog: Catalog,
                       progress: Callable[..., None] | None) -> tuple[set[tuple], CurveTally, set[tuple] | None]:  # fmt: skip
     """The modeled curves whose every candidate is dominated by a bound (planner/candidates/bounds.py): the ceilings

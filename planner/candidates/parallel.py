@@ -94,6 +94,19 @@ def prefetched_curves(builder) -> list[tuple]:
     return list(keys)
 
 
+def _fit_before_fork(catalog: Catalog, keys) -> None:
+    """The calibration fits of the curves of `keys` and the model's lazy imports, once here before workers are
+    forked (each would otherwise fit them again)."""
+    from planner.perf import open_loop  # noqa: F401 (imported once, before the fork)
+    from planner.perf.calibration import fit_kernels
+    from planner.perf.engines import calibrated
+
+    for model, gpu, engine, version in sorted({(key[0].model, key[0].gpu, key[0].engine, key[0].engine_version or "")
+                                               for key in keys}):  # fmt: skip
+        calibrated(catalog, model, gpu, engine, version or None)  # the calibration fits, kept with the catalog
+        fit_kernels(catalog, catalog.gpus[gpu].architecture)
+
+
 def prefetch_curves(builder, progress: Callable[..., None] | None = None, which: str = "") -> CurveTally:
     """Price the engine curves the enumeration will ask the roofline for, in parallel processes, into the builder's
     memo; the enumeration then runs as before and finds them there, so its result is the same whatever the number of
@@ -116,14 +129,7 @@ def prefetch_curves(builder, progress: Callable[..., None] | None = None, which:
     workers = min(worker_count(), len(pending) // 4)
     if not on_ray and (workers < 2 or len(pending) < FORK_MIN_CURVES or not can_fork()):
         return tally
-    from planner.perf import open_loop  # noqa: F401 (imported once, before the fork)
-    from planner.perf.calibration import fit_kernels
-    from planner.perf.engines import calibrated
-
-    for model, gpu, engine, version in sorted({(key[0].model, key[0].gpu, key[0].engine, key[0].engine_version or "")
-                                               for key in pending}):  # fmt: skip
-        calibrated(catalog, model, gpu, engine, version or None)  # the calibration fits, kept with the catalog
-        fit_kernels(catalog, catalog.gpus[gpu].architecture)
+    _fit_before_fork(catalog, pending)
     rest = list(pending)
     if on_ray:
         return dataclasses.replace(tally, priced=_prefetch_on_ray(builder, rest, progress), where="on Ray")
@@ -149,3 +155,41 @@ def prefetch_curves(builder, progress: Callable[..., None] | None = None, which:
     finally:
         _FORKED = None
     return dataclasses.replace(tally, priced=done, where=f"on {workers} processes")
+
+
+class PricingAhead:
+    """Engine curves priced on forked workers while this process does something else (a plan's solve): `finish`
+    puts them among the builder's curves (the shared memo of the catalog), `cancel` drops what is not done."""
+
+    def __init__(self, builder, keys: list[tuple]):
+        from concurrent.futures import ProcessPoolExecutor
+
+        global _FORKED
+        self.builder, self.keys = builder, keys
+        _fit_before_fork(builder.catalog, keys)
+        _FORKED = builder
+        try:
+            self.pool = ProcessPoolExecutor(min(worker_count(), 2), mp_context=multiprocessing.get_context("fork"))
+            self.results = self.pool.map(_price_curve, keys, chunksize=1)
+        finally:
+            _FORKED = None
+
+    def finish(self) -> int:
+        """Wait for the curves and keep them; how many. A worker lost, or the command's deadline reached, keeps
+        what came back (the enumeration that asks for the rest prices it, or says the deadline ran out)."""
+        from concurrent.futures.process import BrokenProcessPool
+
+        done = 0
+        try:
+            for key, points in self.results:
+                self.builder.curves[key] = points
+                done += 1
+        except (BrokenProcessPool, OSError, deadline.TimeLimitError):
+            pass
+        finally:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+        return done
+
+    def cancel(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+

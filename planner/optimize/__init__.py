@@ -80,7 +80,7 @@ import dataclasses
 from collections.abc import Callable
 
 from planner import deadline as command_deadline
-from planner.candidates import CandidateSet, enumerate_candidates
+from planner.candidates import CandidateSet, enumerate_candidates, price_leading_ahead
 from planner.catalog import PRECISIONS, Catalog
 from planner.errors import InfeasiblePlanError, PlannerInputError, SolverStoppedError
 from planner.optimize.balance import balance_routing
@@ -129,7 +129,9 @@ def plan(
     within its limits. Raises InfeasiblePlanError with a diagnosis when no plan exists. Stated prefix caches, and
     formats the quality-keeping precision default left out (fp4), are priced by one more solve each, in what is left
     of the time limit: the plan says what they save (`price_alternatives=False`: neither, as a sweep's points,
-    which record the cost alone)."""
+    which record the cost alone). The fp4 comparison's leading curves are priced on the pricing workers while the
+    plan's own solve runs (`price_leading_ahead`: the same curves its enumeration would price first, so the same
+    figures); a solve that fails cancels them."""
     solver = solver or scenario.solver
     if solver not in SOLVERS:
         raise PlannerInputError("--solver", "solver", f"unknown solver '{solver}'; allowed: {', '.join(SOLVERS)}")
@@ -140,7 +142,16 @@ def plan(
     if progress is not None:
         left = command_deadline.remaining_s()
         progress(0, None, f"solving the integer program ({solver}, at most {limit if left is None else max(0.0, min(limit, left)):.3g} s)")
-    result = solve_candidates(scenario, cset, catalog, solver, time_limit_s)
+    # the fp4 comparison's leading curves priced on the workers while the plan's solve runs on its own core
+    ahead = price_leading_ahead(dataclasses.replace(scenario, lower_precisions=True), catalog) if lower and not _no_time_left() else None
+    try:
+        result = solve_candidates(scenario, cset, catalog, solver, time_limit_s)
+    except BaseException:
+        if ahead is not None:
+            ahead.cancel()
+        raise
+    if ahead is not None:
+        ahead.finish()
     # the cold and lower-precision re-plans: each solve under the solver's limit, as the plan's own, and all of it
     # within the command's --time-limit where one is given (never cut by how long pricing took: the same plan says
     # the same on a slower machine)
