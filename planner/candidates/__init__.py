@@ -26,7 +26,14 @@ from planner.candidates.offers import (  # noqa: F401 (the package's names)
     pipeline_wanted,
     unit_shape,
 )
-from planner.candidates.parallel import CANDIDATE_STAGE, PARALLEL_MIN_CURVES, CurveTally, prefetch_curves, prefetched_curves
+from planner.candidates.parallel import (
+    CANDIDATE_STAGE,
+    PARALLEL_MIN_CURVES,
+    CurveTally,
+    PricingAhead,
+    prefetch_curves,
+    prefetched_curves,
+)
 from planner.candidates.types import (  # noqa: F401 (the package's names)
     DECODE_NETWORK_REASON,
     DECODE_PRUNED,
@@ -127,25 +134,34 @@ def price_leading_ahead(scenario: Scenario, catalog: Catalog):
     """Start pricing, on forked workers, the leading curves an enumeration of `scenario` will price first (its
     `_dominated_curves` pass): a plan starts its fp4 comparison's while its own solve runs. The handle's `finish`
     keeps them in the catalog's memo, where that enumeration finds them; None where there is nothing to start."""
-    from planner.candidates import bounds
     from planner.workers import can_fork, executor
 
-    if ("modeled" not in scenario.perf_sources or scenario.sizing == "closed-loop" or executor() == "ray"
-            or worker_count() < 2 or not can_fork()):  # fmt: skip
+    if executor() == "ray" or worker_count() < 2 or not can_fork():
+        return None
+    found = _leading_pass(scenario, catalog)
+    if found is None:
+        return None
+    first = found[0]
+    pending = [key for key in prefetched_curves(first) if first.wanted(key) and not first.has_curve(key)]
+    return PricingAhead(first, pending) if len(pending) >= 4 else None
+
+
+def _leading_pass(scenario: Scenario, catalog: Catalog) -> tuple[CandidateBuilder, list, dict] | None:
+    """The builder of an enumeration's first pass, on its leading curves (`only`), with the asks and the ceilings of
+    every curve they name (planner/candidates/bounds.py); None where there is no such pass: no open-loop curve to
+    bound, or too few curves for it to pay."""
+    from planner.candidates import bounds
+
+    if "modeled" not in scenario.perf_sources or scenario.sizing == "closed-loop":
         return None
     first = CandidateBuilder(scenario, catalog)
     asks = list(curve_asks(first))
     keys = list(dict.fromkeys(ask.key for ask in asks))
-    if len(keys) < PARALLEL_MIN_CURVES:
+    if len(keys) < PARALLEL_MIN_CURVES:  # a small scenario: pricing all its curves costs less than the first pass
         return None
     ceilings = bounds.curve_ceilings(first, keys)
     first.only = bounds.leading_curves(first, asks, ceilings)
-    pending = [key for key in prefetched_curves(first) if first.wanted(key) and not first.has_curve(key)]
-    if len(pending) < 4:
-        return None
-    from planner.candidates.parallel import PricingAhead
-
-    return PricingAhead(first, pending)
+    return first, asks, ceilings
 
 
 def _dominated_curves(scenario: Scenario, catalog: Catalog,
@@ -157,17 +173,12 @@ def _dominated_curves(scenario: Scenario, catalog: Catalog,
     price. None left where there are too few curves for it to pay, or no open-loop curve to bound."""
     from planner.candidates import bounds
 
-    if "modeled" not in scenario.perf_sources or scenario.sizing == "closed-loop":
+    found = _leading_pass(scenario, catalog)
+    if found is None:
         return set(), CurveTally(), None
-    first = CandidateBuilder(scenario, catalog)
-    asks = list(curve_asks(first))
-    keys = list(dict.fromkeys(ask.key for ask in asks))
-    if len(keys) < PARALLEL_MIN_CURVES:  # a small scenario: pricing all its curves costs less than the first pass
-        return set(), CurveTally(), None
+    first, asks, ceilings = found
     prefetched = prefetched_curves(first)
     kept = {key for key in prefetched if first.has_curve(key)}
-    ceilings = bounds.curve_ceilings(first, keys)
-    first.only = bounds.leading_curves(first, asks, ceilings)
     tally = prefetch_curves(first, progress, "leading ")
     _enumerate(first, None)
     unpriced = bounds.unpriced_curves(first, asks, ceilings, first.only)

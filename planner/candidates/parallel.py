@@ -165,7 +165,7 @@ class PricingAhead:
         from concurrent.futures import ProcessPoolExecutor
 
         global _FORKED
-        self.builder, self.keys = builder, keys
+        self.builder = builder
         _fit_before_fork(builder.catalog, keys)
         _FORKED = builder
         try:
