@@ -42,33 +42,37 @@ def _document(shared: bool = True) -> dict:
 
 @pytest.fixture(scope="module")
 def priced(tmp_path_factory):
-    """Per fleet policy: the scenario, its catalog, its candidates with and without the bound, and the curves the
-    bound left unpriced."""
+    """Per fleet policy: the scenario, its catalog, its candidates with and without the bound, the curves the
+    bound left unpriced by their ceilings and how many it left by their floors."""
     out = {}
-    original = bounds.unpriced_curves
+    original, settle = bounds.unpriced_curves, CandidateBuilder.settle_floors
     for shared in (True, False):
         path = write_scenario(tmp_path_factory.mktemp("bounds"), _document(shared))
         catalog = load_catalog()
         scenario = load_scenario(path, catalog)
-        left = []
+        left, below = [], []
 
         def noted(*args, left=left):
             left.append(original(*args))
             return left[-1]
 
-        bounds.unpriced_curves = noted
+        def settled(self, below=below):
+            below.append(settle(self))
+            return below[-1]
+
+        bounds.unpriced_curves, CandidateBuilder.settle_floors = noted, settled
         try:
             out[shared] = (scenario, catalog, enumerate_candidates(scenario, catalog, bound_pruning=False),
-                           enumerate_candidates(scenario, catalog), left[0])  # fmt: skip
+                           enumerate_candidates(scenario, catalog), left[0], below[-1])  # fmt: skip
         finally:
-            bounds.unpriced_curves = original
+            bounds.unpriced_curves, CandidateBuilder.settle_floors = original, settle
     return out
 
 
 @pytest.mark.parametrize("shared", [True, False], ids=["shared-nodes", "one-configuration-per-node"])
 def test_bound_pruning_keeps_the_optimum(priced, shared):
-    scenario, catalog, whole, bounded, left = priced[shared]
-    assert left, "the bound left no curve unpriced: the test does not test it"
+    scenario, catalog, whole, bounded, left, below_floor = priced[shared]
+    assert left and below_floor, "the bound left no curve unpriced, by its ceiling or floor: the test does not test it"
     assert whole.stats.generated == bounded.stats.generated
     assert whole.stats.pruned_memory == bounded.stats.pruned_memory
     assert {c.key for c in bounded.candidates} <= {c.key for c in whole.candidates}
@@ -79,7 +83,7 @@ def test_bound_pruning_keeps_the_optimum(priced, shared):
 
 
 def test_ceiling_bounds_every_point_of_its_curve(priced):
-    scenario, catalog, _, _, _ = priced[True]
+    scenario, catalog, _, _, _, _ = priced[True]
     builder = CandidateBuilder(scenario, catalog)
     keys = list(dict.fromkeys(ask.key for ask in curve_asks(builder)))
     ceilings = bounds.curve_ceilings(builder, keys)

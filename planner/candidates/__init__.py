@@ -67,11 +67,13 @@ def enumerate_candidates(
     builder = CandidateBuilder(scenario, catalog)
     first, kept = CurveTally(), None
     if bound_pruning and not keep_dominated:
-        builder.unpriced, first, kept = _dominated_curves(scenario, catalog, progress)
+        builder.unpriced, builder.floors, first, kept = _dominated_curves(scenario, catalog, progress)
     tally = prefetch_curves(builder, progress)
+    below = builder.settle_floors()
     if kept is not None:  # the tally of both passes: curves at hand before the first, priced in either
-        tally = dataclasses.replace(tally, kept=len(kept - builder.unpriced), priced=tally.priced + first.priced,
-                                    where=tally.where or first.where, unpriced=first.unpriced)  # fmt: skip
+        tally = dataclasses.replace(tally, needed=tally.needed - below, kept=len(kept - builder.unpriced),
+                                    priced=tally.priced + first.priced, where=tally.where or first.where,
+                                    unpriced=first.unpriced + below)  # fmt: skip
     tally = tally.describe()
     total = len(scenario.workloads) * len(scenario.offers)
     if progress is not None:
@@ -165,21 +167,24 @@ def _leading_pass(scenario: Scenario, catalog: Catalog) -> tuple[CandidateBuilde
 
 
 def _dominated_curves(scenario: Scenario, catalog: Catalog,
-                      progress: Callable[..., None] | None) -> tuple[set[tuple], CurveTally, set[tuple] | None]:  # fmt: skip
+                      progress: Callable[..., None] | None,
+                      ) -> tuple[set[tuple], dict[tuple, float], CurveTally, set[tuple] | None]:  # fmt: skip
     """The modeled curves whose every candidate is dominated by a bound (planner/candidates/bounds.py): the ceilings
     of every curve the enumeration may ask for, a first enumeration on the leading curves (priced, and kept for the
-    plan's), and the verdict on the rest; with the tally of the first pass's pricing and the curves at hand before
-    it (kept from earlier runs or this process); the tally's `unpriced` counts the left curves the prefetch would
-    price. None left where there are too few curves for it to pay, or no open-loop curve to bound."""
+    plan's), and the verdict on the rest; the floors of the other curves the prefetch prices (`curve_floors`); with
+    the tally of the first pass's pricing and the curves at hand before it (kept from earlier runs or this process);
+    the tally's `unpriced` counts the left curves the prefetch would price. None left where there are too few curves
+    for it to pay, or no open-loop curve to bound."""
     from planner.candidates import bounds
 
     found = _leading_pass(scenario, catalog)
     if found is None:
-        return set(), CurveTally(), None
+        return set(), {}, CurveTally(), None
     first, asks, ceilings = found
     prefetched = prefetched_curves(first)
     kept = {key for key in prefetched if first.has_curve(key)}
     tally = prefetch_curves(first, progress, "leading ")
     _enumerate(first, None)
     unpriced = bounds.unpriced_curves(first, asks, ceilings, first.only)
-    return unpriced, dataclasses.replace(tally, unpriced=len(unpriced.intersection(prefetched))), kept
+    floors = bounds.curve_floors(first, asks, ceilings, set(prefetched) - first.only - unpriced)
+    return unpriced, floors, dataclasses.replace(tally, unpriced=len(unpriced.intersection(prefetched))), kept

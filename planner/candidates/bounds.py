@@ -19,6 +19,12 @@ transitive), and a leading curve is never left unpriced, so each c' is made agai
 plan counts a left curve's candidates dominated (or memory where its engine does not fit) and gives no reason line
 for them.
 
+A curve not left by its ceiling may have a *floor* (`curve_floors`): the highest rate such that, were the curve to
+serve no rate above it, every candidate of it would be dominated by the same rule. The curve is then settled
+(CandidateBuilder.settle_floor) on the piece of its ladder at the floor (planner/perf/engine_curve.py,
+`_floor_piece`): left unpriced where that piece shows that its asks use no point above the floor, else priced with
+that piece solved once. The verdict is the whole curve's (`PricedCurve.used_above`) whichever decides it.
+
 No ceiling (the curve is priced): a closed-loop sizing (perf.sizing: closed-loop), an engine with measured rows
 (their points stand beside the model's), a plain layout where aiconfigurator's tables may answer instead
 (--perf-source auto with aic), an engine the roofline cannot model (its curve is a reason, at no cost).
@@ -155,47 +161,104 @@ def leading_curves(builder, asks: list[CurveAsk], ceilings: dict) -> set[tuple]:
 def unpriced_curves(first, asks: list[CurveAsk], ceilings: dict, leading: set[tuple]) -> set[tuple]:
     """The curves (not leading) whose every candidate a candidate of the first enumeration `first` (a builder run on
     the leading curves, before dominated candidates are dropped) dominates by the ceilings (module docstring)."""
-    builder, scenario = first, first.scenario
-    per_node = not (scenario.share_nodes_across_models or scenario.reconfigure_between_periods)
-    served: dict[str, dict] = defaultdict(dict)
-    for (workload, bucket, key), option in first.options.items():
-        served[key][(workload, bucket)] = unit_rate(option, first.candidates[key])
-    rivals: dict[tuple, list[str]] = defaultdict(list)
-    for key, c in first.candidates.items():
-        if c.stage == "aggregated":
-            rivals[(c.site, c.pricing, c.system, c.model, c.engine)].append(key)
-    # the asks of one candidate family (an engine on an offer, whatever its lengths): their buckets and ceilings
-    families: dict[tuple, list[CurveAsk]] = defaultdict(list)
-    for ask in asks:
-        families[_family(ask)].append(ask)
+    rule = Dominance(first, asks, ceilings)
+    return {key for key in rule.keys if key not in leading and rule.dominated(key)}
 
-    def dominated(ask: CurveAsk, lengths: tuple[int, int]) -> bool:
-        gpus, instances = _unit(builder, ask)
-        factor = instances * ask.offer.capacity_factor
+
+def curve_floors(first, asks: list[CurveAsk], ceilings: dict, priced: set[tuple]) -> dict[tuple, float]:
+    """Per curve of `priced` (neither leading nor left unpriced, with a ceiling), its *floor* where it has one: the
+    highest rate (requests/s per instance) such that, were the curve to serve no rate above it, a candidate of the
+    first enumeration would dominate every candidate of it, its ceiling lowered to that rate (the other curves'
+    kept: the rule is `Dominance`'s, and a lower ceiling only makes more candidates dominated). The ceiling x
+    (1 + BOUND_SLACK) is lowered to floor x (1 + BOUND_SLACK): every rate a candidate takes from a point at or
+    below the floor is within it."""
+    rule = Dominance(first, asks, ceilings)
+    floors = {}
+    for key in sorted(priced, key=repr):
+        if ceilings.get(key) is None or not rule.dominated(key, 0.0):
+            continue
+        values = sorted(set(rule.breakpoints(key)))
+        low, high = -1, len(values)  # values[low] (0.0 at -1) keeps every candidate dominated, values[high] does not
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (middle, high) if rule.dominated(key, values[middle]) else (low, middle)
+        floors[key] = (values[low] if low >= 0 else 0.0) / (1 + BOUND_SLACK)
+    return floors
+
+
+class Dominance:
+    """The enumeration's rule (CandidateBuilder.drop_dominated) on curves not priced, with their ceilings in place of
+    their candidates' rates (module docstring): per curve, whether a candidate of the first enumeration `first`
+    dominates every candidate the curve could give."""
+
+    def __init__(self, first, asks: list[CurveAsk], ceilings: dict):
+        self.first, self.ceilings = first, ceilings
+        scenario = first.scenario
+        self.per_node = not (scenario.share_nodes_across_models or scenario.reconfigure_between_periods)
+        self.served: dict[str, dict] = defaultdict(dict)
+        for (workload, bucket, key), option in first.options.items():
+            self.served[key][(workload, bucket)] = unit_rate(option, first.candidates[key])
+        self.rivals: dict[tuple, list[str]] = defaultdict(list)
+        for key, c in first.candidates.items():
+            if c.stage == "aggregated":
+                self.rivals[(c.site, c.pricing, c.system, c.model, c.engine)].append(key)
+        # the asks of one candidate family (an engine on an offer, whatever its lengths): their buckets and ceilings
+        self.families: dict[tuple, list[CurveAsk]] = defaultdict(list)
+        self.asks: dict[tuple, list[CurveAsk]] = defaultdict(list)
+        for ask in asks:
+            self.families[_family(ask)].append(ask)
+            self.asks[ask.key].append(ask)
+        self.keys = list(self.asks)
+
+    def dominated(self, key: tuple, ceiling: float | None = None) -> bool:
+        """Whether every candidate of the curve of `key` is dominated, its ceiling `ceiling` where one is given."""
+        return all(self._dominated(ask, lengths, key, ceiling) for ask in self.asks[key]
+                   for lengths in _lengths(self.first, ask))  # fmt: skip
+
+    def _cells(self, ask: CurveAsk, lengths: tuple[int, int], key: tuple, ceiling: float | None) -> dict | None:
+        """The rate bound of each (workload, bucket) a candidate of the ask at `lengths` serves, per allotment unit;
+        None where a curve it reads has no ceiling."""
+        factor = _unit(self.first, ask)[1] * ask.offer.capacity_factor
         cells = {}
-        for other in families[_family(ask)]:
+        for other in self.families[_family(ask)]:
             isl, osl = other.bucket.engine_lengths
             if isl <= lengths[0] and osl <= lengths[1]:
-                if ceilings[other.key] is None:
-                    return False
+                bound = ceiling if other.key == key and ceiling is not None else self.ceilings[other.key]
+                if bound is None:
+                    return None
                 cell = (other.workload.name, other.bucket_index)
-                cells[cell] = max(cells.get(cell, 0.0), ceilings[other.key] * factor)
+                cells[cell] = max(cells.get(cell, 0.0), bound * factor)
+        return cells
+
+    def _rivals(self, ask: CurveAsk):
+        """(served rates, allowed units) of each candidate of the first enumeration that may dominate the ask's: its
+        rates per (workload, bucket), and how many of its units may stand for one of the ask's (m)."""
+        gpus = _unit(self.first, ask)[0]
         offer = ask.offer
-        for rival in rivals[(offer.site, offer.pricing, offer.system, ask.workload.model, ask.key[0].engine)]:
-            rates, better = served[rival], first.candidates[rival]
-            if not cells or not rates.keys() >= cells.keys():
-                continue
-            m = max(1, math.ceil(max(rate / rates[cell] for cell, rate in cells.items()) - 1e-9))
-            if (m == 1) if per_node else (m * better.gpus_per_unit <= gpus):
-                return True
+        for rival in self.rivals[(offer.site, offer.pricing, offer.system, ask.workload.model, ask.key[0].engine)]:
+            yield self.served[rival], 1 if self.per_node else gpus // self.first.candidates[rival].gpus_per_unit
+
+    def _dominated(self, ask: CurveAsk, lengths: tuple[int, int], key: tuple, ceiling: float | None) -> bool:
+        cells = self._cells(ask, lengths, key, ceiling)
+        if not cells:
+            return False
+        for rates, allowed in self._rivals(ask):
+            if rates.keys() >= cells.keys():
+                m = max(1, math.ceil(max(rate / rates[cell] for cell, rate in cells.items()) - 1e-9))
+                if m <= allowed:
+                    return True
         return False
 
-    verdicts: dict[tuple, bool] = {}
-    for ask in asks:
-        if ask.key in leading or verdicts.get(ask.key) is False:
-            continue
-        verdicts[ask.key] = all(dominated(ask, lengths) for lengths in _lengths(builder, ask))
-    return {key for key, left in verdicts.items() if left}
+    def breakpoints(self, key: tuple) -> list[float]:
+        """The ceilings of the curve of `key` at which a rival's units needed (m) for a candidate of it step: a
+        rival's rate in a (workload, bucket) the curve feeds x the units allowed / the candidate's units."""
+        out = []
+        for ask in self.asks[key]:
+            factor = _unit(self.first, ask)[1] * ask.offer.capacity_factor
+            cells = {(other.workload.name, other.bucket_index) for other in self.families[_family(ask)] if other.key == key}
+            for rates, allowed in self._rivals(ask):
+                out += [allowed * rates[cell] / factor for cell in cells & rates.keys() if allowed >= 1]
+        return out
 
 
 def _family(ask: CurveAsk) -> tuple:

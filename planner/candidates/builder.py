@@ -31,7 +31,7 @@ from planner.perf.types import Layout
 from planner.workers import can_fork, executor, map_on_ray, worker_count  # noqa: F401 (worker_count: read by tests as candidates.worker_count)
 from planner.scenario import Bucket, Scenario, SystemOffer, Workload
 
-from planner.candidates.curves import curve_reaches, price_curve
+from planner.candidates.curves import curve_reaches, price_curve, price_curve_above
 from planner.candidates.offers import candidate_key, engine_layouts, engine_lengths_by_model, offer_costs, unit_shape
 from planner.candidates.types import DECODE_NETWORK_REASON, Candidate, Fastest, Option, Pruned, unit_rate
 
@@ -69,6 +69,9 @@ class CandidateBuilder:
         # dominated by a bound (planner/candidates/bounds.py)
         self.only: set[tuple] | None = None
         self.unpriced: set[tuple] = set()
+        # curves whose every candidate is dominated unless they serve a rate above their floor (bounds.curve_floors):
+        # `settle_floor` prices them, or a piece of them, and leaves them unpriced where they do not
+        self.floors: dict[tuple, float] = {}
 
     def wanted(self, key: tuple) -> bool:
         """Whether this enumeration prices the modeled curve of memo `key`."""
@@ -423,6 +426,59 @@ class CandidateBuilder:
             self.curves[key] = price_curve(self.context, key, self.reach(key))
             self.keep_curve(key)
         return self.curves[key]
+
+    def settle_floor(self, key: tuple) -> bool:
+        """Whether the curve of `key` serves its asks no rate above its floor (`floors`), so every candidate of it is
+        dominated: read from the curve where it is at hand, else from the piece of its ladder at the floor (the
+        piece alone solved, `price_curve_above`), else from the curve, then priced (and kept) with that piece. The
+        same answer whichever (planner/perf/engine_curve.py, `_used_above`); a floor found unused is kept with the
+        catalog and between runs, so a what-if does not solve the piece again."""
+        floor, reach = self.floors[key], self.reach(key)
+        if reach is None:  # the whole curve asked for: priced whole
+            return False
+        if self.floor_known_unused(key):
+            return True
+        if not self.has_curve(key):
+            curve = price_curve_above(self.context, key, reach, floor)
+            if curve is None:
+                self.note_floor_unused(key)
+                if self.store is not None:
+                    self.store.put_unused_floor(key, reach, self._unused_floors[(key, reach)])
+                return True
+            self.curves[key] = curve
+            self.keep_curve(key)
+        return not self.curves[key].used_above(reach, floor)
+
+    def floor_known_unused(self, key: tuple) -> bool:
+        """Whether the curve of `key` is known, in this process or from an earlier run, to serve its asks no rate
+        above its floor (no point used above a lower rate: none above this one); nothing is solved."""
+        floor, reach, known = self.floors.get(key), self.reach(key), self._unused_floors
+        if floor is None or reach is None:
+            return False
+        if known.get((key, reach), math.inf) <= floor:
+            return True
+        found, value = self.store.get_unused_floor(key, reach) if self.store is not None else (False, None)
+        if found and value <= floor:
+            known[(key, reach)] = value
+            return True
+        return False
+
+    def settle_floors(self) -> int:
+        """Leave unpriced every curve with a floor that serves its asks no rate above it (`settle_floor`: those a
+        forked worker settled are known here, the rest are settled in this process); the number left."""
+        left = [key for key in self.floors if key not in self.unpriced and self.settle_floor(key)]
+        self.unpriced.update(left)
+        return len(left)
+
+    @property
+    def _unused_floors(self) -> dict:
+        """(memo key, reach) -> the lowest floor its asks were found to use no point above, kept with the catalog."""
+        return self.catalog.derived.setdefault(("floors unused", *self.context[1:]), {})
+
+    def note_floor_unused(self, key: tuple) -> None:
+        """Keep that the curve of `key` serves its asks no rate above its floor (found by a forked worker)."""
+        known, reach = self._unused_floors, self.reach(key)
+        known[(key, reach)] = min(self.floors[key], known.get((key, reach), math.inf))
 
     def reach(self, key: tuple) -> Reach | None:
         """The asks of every workload of the scenario that reads the curve of `key` (None: the whole ladder)."""

@@ -35,6 +35,16 @@ def price_curve(context: tuple[Catalog, bool, bool], key: tuple, reach: Reach | 
                          speculation=speculation, hop_bytes_per_s=hop_bytes_per_s, reach=reach, anchored=anchored)  # fmt: skip
 
 
+def price_curve_above(context: tuple[Catalog, bool, bool], key: tuple, reach: Reach, floor_rps: float) -> PricedCurve | None:
+    """`price_curve`, or None where a piece of its ladder shows that `reach` can use no point of it above
+    `floor_rps` (planner/perf/engine_curve.py, `_floor_piece`): then only that piece is solved."""
+    catalog, aic, anchored = context
+    shape, layout, precision, percentile, speculation, hop_bytes_per_s = key
+    return priced_points(shape, catalog, layout.tp, precision, percentile, aic_where_extrapolated=aic, layout=layout,
+                         speculation=speculation, hop_bytes_per_s=hop_bytes_per_s, reach=reach, anchored=anchored,
+                         floor_rps=floor_rps)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class CurveAsk:
     """One ask of a modeled curve: bucket `bucket_index` of `workload` on `offer` under engine `label` (the

@@ -32,8 +32,11 @@ def _price_on_ray(context: tuple[Catalog, bool, bool], item: tuple) -> PricedCur
 
 def _price_curve(key: tuple) -> tuple:
     """In a forked worker: one engine curve (the builder's memo key) and its points (none past the deadline), kept in
-    the curve cache from here (`CandidateBuilder.priced`): the parent does not write it again."""
+    the curve cache from here (`CandidateBuilder.priced`): the parent does not write it again. A curve with a floor
+    is settled (`CandidateBuilder.settle_floor`): (key, None) where it serves no rate above it, its points unpriced."""
     deadline.check(CANDIDATE_STAGE)
+    if key in _FORKED.floors and _FORKED.settle_floor(key):
+        return key, None
     return key, _FORKED.priced(key)
 
 
@@ -122,7 +125,7 @@ def prefetch_curves(builder, progress: Callable[..., None] | None = None, which:
     pending: dict[tuple, None] = {}
     needed = [key for key in prefetched_curves(builder) if builder.wanted(key)]
     for key in needed:
-        if not builder.has_curve(key):
+        if not builder.has_curve(key) and not builder.floor_known_unused(key):
             pending[key] = None
     tally = CurveTally(len(needed), len(needed) - len(pending))
     on_ray = executor() == "ray" and bool(pending)
@@ -140,21 +143,25 @@ def prefetch_curves(builder, progress: Callable[..., None] | None = None, which:
     from concurrent.futures.process import BrokenProcessPool
 
     _FORKED = builder
-    done = 0
+    done = priced = 0
     try:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
             for done, (key, points) in enumerate(pool.map(_price_curve, rest, chunksize=4), start=1):
                 if deadline.remaining_s() is not None and deadline.remaining_s() <= 0:
                     pool.shutdown(wait=False, cancel_futures=True)  # the workers stop at their next curve
                     deadline.check(CANDIDATE_STAGE)
-                builder.curves[key] = points  # kept on disk by the worker that priced it (builder.priced)
+                if points is None:  # its floor unused: never priced (kept on disk by the worker)
+                    builder.note_floor_unused(key)
+                else:
+                    builder.curves[key] = points  # kept on disk by the worker that priced it (builder.priced)
+                    priced += 1
                 if progress is not None:
                     progress(done, len(rest))
     except (BrokenProcessPool, OSError):  # a worker killed (memory) or no process to start: price the rest here
         pass
     finally:
         _FORKED = None
-    return dataclasses.replace(tally, priced=done, where=f"on {workers} processes")
+    return dataclasses.replace(tally, priced=priced, where=f"on {workers} processes")
 
 
 class PricingAhead:

@@ -21,7 +21,8 @@ bounds, carrying its key and the SHA-256 of key and content, then validated into
 with every number finite and no figure negative; anything else is a miss, priced again and written over. Files are
 JSON (no code runs on load), written whole (a temporary file renamed). A curve's ceiling (the highest rate of its
 ladder, planner/candidates/bounds.py) is kept beside it under its own key, so a what-if decides which curves to
-leave unpriced without the closed loops that give the ceilings. The
+leave unpriced without the closed loops that give the ceilings; so is a curve's floor found unused (the piece of its
+ladder that showed its asks use no rate above the floor, so it was never priced). The
 folder is `fit_cache.cache_directory()` (`PLANNER_CACHE_DIR`; `off` turns it off) and is kept under
 `MAX_CACHE_BYTES` of curves, the least recently written removed first."""
 
@@ -154,6 +155,25 @@ class CurveCache:
     def put_ceiling(self, key: tuple, value: float | None) -> None:
         ceiling_key = ("ceiling", *key)
         if write_entry(self._path(ceiling_key), repr(ceiling_key), {"ceiling": value}):
+            self.written += 1
+
+    def get_unused_floor(self, key: tuple, reach) -> tuple[bool, float | None]:
+        """(whether one is kept, the lowest rate above which the asks of `reach` were found to use no point of the
+        curve of `key`: its floor, planner/candidates/bounds.py, when a piece of its ladder showed it); anything but
+        a finite number at or above 0 is a miss."""
+        floor_key = ("unused floor", *key, reach)
+        payload = read_entry(self._path(floor_key), repr(floor_key), "a cached curve floor")
+        if isinstance(payload, dict) and set(payload) == {"floor_rps"}:
+            value = payload["floor_rps"]
+            if type(value) is float and math.isfinite(value) and value >= 0:
+                self.hits += 1
+                return True, value
+        self.misses += 1
+        return False, None
+
+    def put_unused_floor(self, key: tuple, reach, floor_rps: float) -> None:
+        floor_key = ("unused floor", *key, reach)
+        if write_entry(self._path(floor_key), repr(floor_key), {"floor_rps": floor_rps}):
             self.written += 1
 
     def trim(self, max_bytes: int = MAX_CACHE_BYTES) -> int:

@@ -96,14 +96,17 @@ def _priced_curve(
     speculation: Speculation | None = None,
     hop_bytes_per_s: float = 0.0,
     reach: Reach | None = None,
-) -> PricedCurve:
+    floor_rps: float | None = None,
+) -> PricedCurve | None:
     """The roofline's points for one engine over the concurrency ladder (or at the query's concurrency), anchored
     on the engine's measured rows (`modeled_engine`: which engines they anchor); a measured row at the query's
     lengths stands in for the model at its concurrency. An open-loop point runs the engine's step as its rows scale
     it (planner/perf/modeled_engine.py); a closed-loop point takes the rows' factors on its means (exact at them).
     An open-loop rate ladder is priced in ascending rate up to the first point `reach` refuses (all of it without a
     reach, at one rate, or where measured rows stand among the points), and never past its first rate the engine
-    cannot serve within its KV capacity: the ladder ends there (`open_loop_points`)."""
+    cannot serve within its KV capacity: the ladder ends there (`open_loop_points`). With a `floor_rps` (and a
+    reach), None where the ladder's piece at the floor shows that the reach can use no point above it (`_floor_piece`;
+    at the ladder's first piece, the curve), else the curve, that piece solved once."""
     engine = modeled_engine(query, catalog, tp, precision, engine_lengths, anchored, layout, speculation, hop_bytes_per_s)
     if isinstance(engine, str):
         return PricedCurve(engine)
@@ -158,9 +161,18 @@ def _priced_curve(
     complete = True
     if query.open_loop:  # the ladder in chunks of ascending rate, until a point the reach refuses (module reach.py)
         chunks = rate_chunks(rates) if query.rate_rps is None else [rates]  # the same pieces, stopped or not
+        solved: dict[int, list[PerfResult]] = {}  # pieces solved before the walk (a point's figures are its own)
+        if floor_rps is not None and stop is not None:
+            index = _floor_piece(rates, floor_rps)
+            if index is None:
+                return None
+            if index > 0:  # at the first piece, the walk below solves no more than it
+                solved[index] = results(*open_loop_points(query, engine, percentile, chunks[index]))
+                if not _used_above(solved[index], len(chunks[index]), stop, floor_rps):
+                    return None
         modeled: list[PerfResult] = []
         for index, chunk in enumerate(chunks):
-            more = results(*open_loop_points(query, engine, percentile, chunk))  # a point's figures are its own (reach.py)
+            more = solved[index] if index in solved else results(*open_loop_points(query, engine, percentile, chunk))
             modeled += more
             ended = index == len(chunks) - 1 or len(more) < len(chunk)  # the ladder's last rate the engine serves
             first = None if stop is None else next(
@@ -184,6 +196,23 @@ def _priced_curve(
                            complete)  # fmt: skip
     points = [_row_point(exact[p.concurrency], p, catalog) if p.concurrency in exact else p for p in modeled]
     return PricedCurve(_between_rows(points, measured, query))
+
+
+def _floor_piece(rates: list[float], floor_rps: float) -> int | None:
+    """The piece (`rate_chunks`) of a ladder's first rate not below `floor_rps`, None where every rate is below it.
+    A point's rate is its ladder rate to a few units in the last place: rates below the floor by more than 1e-9 of it
+    give points at or below it."""
+    above = next((i for i, rate in enumerate(rates) if rate > floor_rps * (1 - 1e-9)), None)
+    return None if above is None else above // 3
+
+
+def _used_above(piece: list[PerfResult], asked: int, reach: Reach, floor_rps: float) -> bool:
+    """False where the points of a ladder's piece at a floor (`_floor_piece`: every rate of the pieces before it is
+    below the floor) show that `reach` can use no point of the curve above `floor_rps`: the piece stops the curve
+    (a point the reach refuses, or fewer points than its `asked` rates: the ladder ended), and no point before that
+    is above the floor. True where the piece alone does not show it."""
+    stop = next((i for i, point in enumerate(piece) if reach.refuses(point)), len(piece) if len(piece) < asked else None)
+    return stop is None or any(point.request_throughput_rps > floor_rps for point in piece[:stop])
 
 
 def _cache_assumed(query: PerfQuery) -> str:
@@ -298,13 +327,18 @@ def priced_points(
     hop_bytes_per_s: float = 0.0,
     reach: Reach | None = None,
     anchored: bool = True,
-) -> PricedCurve:
+    floor_rps: float | None = None,
+) -> PricedCurve | None:
     """Roofline points over the concurrency ladder (up to the KV capacity of an engine built for
     `engine_lengths`), anchored on the engine's rows (unless not `anchored`), or why there are none; with `aic_where_extrapolated`
     (--perf-source auto), aiconfigurator's points where the roofline would extrapolate. An open-loop ladder is
-    priced only as far as `reach` can use it (planner/perf/reach.py)."""
+    priced only as far as `reach` can use it (planner/perf/reach.py); with a `floor_rps`, None where a piece of it
+    shows that the reach can use no point above that rate (`_priced_curve`)."""
     curve = _priced_curve(query, catalog, tp, precision, percentile, engine_lengths=engine_lengths, layout=layout,
-                          speculation=speculation, hop_bytes_per_s=hop_bytes_per_s, reach=reach, anchored=anchored)  # fmt: skip
+                          speculation=speculation, hop_bytes_per_s=hop_bytes_per_s, reach=reach, anchored=anchored,
+                          floor_rps=floor_rps)  # fmt: skip
+    if curve is None:
+        return None
     plain = (layout is None or layout == Layout(tp)) and speculation is None and query.prefix_cache is None
     if not aic_where_extrapolated or not plain:
         return curve

@@ -64,6 +64,16 @@ class Reach:
     def __or__(self, other: Reach) -> Reach:
         return Reach(tuple(dict.fromkeys(self.asks + other.asks)))
 
+    def uses_above(self, points: list[PerfResult], floor_rps: float) -> bool:
+        """Whether some ask can use a point of `points` (a ladder's, in ascending rate) at a rate above `floor_rps`:
+        a point before the first one the reach refuses (`refuses`; the plan reads no point after it)."""
+        for point in points:
+            if self.refuses(point):
+                return False
+            if point.request_throughput_rps > floor_rps:
+                return True
+        return False
+
 
 @dataclass(frozen=True)
 class PricedCurve:
@@ -79,3 +89,8 @@ class PricedCurve:
         if self.complete or isinstance(self.points, str):
             return True
         return reach is not None and any(reach.refuses(point) for point in self.points)
+
+    def used_above(self, reach: Reach, floor_rps: float) -> bool:
+        """Whether the asks of `reach` (the curve priced for them) can use one of its points at a rate above
+        `floor_rps` (`Reach.uses_above`); a curve without points has none they can use."""
+        return not isinstance(self.points, str) and reach.uses_above(self.points, floor_rps)
