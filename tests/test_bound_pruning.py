@@ -9,6 +9,7 @@ import json
 import pytest
 from helpers import write_scenario
 
+import planner.candidates as candidates_module
 import planner.candidates.builder as builder_module
 from planner.candidates import bounds, enumerate_candidates
 from planner.candidates.builder import CandidateBuilder
@@ -45,7 +46,7 @@ def priced(tmp_path_factory):
     """Per fleet policy: the scenario, its catalog, its candidates with and without the bound, the curves the
     bound left unpriced by their ceilings and how many it left by their floors."""
     out = {}
-    original, settle = bounds.unpriced_curves, CandidateBuilder.settle_floors
+    original, settle = bounds.unpriced_curves, candidates_module._settle_floors
     for shared in (True, False):
         path = write_scenario(tmp_path_factory.mktemp("bounds"), _document(shared))
         catalog = load_catalog()
@@ -56,16 +57,16 @@ def priced(tmp_path_factory):
             left.append(original(*args))
             return left[-1]
 
-        def settled(self, below=below):
-            below.append(settle(self))
+        def settled(*args, below=below):
+            below.append(settle(*args))
             return below[-1]
 
-        bounds.unpriced_curves, CandidateBuilder.settle_floors = noted, settled
+        bounds.unpriced_curves, candidates_module._settle_floors = noted, settled
         try:
             out[shared] = (scenario, catalog, enumerate_candidates(scenario, catalog, bound_pruning=False),
                            enumerate_candidates(scenario, catalog), left[0], below[-1])  # fmt: skip
         finally:
-            bounds.unpriced_curves, CandidateBuilder.settle_floors = original, settle
+            bounds.unpriced_curves, candidates_module._settle_floors = original, settle
     return out
 
 

@@ -10,6 +10,7 @@ import pytest
 from helpers import write_scenario
 from test_bound_pruning import _document
 
+import planner.candidates as candidates_module
 from planner.candidates import _dominated_curves, enumerate_candidates
 from planner.candidates.builder import CandidateBuilder
 from planner.candidates.curves import price_curve, price_curve_above
@@ -67,14 +68,14 @@ def test_forked_workers_leave_the_curves_one_process_leaves(tmp_path, monkeypatc
     monkeypatch.setenv("PLANNER_CACHE_DIR", "off")
     path = write_scenario(tmp_path, _document())
     left = {}
-    settle = CandidateBuilder.settle_floors
+    settle = candidates_module._settle_floors
 
-    def noted(self):
-        count = settle(self)
-        left[workers] = (count, frozenset(self.unpriced))
+    def noted(builder, progress):
+        count = settle(builder, progress)
+        left[workers] = (count, frozenset(builder.unpriced))
         return count
 
-    monkeypatch.setattr(CandidateBuilder, "settle_floors", noted)
+    monkeypatch.setattr(candidates_module, "_settle_floors", noted)
     found = {}
     for workers in ("1", "2"):
         monkeypatch.setenv("PLANNER_WORKERS", workers)
@@ -97,3 +98,17 @@ def test_a_kept_floor_that_is_not_one_is_a_miss(tmp_path, payload):
     assert store.get_unused_floor(key, reach) == (False, None)
     store._path(floor_key).write_text("not json")
     assert store.get_unused_floor(key, reach) == (False, None)
+
+
+def test_curves_settled_here_by_their_floor_show_their_own_progress(tmp_path, monkeypatch):
+    """With one process the curves with a floor are settled before the enumeration, under a bar of their own that
+    counts to its total."""
+    monkeypatch.setenv("PLANNER_CACHE_DIR", "off")
+    monkeypatch.setenv("PLANNER_WORKERS", "1")
+    catalog = load_catalog()
+    scenario = load_scenario(write_scenario(tmp_path, _document()), catalog)
+    calls = []
+    enumerate_candidates(scenario, catalog, progress=lambda done, total, label=None: calls.append((done, total, label)))
+    start = next(i for i, (_, _, label) in enumerate(calls) if label and "at their floor" in label)
+    total = calls[start][1]
+    assert total > 0 and [done for done, _, _ in calls[start + 1 : start + 1 + total]] == list(range(1, total + 1))

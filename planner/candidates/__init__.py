@@ -69,7 +69,7 @@ def enumerate_candidates(
     if bound_pruning and not keep_dominated:
         builder.unpriced, builder.floors, first, kept = _dominated_curves(scenario, catalog, progress)
     tally = prefetch_curves(builder, progress)
-    below = builder.settle_floors()
+    below = _settle_floors(builder, progress)
     if kept is not None:  # the tally of both passes: curves at hand before the first, priced in either
         tally = dataclasses.replace(tally, needed=tally.needed - below, kept=len(kept - builder.unpriced),
                                     priced=tally.priced + first.priced, where=tally.where or first.where,
@@ -92,6 +92,29 @@ def enumerate_candidates(
     )  # fmt: skip
     return CandidateSet(ordered, options, pruned, stats, {w: dict(m) for w, m in builder.fastest.items()},
                         tuple(sorted(builder.course_sized)))
+
+
+def _settle_floors(builder: CandidateBuilder, progress: Callable[..., None] | None) -> int:
+    """Leave unpriced every curve with a floor that serves its asks no rate above it (`CandidateBuilder.
+    settle_floor`: those the pricing workers settled are known here, the rest are settled in this process, a piece
+    of their ladder or the curve solved, with their own progress bar); the number left."""
+    to_solve = {key for key in builder.floors if key not in builder.unpriced and not builder.floor_known_unused(key)
+                and not builder.has_curve(key)}  # fmt: skip
+    if progress is not None and to_solve:
+        progress(0, len(to_solve), f"pricing {len(to_solve)} engine curves here, or the piece of their ladder at "
+                                   "their floor")  # fmt: skip
+    left, solved = [], 0
+    for key in builder.floors:
+        if key in builder.unpriced:
+            continue
+        deadline.check(CANDIDATE_STAGE)
+        if builder.settle_floor(key):
+            left.append(key)
+        if progress is not None and key in to_solve:
+            solved += 1
+            progress(solved, len(to_solve))
+    builder.unpriced.update(left)
+    return len(left)
 
 
 def _enumerate(builder: CandidateBuilder, progress: Callable[..., None] | None) -> None:

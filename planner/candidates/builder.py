@@ -463,13 +463,6 @@ class CandidateBuilder:
             return True
         return False
 
-    def settle_floors(self) -> int:
-        """Leave unpriced every curve with a floor that serves its asks no rate above it (`settle_floor`: those a
-        forked worker settled are known here, the rest are settled in this process); the number left."""
-        left = [key for key in self.floors if key not in self.unpriced and self.settle_floor(key)]
-        self.unpriced.update(left)
-        return len(left)
-
     @property
     def _unused_floors(self) -> dict:
         """(memo key, reach) -> the lowest floor its asks were found to use no point above, kept with the catalog."""
