@@ -211,9 +211,11 @@ class Dominance:
         self.keys = list(self.asks)
 
     def dominated(self, key: tuple, ceiling: float | None = None) -> bool:
-        """Whether every candidate of the curve of `key` is dominated, its ceiling `ceiling` where one is given."""
-        return all(self._dominated(ask, lengths, key, ceiling) for ask in self.asks[key]
-                   for lengths in _lengths(self.first, ask))  # fmt: skip
+        """Whether every candidate of the curve of `key` is dominated, its ceiling `ceiling` where one is given (not
+        for a curve no ask reads)."""
+        asks = self.asks.get(key)
+        return bool(asks) and all(self._dominated(ask, lengths, key, ceiling) for ask in asks
+                                  for lengths in _lengths(self.first, ask))  # fmt: skip
 
     def _cells(self, ask: CurveAsk, lengths: tuple[int, int], key: tuple, ceiling: float | None) -> dict | None:
         """The rate bound of each (workload, bucket) a candidate of the ask at `lengths` serves, per allotment unit;
@@ -253,7 +255,7 @@ class Dominance:
         """The ceilings of the curve of `key` at which a rival's units needed (m) for a candidate of it step: a
         rival's rate in a (workload, bucket) the curve feeds x the units allowed / the candidate's units."""
         out = []
-        for ask in self.asks[key]:
+        for ask in self.asks.get(key, ()):
             factor = _unit(self.first, ask)[1] * ask.offer.capacity_factor
             cells = {(other.workload.name, other.bucket_index) for other in self.families[_family(ask)] if other.key == key}
             for rates, allowed in self._rivals(ask):
