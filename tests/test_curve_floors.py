@@ -100,15 +100,18 @@ def test_a_kept_floor_that_is_not_one_is_a_miss(tmp_path, payload):
     assert store.get_unused_floor(key, reach) == (False, None)
 
 
-def test_curves_settled_here_by_their_floor_show_their_own_progress(tmp_path, monkeypatch):
-    """With one process the curves with a floor are settled before the enumeration, under a bar of their own that
-    counts to its total."""
+def test_curves_priced_here_before_the_enumeration_show_their_own_progress(tmp_path, monkeypatch):
+    """With one process the first pass prices its leading curves, then the curves with a floor are settled, before
+    the enumeration: each under a bar of its own that counts to its total."""
     monkeypatch.setenv("PLANNER_CACHE_DIR", "off")
     monkeypatch.setenv("PLANNER_WORKERS", "1")
     catalog = load_catalog()
     scenario = load_scenario(write_scenario(tmp_path, _document()), catalog)
     calls = []
     enumerate_candidates(scenario, catalog, progress=lambda done, total, label=None: calls.append((done, total, label)))
-    start = next(i for i, (_, _, label) in enumerate(calls) if label and "at their floor" in label)
-    total = calls[start][1]
-    assert total > 0 and [done for done, _, _ in calls[start + 1 : start + 1 + total]] == list(range(1, total + 1))
+    stages = [label for _, _, label in calls if label]
+    assert "leading engine curves here" in stages[0] and "at their floor" in stages[1], stages
+    for stage in stages[:2]:
+        start = next(i for i, (_, _, label) in enumerate(calls) if label == stage)
+        total = calls[start][1]
+        assert total > 0 and [done for done, _, _ in calls[start + 1 : start + 1 + total]] == list(range(1, total + 1))

@@ -207,7 +207,11 @@ def _dominated_curves(scenario: Scenario, catalog: Catalog,
     prefetched = prefetched_curves(first)
     kept = {key for key in prefetched if first.has_curve(key)}
     tally = prefetch_curves(first, progress, "leading ")
-    _enumerate(first, None)
+    here = [key for key in prefetched if first.wanted(key) and not first.has_curve(key)]
+    if progress is not None and here:  # not priced in parallel: the first pass prices them as it reaches them
+        progress(0, len(scenario.workloads) * len(scenario.offers),
+                 f"pricing {len(here)} leading engine curves here (workload x system)")  # fmt: skip
+    _enumerate(first, progress if here else None)
     unpriced = bounds.unpriced_curves(first, asks, ceilings, first.only)
     floors = bounds.curve_floors(first, asks, ceilings, set(prefetched) - first.only - unpriced)
     return unpriced, floors, dataclasses.replace(tally, unpriced=len(unpriced.intersection(prefetched))), kept
