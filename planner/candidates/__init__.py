@@ -99,8 +99,8 @@ def _settle_floors(builder: CandidateBuilder, progress: Callable[..., None] | No
     settle_floor`: those the pricing workers settled are known here, the rest are settled in this process, a piece
     of their ladder or the curve solved, with their own progress bar); the number left."""
     to_solve = {key for key in builder.floors if key not in builder.unpriced and not builder.floor_known_unused(key)
-                and not builder.has_curve(key)}  # fmt: skip
-    if progress is not None and to_solve:
+                and not builder.has_curve(key)} if progress is not None else set()  # fmt: skip
+    if to_solve:
         progress(0, len(to_solve), f"pricing {len(to_solve)} engine curves here, or the piece of their ladder at "
                                    "their floor")  # fmt: skip
     left, solved = [], 0
@@ -110,7 +110,7 @@ def _settle_floors(builder: CandidateBuilder, progress: Callable[..., None] | No
         deadline.check(CANDIDATE_STAGE)
         if builder.settle_floor(key):
             left.append(key)
-        if progress is not None and key in to_solve:
+        if key in to_solve:
             solved += 1
             progress(solved, len(to_solve))
     builder.unpriced.update(left)
@@ -207,8 +207,8 @@ def _dominated_curves(scenario: Scenario, catalog: Catalog,
     prefetched = prefetched_curves(first)
     kept = {key for key in prefetched if first.has_curve(key)}
     tally = prefetch_curves(first, progress, "leading ")
-    here = [key for key in prefetched if first.wanted(key) and not first.has_curve(key)]
-    if progress is not None and here:  # not priced in parallel: the first pass prices them as it reaches them
+    here = [key for key in prefetched if first.wanted(key) and not first.has_curve(key)] if progress is not None else []
+    if here:  # not priced in parallel: the first pass prices them as it reaches them
         progress(0, len(scenario.workloads) * len(scenario.offers),
                  f"pricing {len(here)} leading engine curves here (workload x system)")  # fmt: skip
     _enumerate(first, progress if here else None)

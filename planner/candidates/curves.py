@@ -29,13 +29,11 @@ def price_curve(context: tuple[Catalog, bool, bool], key: tuple, reach: Reach | 
     aiconfigurator's tables answer where the roofline extrapolates, whether measured rows anchor it); `key` is the
     builder's (shape, layout, precision, percentile, speculation, hop bytes/s), `reach` the asks it is priced for
     (planner/perf/reach.py). A pure function of its arguments, wherever it runs."""
-    catalog, aic, anchored = context
-    shape, layout, precision, percentile, speculation, hop_bytes_per_s = key
-    return priced_points(shape, catalog, layout.tp, precision, percentile, aic_where_extrapolated=aic, layout=layout,
-                         speculation=speculation, hop_bytes_per_s=hop_bytes_per_s, reach=reach, anchored=anchored)  # fmt: skip
+    return price_curve_above(context, key, reach, None)
 
 
-def price_curve_above(context: tuple[Catalog, bool, bool], key: tuple, reach: Reach, floor_rps: float) -> PricedCurve | None:
+def price_curve_above(context: tuple[Catalog, bool, bool], key: tuple, reach: Reach | None,
+                      floor_rps: float | None) -> PricedCurve | None:  # fmt: skip
     """`price_curve`, or None where a piece of its ladder shows that `reach` can use no point of it above
     `floor_rps` (planner/perf/engine_curve.py, `_floor_piece`): then only that piece is solved."""
     catalog, aic, anchored = context

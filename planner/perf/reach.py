@@ -64,16 +64,6 @@ class Reach:
     def __or__(self, other: Reach) -> Reach:
         return Reach(tuple(dict.fromkeys(self.asks + other.asks)))
 
-    def uses_above(self, points: list[PerfResult], floor_rps: float) -> bool:
-        """Whether some ask can use a point of `points` (a ladder's, in ascending rate) at a rate above `floor_rps`:
-        a point before the first one the reach refuses (`refuses`; the plan reads no point after it)."""
-        for point in points:
-            if self.refuses(point):
-                return False
-            if point.request_throughput_rps > floor_rps:
-                return True
-        return False
-
 
 @dataclass(frozen=True)
 class PricedCurve:
@@ -92,5 +82,11 @@ class PricedCurve:
 
     def used_above(self, reach: Reach, floor_rps: float) -> bool:
         """Whether the asks of `reach` (the curve priced for them) can use one of its points at a rate above
-        `floor_rps` (`Reach.uses_above`); a curve without points has none they can use."""
-        return not isinstance(self.points, str) and reach.uses_above(self.points, floor_rps)
+        `floor_rps`: a point before the first one the reach refuses (the plan reads no point after it); a curve
+        without points has none they can use."""
+        for point in [] if isinstance(self.points, str) else self.points:  # in ascending rate
+            if reach.refuses(point):
+                return False
+            if point.request_throughput_rps > floor_rps:
+                return True
+        return False
